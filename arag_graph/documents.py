@@ -1,0 +1,44 @@
+"""The two units of text the index knows: source documents and the chunks cut from them.
+
+A-RAG's hierarchy has three levels: chunks (what `chunk_read` returns), sentences (what
+`semantic_search` embeds and what snippets are made of) and the raw text that
+`keyword_search` matches. A chunk therefore carries its sentence spans, computed once at ingestion,
+so every tool sees the same sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document of a corpus as loaded from disk, before chunking.
+
+    ``id`` is the identifier the corpus gave (None when it gave none); ``title`` is the passage
+    or file title when there is one.
+    """
+
+    text: str
+    id: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A retrievable unit: about ``chunk_size`` tokens of one document, cut on sentence boundaries.
+
+    ``sentences`` are ``(start, end)`` character offsets into ``text``; every ``text[start:end]`` is
+    one sentence. ``prev_id`` and ``next_id`` are the neighbouring chunks in corpus order, so that an
+    agent can read around a chunk.
+    """
+
+    id: str
+    text: str
+    title: str | None = None
+    prev_id: str | None = None
+    next_id: str | None = None
+    sentences: tuple[tuple[int, int], ...] = field(default=())
+
+    def sentence_texts(self) -> list[str]:
+        return [self.text[start:end] for start, end in self.sentences]

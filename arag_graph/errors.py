@@ -1,0 +1,35 @@
+"""Errors a user can fix.
+
+Every error raised on purpose by this package is an :class:`AragError` whose message is one
+line that names the problem and the fix. The CLI prints that line and exits non-zero; library
+callers can catch the base class. Anything else that escapes is a bug.
+"""
+
+from __future__ import annotations
+
+
+class AragError(Exception):
+    """A problem with the user's input or set-up, explained in one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class CorpusError(AragError):
+    """The corpus file or directory cannot be read as a corpus."""
+
+
+class IndexNotFoundError(AragError):
+    """No usable index at the given location."""
+
+
+class IndexMismatchError(AragError):
+    """The index was built with settings (embedding model, format) that differ from the caller's."""
+
+
+class ModelSpecError(AragError):
+    """A chat-model spec cannot be turned into a model (unknown form, missing credentials)."""
+
+
+class DatasetError(AragError):
+    """A question file cannot be read or does not fit its corpus."""
