@@ -1,0 +1,230 @@
+"""Short-answer metrics: Contain-Acc (the A-RAG paper), exact match (CoRAG) and token F1 (SRAG).
+
+All three compare a free-text prediction with one or more gold aliases after the usual
+multi-hop QA normalisation, and take the best alias. They are pure functions so that the
+evaluation runner, notebooks and tests score answers the same way; the ``*_evaluator`` functions
+wrap them for ``langsmith.evaluate``.
+
+Normalisation follows SQuAD/HotpotQA (lowercase, drop punctuation, drop articles, collapse
+whitespace) with two Unicode-aware extensions, because model output is full of typographic
+characters that gold answers lack: text is NFKC-normalised and case-folded, and every Unicode
+punctuation character is dropped, not only ASCII ones (curly quotes, en dashes, ...). Punctuation is
+deleted, not replaced by a space, as in the reference scripts, so "Jean-Paul" becomes "jeanpaul"
+on both sides.
+
+Decisions a reader of the scores should know:
+
+* Contain-Acc matches on whole words by default: the normalised gold must appear in the
+  normalised prediction as a run of complete tokens. A plain character substring test, the
+  paper's literal wording, scores "I do not know" as correct for the gold "no" (inside "not" and
+  "know"), which rewards abstaining on HotpotQA's yes/no comparison questions.
+  ``whole_words=False`` gives the character test for comparisons with published numbers.
+* A gold that normalises to the empty string (an article such as "The", or the band "The The")
+  is compared with articles kept, so it is neither a free match for every prediction nor
+  unmatchable. A gold made only of punctuation or whitespace can never match.
+* An empty prediction never matches and scores 0, even against an empty gold.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from arag_graph.errors import DatasetError
+
+__all__ = [
+    "ANSWER_EVALUATORS",
+    "answer_scores",
+    "contain_acc_evaluator",
+    "contain_match",
+    "exact_match",
+    "exact_match_evaluator",
+    "f1_evaluator",
+    "normalize_answer",
+    "token_f1",
+]
+
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+# HotpotQA scores these answers all-or-nothing: "yes" must not earn partial credit against "no way".
+_CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+
+@lru_cache(maxsize=4096)
+def _is_punctuation(char: str) -> bool:
+    # ASCII punctuation includes symbols such as "$" and "+", which the reference scripts drop too.
+    return char in _ASCII_PUNCTUATION or unicodedata.category(char).startswith("P")
+
+
+def _normalize(text: str, *, drop_articles: bool) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(char for char in text if not _is_punctuation(char))
+    if drop_articles:
+        text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def normalize_answer(text: str) -> str:
+    """Return ``text`` lowercased, without punctuation and articles, with single spaces.
+
+    >>> normalize_answer("  The Eiffel   Tower! ")
+    'eiffel tower'
+    """
+    return _normalize(text, drop_articles=True)
+
+
+def _as_golds(golds: str | Sequence[str]) -> Sequence[str]:
+    # A bare string is one gold answer; iterating it would score each character as an alias.
+    return (golds,) if isinstance(golds, str) else golds
+
+
+def _comparable(prediction: str, gold: str) -> tuple[str, str] | None:
+    """Normalise a prediction and one gold alias the same way, or None when the gold is unusable.
+
+    When the gold is nothing but articles, both sides keep their articles (see the module
+    docstring); the prediction must be normalised like the gold for the comparison to mean anything.
+    """
+    normalised_gold = _normalize(gold, drop_articles=True)
+    if normalised_gold:
+        return _normalize(prediction, drop_articles=True), normalised_gold
+    normalised_gold = _normalize(gold, drop_articles=False)
+    if normalised_gold:
+        return _normalize(prediction, drop_articles=False), normalised_gold
+    return None
+
+
+def _comparable_pairs(prediction: str, golds: str | Sequence[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for gold in _as_golds(golds):
+        pair = _comparable(prediction or "", gold)
+        if pair is not None and pair[0]:
+            pairs.append(pair)
+    return pairs
+
+
+def contain_match(prediction: str, golds: str | Sequence[str], *, whole_words: bool = True) -> bool:
+    """True when some normalised gold alias occurs in the normalised prediction.
+
+    Long-form model answers ("The answer is Paris, the capital of France") are correct when they
+    contain the gold, which is why A-RAG reports this rather than exact match. ``whole_words``
+    requires the gold to align with token boundaries; see the module docstring for why it is on.
+    """
+    for normalised_prediction, normalised_gold in _comparable_pairs(prediction, golds):
+        if whole_words:
+            # Both sides are single-space separated, so padding makes the test token-aligned.
+            if f" {normalised_gold} " in f" {normalised_prediction} ":
+                return True
+        elif normalised_gold in normalised_prediction:
+            return True
+    return False
+
+
+def exact_match(prediction: str, golds: str | Sequence[str]) -> bool:
+    """True when the normalised prediction equals some normalised gold alias (CoRAG's EM)."""
+    return any(
+        normalised_prediction == normalised_gold
+        for normalised_prediction, normalised_gold in _comparable_pairs(prediction, golds)
+    )
+
+
+def _f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
+    common = Counter(prediction_tokens) & Counter(gold_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision = overlap / len(prediction_tokens)
+    recall = overlap / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, golds: str | Sequence[str]) -> float:
+    """Best token-level F1 between the normalised prediction and any gold alias (SRAG's F1).
+
+    Tokens are the words of the normalised text, counted with multiplicity. When either side is
+    exactly "yes", "no" or "noanswer" and the two differ, the score is 0, as in HotpotQA's scorer.
+    """
+    best = 0.0
+    for normalised_prediction, normalised_gold in _comparable_pairs(prediction, golds):
+        if normalised_prediction != normalised_gold and (
+            normalised_prediction in _CLOSED_ANSWERS or normalised_gold in _CLOSED_ANSWERS
+        ):
+            continue
+        best = max(best, _f1(normalised_prediction.split(), normalised_gold.split()))
+    return best
+
+
+def answer_scores(prediction: str, golds: str | Sequence[str]) -> dict[str, float]:
+    """All three metrics under the feedback keys the LangSmith evaluators use."""
+    return {
+        "contain_acc": float(contain_match(prediction, golds)),
+        "exact_match": float(exact_match(prediction, golds)),
+        "f1": token_f1(prediction, golds),
+    }
+
+
+# --- LangSmith evaluators --------------------------------------------------------------------------
+#
+# langsmith.evaluate binds evaluator parameters by name; ``outputs`` and ``reference_outputs`` are
+# the target's output dict and the example's outputs dict. That form keeps the evaluators plain
+# functions of two dicts (no Run/Example objects to build in tests) and works with evaluate,
+# aevaluate and the pytest plugin alike. Each returns a literal ``{"key": ..., "score": ...}`` so
+# LangSmith can also read the feedback key from the source before running anything.
+
+
+def _prediction(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """The predicted answer, plus a comment when the run produced none (scored as wrong)."""
+    value = (outputs or {}).get("answer")
+    if value is None:
+        keys = ", ".join(sorted(outputs or {})) or "none"
+        return "", f"the run returned no 'answer' (output keys: {keys}); scored as wrong"
+    return (value if isinstance(value, str) else str(value)), None
+
+
+def _golds(reference_outputs: Mapping[str, Any] | None) -> list[str]:
+    reference = reference_outputs or {}
+    golds: list[str] = []
+    for key in ("answer", "answers"):
+        value = reference.get(key)
+        if isinstance(value, str):
+            golds.append(value)
+        elif isinstance(value, Sequence):
+            golds.extend(str(alias) for alias in value if alias is not None)
+        elif value is not None:
+            golds.append(str(value))
+    if not any(gold.strip() for gold in golds):
+        keys = ", ".join(sorted(reference)) or "none"
+        raise DatasetError(
+            f"the example's reference outputs have no gold answer (keys: {keys}); "
+            "put the gold answer in 'answers' (list of aliases) or 'answer' (string)"
+        )
+    return list(dict.fromkeys(golds))
+
+
+def contain_acc_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
+    """LangSmith evaluator for :func:`contain_match`, feedback key ``contain_acc``."""
+    prediction, comment = _prediction(outputs)
+    score = float(contain_match(prediction, _golds(reference_outputs)))
+    return {"key": "contain_acc", "score": score, "comment": comment}
+
+
+def exact_match_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
+    """LangSmith evaluator for :func:`exact_match`, feedback key ``exact_match``."""
+    prediction, comment = _prediction(outputs)
+    score = float(exact_match(prediction, _golds(reference_outputs)))
+    return {"key": "exact_match", "score": score, "comment": comment}
+
+
+def f1_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
+    """LangSmith evaluator for :func:`token_f1`, feedback key ``f1``."""
+    prediction, comment = _prediction(outputs)
+    score = token_f1(prediction, _golds(reference_outputs))
+    return {"key": "f1", "score": score, "comment": comment}
+
+
+ANSWER_EVALUATORS = (contain_acc_evaluator, exact_match_evaluator, f1_evaluator)
+"""The three short-answer evaluators, ready for ``langsmith.evaluate(..., evaluators=...)``."""
