@@ -1,0 +1,318 @@
+"""Corpus loading: every format, format detection, and a readable one-line error for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arag_graph.corpus import CORPUS_FORMATS, detect_format, load_corpus
+from arag_graph.documents import Document
+from arag_graph.errors import AragError, CorpusError
+
+SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def write(path: Path, content: str | bytes | Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_text(json.dumps(content), encoding="utf-8")
+    return path
+
+
+def load_error(path: Path, format: str | None = None) -> str:
+    """The message of the CorpusError that loading ``path`` raises, checked to be one useful line."""
+    with pytest.raises(CorpusError) as caught:
+        load_corpus(path, format)
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert str(path) in message, message
+    assert ";" in message, f"no fix suggested: {message}"
+    return message
+
+
+# --- formats -------------------------------------------------------------------------------------
+
+
+def test_chunks_strings_split_at_the_first_colon(tmp_path: Path) -> None:
+    path = write(tmp_path / "chunks.json", ["0:Paris is the capital: of France.", " b :Rome.", "c:"])
+    docs = load_corpus(path)
+    assert docs == [Document("Paris is the capital: of France.", id="0"), Document("Rome.", id="b")]
+    assert detect_format(path) == "chunks"
+
+
+def test_chunks_objects_keep_ids_and_titles(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "chunks.json",
+        [{"id": 7, "text": "Seven.", "title": "T"}, {"id": "x", "text": "Ex."}],
+    )
+    assert load_corpus(path) == [Document("Seven.", id="7", title="T"), Document("Ex.", id="x")]
+
+
+def test_hipporag_object_joins_sentences(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "corpus.json", {"Ed Wood": ["Ed Wood is a film.", " It stars Depp."], "Empty": []}
+    )
+    assert load_corpus(path) == [Document("Ed Wood is a film. It stars Depp.", title="Ed Wood")]
+    assert detect_format(path) == "hipporag"
+
+
+def test_hipporag_list_with_optional_ids_and_musique_text(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "corpus.json",
+        [
+            {"title": "A", "text": "Alpha."},
+            {"title": "B", "paragraph_text": "Beta.", "idx": 3},
+            {"title": "C", "text": "Gamma.", "_id": "c1"},
+        ],
+    )
+    assert load_corpus(path) == [
+        Document("Alpha.", title="A"),
+        Document("Beta.", id="3", title="B"),
+        Document("Gamma.", id="c1", title="C"),
+    ]
+    assert detect_format(path) == "hipporag"
+
+
+def test_jsonl_with_text_aliases(tmp_path: Path) -> None:
+    lines = [
+        {"id": "a", "title": "A", "text": "Alpha."},
+        {"contents": "Beta."},
+        {"_id": "c", "passage": "Gamma \u2028 line."},
+    ]
+    path = write(tmp_path / "c.jsonl", "\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n\n")
+    assert load_corpus(path) == [
+        Document("Alpha.", id="a", title="A"),
+        Document("Beta."),
+        Document("Gamma \u2028 line.", id="c"),
+    ]
+    assert detect_format(path) == "jsonl"
+
+
+def test_jsonl_saved_as_json_is_detected(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.json", '{"text": "One."}\n{"text": "Two."}\n')
+    assert detect_format(path) == "jsonl"
+    assert [d.text for d in load_corpus(path)] == ["One.", "Two."]
+
+
+def test_directory_of_text_files(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    write(root / "b.txt", "Bee text.")
+    write(root / "a" / "z.md", "\n# The Zed Note #\n\nZed text.")
+    write(root / "a" / "y.md", "No heading here.\n# Later heading")
+    write(root / "empty.txt", "")
+    write(root / "image.png", b"\x89PNG\x00\x00")
+    write(root / ".hidden.txt", "secret")
+    write(root / ".git" / "HEAD.txt", "ref")
+    docs = load_corpus(root)
+    assert [(d.id, d.title) for d in docs] == [("a/y.md", "y"), ("a/z.md", "The Zed Note"), ("b.txt", "b")]
+    assert docs[1].text == "\n# The Zed Note #\n\nZed text."
+    assert detect_format(root) == "dir"
+    assert load_corpus(root, "dir") == docs
+
+
+def test_single_text_file_is_one_document(tmp_path: Path) -> None:
+    path = write(tmp_path / "book.md", "# Title\n\nBody.")
+    assert load_corpus(path) == [Document("# Title\n\nBody.", id="book.md", title="Title")]
+    assert detect_format(path) == "text"
+
+
+def test_big_single_line_text_is_one_document(tmp_path: Path) -> None:
+    text = "word " * 2_000_000  # 10 MB, one line
+    path = write(tmp_path / "big.txt", text)
+    (doc,) = load_corpus(path)
+    assert len(doc.text) == len(text)
+    path = write(tmp_path / "big.jsonl", json.dumps({"id": "big", "text": text}))
+    assert len(load_corpus(path)[0].text) == len(text)
+
+
+def test_explicit_format_overrides_detection(tmp_path: Path) -> None:
+    path = write(tmp_path / "corpus.data", [{"id": "1", "title": "T", "text": "One."}])
+    assert load_corpus(path, "hipporag") == [Document("One.", id="1", title="T")]
+    assert load_corpus(path, "chunks") == [Document("One.", id="1", title="T")]
+    assert load_corpus(path) == [Document("One.", id="1", title="T")]  # content sniffed
+    assert load_corpus(path, "auto") == load_corpus(path)
+    assert load_corpus(path, " HippoRAG ") == load_corpus(path, "hipporag")
+
+
+def test_utf8_bom_and_utf16_are_read(tmp_path: Path) -> None:
+    content = json.dumps([{"title": "É", "text": "Café."}], ensure_ascii=False)
+    assert load_corpus(write(tmp_path / "bom.json", b"\xef\xbb\xbf" + content.encode()))[0].text == "Café."
+    assert load_corpus(write(tmp_path / "u16.json", content.encode("utf-16")))[0].title == "É"
+
+
+def test_all_empty_jsonl_counts_lines(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.jsonl", '{"text": ""}\n{"text": "  "}\n'))
+    assert "none of its 2 lines has any text" in message
+
+
+def test_empty_documents_are_skipped(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.json", [{"title": "A", "text": "  \n"}, {"title": "B", "text": "Bee."}])
+    assert load_corpus(path) == [Document("Bee.", title="B")]
+
+
+def test_formats_constant() -> None:
+    assert set(CORPUS_FORMATS) == {"chunks", "hipporag", "jsonl", "dir", "text"}
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    assert "no such file" in load_error(tmp_path / "nope.json")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    assert "empty" in load_error(write(tmp_path / "c.json", ""))
+    assert "empty" in load_error(write(tmp_path / "d.jsonl", "\n  \n"))
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.json", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"))
+    assert "binary" in message and "PNG" not in message
+
+
+def test_invalid_utf8(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.json", b'[{"text": "caf\xe9"}]'))
+    assert "UTF-8" in message and "offset 14" in message and "\\x" not in message
+
+
+def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "corpus.json", '[\n  {"text": "a"}\n  {"text": "b"}\n]'))
+    assert "not valid JSON (line 3, column 3: Expecting ',' delimiter)" in message
+
+
+def test_deeply_nested_json(tmp_path: Path) -> None:
+    assert "nested too deeply" in load_error(write(tmp_path / "c.json", "[" * 100_000 + "]" * 100_000))
+
+
+def test_invalid_jsonl_line(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.jsonl", '{"text": "a"}\n{"text": b}\n'))
+    assert "line 2 is not valid JSON" in message
+    assert "line 2 is a list" in load_error(write(tmp_path / "d.jsonl", '{"text": "a"}\n[1]\n'))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (42, "is a number, not a list or object"),
+        ('"just a string"', "is a string, not a list or object"),
+        ([], "the JSON list is empty"),
+        ([1, 2], "item 0 of the JSON list is a number"),
+        ({"A": 3}, "'A' holds a number, not a list of sentences"),
+        ({"A": ["ok", 5]}, "sentence 1 of 'A' is a number"),
+        (["0:a", 5], "item 1 is a number"),
+        (["0:a", "no colon"], "item 1 ('no colon') does not start with \"id:\""),
+        ([{"id": "a", "text": "x"}, {"text": "y"}], "item 1 has no id"),
+        (
+            [{"title": "T", "body_text": "x"}],
+            "item 0 has no text field (found: 'title', 'body_text'); name the text field one of: text,",
+        ),
+        ([{"title": "T", "text": ["a", "b"]}], "item 0 has a list as 'text'; the text must be a string"),
+        ([{"title": 5, "text": "a"}], "a title must be a string"),
+        ([{"id": 1.5, "title": "T", "text": "a"}], "an id must be a string or an integer"),
+        ([{"title": "T", "_id": " ", "text": "a"}], "empty '_id'"),
+        ([{"id": "q1", "question": "Who?", "paragraphs": []}], "looks like a question file"),
+        ([{"title": "A", "text": ""}, {"title": "B", "text": " "}], "none of its 2 items has any text"),
+        ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], "the id 'a' is used twice"),
+        (
+            [{"title": "T", "_id": 1, "text": "x"}, {"title": "U", "_id": "1", "text": "y"}],
+            "'1' is used twice",
+        ),
+    ],
+)
+def test_bad_json_corpora(tmp_path: Path, content: Any, expected: str) -> None:
+    assert expected in load_error(write(tmp_path / "corpus.json", content))
+
+
+def test_jsonl_wrong_fields_name_line_and_fields(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.jsonl", '{"text": "a"}\n\n{"title": "T", "abstract": "b"}\n'))
+    assert (
+        "line 3 has no text field (found: 'title', 'abstract'); name the text field one of: text, contents"
+        in message
+    )
+
+
+def test_repeated_title_in_hipporag_object(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.json", '{"A": ["one."], "A": ["two."]}'))
+    assert "the title 'A' appears twice" in message
+
+
+def test_long_values_are_shortened_in_messages(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path / "c.json", ["0:a", "x" * 10_000]))
+    assert len(message) < 400
+
+
+def test_directory_without_text_files(tmp_path: Path) -> None:
+    write(tmp_path / "d" / "data.csv", "a,b")
+    assert "no .txt or .md files" in load_error(tmp_path / "d")
+
+
+def test_directory_with_only_empty_files(tmp_path: Path) -> None:
+    write(tmp_path / "d" / "a.txt", " \n")
+    assert "none of its 1 file has any text" in load_error(tmp_path / "d")
+
+
+def test_directory_file_with_invalid_utf8_is_named(tmp_path: Path) -> None:
+    write(tmp_path / "d" / "good.txt", "Good.")
+    bad = write(tmp_path / "d" / "sub" / "bad.txt", b"caf\xe9")
+    with pytest.raises(CorpusError, match=r"bad\.txt: is not UTF-8"):
+        load_corpus(tmp_path / "d")
+    assert load_error(bad)  # the message names the file itself
+
+
+def test_format_and_path_kind_must_agree(tmp_path: Path) -> None:
+    write(tmp_path / "d" / "a.txt", "A.")
+    assert "is a directory" in load_error(tmp_path / "d", "jsonl")
+    assert "--format dir reads a directory" in load_error(write(tmp_path / "c.json", ["0:a"]), "dir")
+
+
+def test_unknown_format_lists_the_valid_ones(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.json", ["0:a"])
+    with pytest.raises(
+        CorpusError, match="unknown corpus format 'csv'; use one of: chunks, hipporag, jsonl, dir"
+    ):
+        load_corpus(path, "csv")
+
+
+def test_unrecognised_file_asks_for_format(tmp_path: Path) -> None:
+    assert "give --format" in load_error(write(tmp_path / "notes.csv", "a,b\n1,2\n"))
+
+
+def test_corpus_error_is_an_arag_error() -> None:
+    assert issubclass(CorpusError, AragError)
+
+
+# --- the shared corpora --------------------------------------------------------------------------
+
+
+def shared(relative: str) -> Path:
+    path = SHARED / relative
+    if not path.is_file():
+        pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
+    return path
+
+
+def test_load_hotpotqa_corpus() -> None:
+    path = shared("hotpotqa-100/corpus.json")
+    docs = load_corpus(path)
+    assert detect_format(path) == "hipporag"
+    assert len(docs) == 994
+    assert all(d.id is None and d.title and d.text.strip() for d in docs)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert {d.title: d.text for d in docs} == {title: "".join(s) for title, s in raw.items()}
+
+
+def test_load_2wiki_corpus() -> None:
+    path = shared("2wiki-corpus/corpus.json")
+    docs = load_corpus(path)
+    assert detect_format(path) == "hipporag"
+    assert len(docs) == 6119
+    assert docs[0].title == "Teutberga" and docs[0].text.startswith("Teutberga( died 11 November 875)")
