@@ -1,0 +1,35 @@
+"""arag-graph: A-RAG's hierarchical retrieval tools and agent as LangGraph graphs.
+
+Start with :func:`build_index` / :func:`load_index`, then :func:`create_retrieval_tools` for the
+three tools, or :func:`build_arag_graph` for the agent. Names are imported lazily so that
+``import arag_graph`` stays cheap (Chroma and torch load only when an index is used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AragError": "arag_graph.errors",
+    "Chunk": "arag_graph.documents",
+    "Document": "arag_graph.documents",
+    "HierarchicalIndex": "arag_graph.index",
+    "SearchHit": "arag_graph.index",
+    "build_index": "arag_graph.index",
+    "load_index": "arag_graph.index",
+    "ContextTracker": "arag_graph.tools",
+    "create_retrieval_tools": "arag_graph.tools",
+}
+
+__all__ = sorted(_EXPORTS)
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'arag_graph' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,559 @@
+"""The hierarchical index: chunks in memory, sentences in Chroma, keywords in an inverted index.
+
+A-RAG needs three views of one corpus and they must agree: ``chunk_read`` returns chunk text,
+``semantic_search`` ranks chunks by their best sentence embedding, ``keyword_search`` ranks them by
+exact keyword matches and shows the matching sentences. All three come from the same chunk list
+(with sentence spans computed once at ingestion), which this module builds and loads.
+
+On disk an index directory looks like::
+
+    DIR/CURRENT                 name of the active build (replaced atomically)
+    DIR/builds/<build>/manifest.json
+    DIR/builds/<build>/chunks.jsonl
+    DIR/builds/<build>/keywords.npz
+    DIR/builds/<build>/chroma/  (absent when the sentences live in a Chroma server)
+
+A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
+killed half-way leaves the previous index loadable; the next build removes the leftovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from arag_graph.documents import Chunk, Document
+from arag_graph.embeddings import (
+    DEFAULT_MODEL_ID,
+    default_embeddings,
+    embed_texts,
+    embedding_model_id,
+)
+from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.keywords import KeywordIndex
+from arag_graph.vectorstore import SentenceStore, connect_sentence_store
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CHUNKS = "chunks.jsonl"
+KEYWORDS_DIR = "."
+CURRENT = "CURRENT"
+BUILDS = "builds"
+
+KeywordMatch = Literal["word", "substring"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One ranked chunk from a search, with the sentences that made it match."""
+
+    chunk_id: str
+    score: float
+    snippets: tuple[str, ...]
+    title: str | None = None
+    positions: tuple[int, ...] = ()
+    """Positions of the snippet sentences in the chunk (semantic hits), for sentence windows."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "score": self.score,
+            "title": self.title,
+            "snippets": list(self.snippets),
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What an index was built from and with; checked when it is loaded."""
+
+    embedding_model: str
+    embedding_dim: int
+    chunk_size: int
+    contextual_headers: bool
+    keyword_match: KeywordMatch
+    corpus_hash: str
+    documents: int
+    chunks: int
+    sentences: int
+    chroma: dict[str, Any]
+    build_seconds: float = 0.0
+    created: str = ""
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Manifest:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexNotFoundError(
+                f"{path}: unreadable index manifest ({exc}); rebuild the index with `arag index`"
+            ) from None
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise IndexMismatchError(
+                f"{path}: index format {version} is not supported by this version (expects "
+                f"{FORMAT_VERSION}); rebuild the index with `arag index`"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class ChunkStore:
+    """All chunks in corpus order, by id and by title, in memory.
+
+    Chunk text is what ``chunk_read`` returns and what keyword matching runs over, so it stays in
+    process memory; a million 1,000-character chunks is about 1 GB, in line with the vectors.
+    """
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks: list[Chunk] = list(chunks)
+        self.position: dict[str, int] = {c.id: i for i, c in enumerate(self.chunks)}
+        self._by_title: dict[str, list[str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.position
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        pos = self.position.get(chunk_id)
+        return None if pos is None else self.chunks[pos]
+
+    def ids_for_title(self, title: str) -> list[str]:
+        if self._by_title is None:
+            by_title: dict[str, list[str]] = {}
+            for chunk in self.chunks:
+                if chunk.title is not None:
+                    by_title.setdefault(chunk.title, []).append(chunk.id)
+            self._by_title = by_title
+        return list(self._by_title.get(title, ()))
+
+    @property
+    def titles(self) -> dict[str, list[str]]:
+        self.ids_for_title("")
+        assert self._by_title is not None
+        return self._by_title
+
+    def save(self, path: Path) -> None:
+        with path.open("w", encoding="utf-8") as fh:
+            for c in self.chunks:
+                record = {
+                    "id": c.id,
+                    "title": c.title,
+                    "text": c.text,
+                    "prev": c.prev_id,
+                    "next": c.next_id,
+                    "sentences": [list(span) for span in c.sentences],
+                }
+                fh.write(json.dumps(record, ensure_ascii=False))
+                fh.write("\n")
+
+    @classmethod
+    def load(cls, path: Path) -> ChunkStore:
+        chunks: list[Chunk] = []
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                chunks.append(
+                    Chunk(
+                        id=r["id"],
+                        text=r["text"],
+                        title=r["title"],
+                        prev_id=r["prev"],
+                        next_id=r["next"],
+                        sentences=tuple((s, e) for s, e in r["sentences"]),
+                    )
+                )
+        return cls(chunks)
+
+
+def corpus_hash(chunks: Iterable[Chunk]) -> str:
+    """A digest of chunk ids, titles and texts: equal hashes mean the same retrievable corpus."""
+    digest = hashlib.sha256()
+    for c in chunks:
+        for part in (c.id, c.title or "", c.text):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
+    """The sentences to store and the texts to embed for them.
+
+    With contextual chunk headers (ARAGOG's CCH) the embedded text is ``"title: sentence"`` while
+    the stored document stays the bare sentence, so snippets never show the header.
+    """
+    documents: list[str] = []
+    embedded: list[str] = []
+    for c in chunks:
+        for start, end in c.sentences:
+            sentence = c.text[start:end]
+            documents.append(sentence)
+            embedded.append(f"{c.title}: {sentence}" if contextual_headers and c.title else sentence)
+    return documents, embedded
+
+
+class HierarchicalIndex:
+    """A loaded A-RAG index: answers keyword and semantic searches and hands out chunks.
+
+    Usable without any LLM layer; the LangChain tools in :mod:`arag_graph.tools` are thin
+    wrappers over :meth:`keyword_search`, :meth:`semantic_search` and :meth:`get_chunks`.
+    Safe to share between threads: all state is read-only after loading.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        manifest: Manifest,
+        store: ChunkStore,
+        keywords: KeywordIndex,
+        sentences: SentenceStore,
+        embeddings: Embeddings,
+    ) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.store = store
+        self.keywords = keywords
+        self.sentences = sentences
+        self.embeddings = embeddings
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __repr__(self) -> str:
+        return (
+            f"HierarchicalIndex(path={str(self.path)!r}, chunks={self.manifest.chunks}, "
+            f"sentences={self.manifest.sentences}, model={self.manifest.embedding_model!r})"
+        )
+
+    # -- chunks ------------------------------------------------------------------------------
+    def get_chunk(self, chunk_id: str) -> Chunk | None:
+        return self.store.get(chunk_id)
+
+    def get_chunks(self, chunk_ids: Iterable[str]) -> list[Chunk | None]:
+        return [self.store.get(i) for i in chunk_ids]
+
+    def ids_for_title(self, title: str) -> list[str]:
+        return self.store.ids_for_title(title)
+
+    # -- searches ----------------------------------------------------------------------------
+    def keyword_search(self, keywords: Sequence[str], top_k: int = 5) -> list[SearchHit]:
+        """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
+
+        Snippets are the chunk's sentences that contain a matched keyword.
+        """
+        hits = self.keywords.search(list(keywords), top_k)
+        results = []
+        for hit in hits:
+            chunk = self.store.chunks[hit.chunk_index]
+            snippets = self.keywords.snippets(chunk, list(hit.matched))
+            results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
+        return results
+
+    def semantic_search(
+        self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
+    ) -> list[SearchHit]:
+        """Chunks ranked by the cosine similarity of their best sentence to ``query``.
+
+        We fetch ``10 * top_k`` sentences (more if they fall in too few chunks), group them by
+        parent chunk with max aggregation, and return each chunk's matched sentences in their order
+        in the chunk. ``query_vector`` lets a caller embed something else than the query (HyDE).
+        """
+        if top_k <= 0 or len(self.store) == 0:
+            return []
+        vector = list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+        total = self.manifest.sentences
+        n = min(total, max(10 * top_k, 50))
+        while True:
+            matches = self.sentences.query(vector, n)
+            best: dict[str, float] = {}
+            positions: dict[str, list[int]] = {}
+            for chunk_id, position, similarity in matches:
+                if chunk_id not in best:
+                    best[chunk_id] = similarity
+                    positions[chunk_id] = []
+                positions[chunk_id].append(position)
+            if len(best) >= top_k or n >= total:
+                break
+            n = min(total, n * 4)
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]
+        results = []
+        for chunk_id, score in ranked:
+            chunk = self.store.get(chunk_id)
+            if chunk is None:  # a sentence store out of step with the chunk store: skip, never crash
+                continue
+            matched = tuple(p for p in sorted(set(positions[chunk_id])) if p < len(chunk.sentences))
+            snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
+            results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
+        return results
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path) -> Iterator[None]:
+    """One build at a time per index directory; a second one fails fast instead of interleaving."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AragError(
+                f"{root}: another `arag index` is building into this directory; wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _current_build(root: Path) -> str | None:
+    try:
+        name = (root / CURRENT).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return name or None
+
+
+def _point_current(root: Path, build: str) -> None:
+    """Atomically make ``build`` the active build (write a temp file, fsync, rename)."""
+    tmp = root / f".{CURRENT}.{uuid.uuid4().hex}"
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(build + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / CURRENT)
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _remove_stale_builds(root: Path, keep: str | None) -> None:
+    """Delete builds other than ``keep`` (finished older ones and leftovers of killed builds)."""
+    builds = root / BUILDS
+    if builds.is_dir():
+        for entry in builds.iterdir():
+            if entry.name != keep:
+                _drop_build(entry)
+    for tmp in root.glob(f".{CURRENT}.*"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _drop_build(build_dir: Path) -> None:
+    manifest_path = build_dir / MANIFEST
+    if manifest_path.exists():
+        with contextlib.suppress(Exception):
+            chroma = json.loads(manifest_path.read_text(encoding="utf-8")).get("chroma", {})
+            if chroma.get("mode") == "http":
+                connect_sentence_store(chroma, build_dir).drop()
+    shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def build_index(
+    corpus: str | os.PathLike[str] | Iterable[Document] | Sequence[Chunk],
+    out: str | os.PathLike[str],
+    *,
+    embeddings: Embeddings | None = None,
+    corpus_format: str | None = None,
+    chunk_size: int = 1000,
+    contextual_headers: bool = False,
+    keyword_match: KeywordMatch = "word",
+    chroma_url: str | None = None,
+    collection: str | None = None,
+    progress: bool = True,
+) -> HierarchicalIndex:
+    """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
+    ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
+    ``collection``, default derived from the directory name); chunks and manifest stay in ``out``.
+    An index already in ``out`` is replaced only once the new one is complete.
+    """
+    from arag_graph.chunking import chunk_documents
+    from arag_graph.corpus import load_corpus
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise AragError(f"{root}: exists and is not a directory; choose another --out")
+    if keyword_match not in ("word", "substring"):
+        raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+
+    if isinstance(corpus, (str, os.PathLike)):
+        documents: list[Document] | None = load_corpus(corpus, corpus_format)
+        chunks = chunk_documents(documents, chunk_size=chunk_size)
+    else:
+        items = list(corpus)
+        if items and all(isinstance(i, Chunk) for i in items):
+            documents, chunks = None, list(items)  # type: ignore[assignment]
+        else:
+            documents = items  # type: ignore[assignment]
+            chunks = chunk_documents(documents, chunk_size=chunk_size)  # type: ignore[arg-type]
+    if not chunks:
+        raise AragError("the corpus has no text to index; give a corpus with at least one non-empty document")
+    timings["split_seconds"] = time.perf_counter() - started
+
+    embeddings = embeddings or default_embeddings()
+    model_id = embedding_model_id(embeddings)
+    sentence_docs, sentence_texts = sentence_inputs(chunks, contextual_headers)
+
+    with _build_lock(root):
+        build = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        build_dir = root / BUILDS / build
+        previous = _current_build(root)
+        # Leftovers of killed builds (never pointed at) go now; the active build stays until the
+        # new one is complete.
+        _remove_stale_builds(root, keep=previous)
+        build_dir.mkdir(parents=True)
+        try:
+            t0 = time.perf_counter()
+            vectors = _embed_with_progress(embeddings, sentence_texts, progress)
+            timings["encode_seconds"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            if chroma_url:
+                chroma_cfg: dict[str, Any] = {
+                    "mode": "http",
+                    "url": chroma_url,
+                    "collection": f"{collection or _collection_name(root)}-{build}",
+                }
+            else:
+                chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+            sentences = connect_sentence_store(chroma_cfg, build_dir, create=True)
+            sentences.add(chunks, sentence_docs, vectors)
+            timings["insert_seconds"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            store = ChunkStore(chunks)
+            store.save(build_dir / CHUNKS)
+            keywords = KeywordIndex.from_chunks(store.chunks, match=keyword_match)
+            keywords.save(build_dir)
+            timings["keyword_seconds"] = time.perf_counter() - t0
+
+            manifest = Manifest(
+                embedding_model=model_id,
+                embedding_dim=int(vectors.shape[1]) if vectors.size else 0,
+                chunk_size=chunk_size,
+                contextual_headers=contextual_headers,
+                keyword_match=keyword_match,
+                corpus_hash=corpus_hash(chunks),
+                documents=len(documents) if documents is not None else len(chunks),
+                chunks=len(chunks),
+                sentences=len(sentence_docs),
+                chroma=chroma_cfg,
+                build_seconds=round(time.perf_counter() - started, 3),
+                created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
+            )
+            _write_atomic(build_dir / MANIFEST, manifest.to_json())
+            _point_current(root, build)
+        except BaseException:
+            _drop_build(build_dir)
+            raise
+        _remove_stale_builds(root, keep=build)
+    return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+
+
+def _collection_name(root: Path) -> str:
+    base = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in root.resolve().name).strip("-._")
+    return (base or "arag")[:40].rjust(3, "x")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _embed_with_progress(embeddings: Embeddings, texts: Sequence[str], progress: bool) -> np.ndarray:
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(texts), desc="embedding sentences", unit="sent", disable=not progress, leave=False) as bar:
+        return embed_texts(embeddings, texts, on_batch=bar.update)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+_LOADED: dict[tuple[str, str], HierarchicalIndex] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def load_index(
+    path: str | os.PathLike[str], *, embeddings: Embeddings | None = None, cache: bool = False
+) -> HierarchicalIndex:
+    """Load the active build of the index at ``path``.
+
+    ``embeddings`` must be the model the index was built with; it defaults to the offline
+    all-MiniLM-L6-v2 when that is what the manifest names. With ``cache=True`` the loaded index is
+    shared per process (what graph servers want: one copy in memory for all runs).
+    """
+    root = Path(path)
+    build = _current_build(root) if root.is_dir() else None
+    if build is None:
+        raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
+    key = (str(root.resolve()), build)
+    if cache and embeddings is None:
+        with _LOADED_LOCK:
+            if key in _LOADED:
+                return _LOADED[key]
+    build_dir = root / BUILDS / build
+    manifest = Manifest.from_file(build_dir / MANIFEST)
+    if embeddings is None:
+        if manifest.embedding_model != DEFAULT_MODEL_ID:
+            raise IndexMismatchError(
+                f"{root}: index was built with embedding model {manifest.embedding_model!r}; pass "
+                "the same model as `embeddings=` when loading it"
+            )
+        embeddings = default_embeddings()
+    else:
+        given = embedding_model_id(embeddings)
+        if given != manifest.embedding_model:
+            raise IndexMismatchError(
+                f"{root}: index was built with embedding model {manifest.embedding_model!r} but "
+                f"{given!r} was given; load it with the same model or rebuild the index"
+            )
+    try:
+        store = ChunkStore.load(build_dir / CHUNKS)
+        keywords = KeywordIndex.load(build_dir, store.chunks)
+    except (OSError, ValueError, KeyError) as exc:
+        raise IndexNotFoundError(
+            f"{build_dir}: index files are damaged ({type(exc).__name__}: {exc}); rebuild with `arag index`"
+        ) from None
+    sentences = connect_sentence_store(manifest.chroma, build_dir)
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+    if cache:
+        with _LOADED_LOCK:
+            _LOADED[key] = index
+    return index

@@ -1,0 +1,133 @@
+"""The sentence level of the index: one Chroma record per sentence.
+
+Each record's document is the sentence and its metadata names the parent chunk and the sentence's
+position in it, so a nearest-sentence query can be folded back into chunks. We compute embeddings
+ourselves and pass them explicitly: Chroma's default embedding function would download a model.
+The same code serves an embedded (persistent) Chroma inside the index directory and a Chroma server
+reached over HTTP (``chroma run``), so both modes give the same results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arag_graph.documents import Chunk
+from arag_graph.errors import AragError, IndexNotFoundError
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+# HNSW settings: ef_search well above the number of sentences we fetch per query (10 * top_k) keeps
+# the approximate search close to exact on the corpora we benchmark (see bench/).
+HNSW_CONFIG: dict[str, Any] = {
+    "space": "cosine",
+    "ef_construction": 200,
+    "ef_search": 200,
+    "max_neighbors": 32,
+}
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+class SentenceStore:
+    """A Chroma collection of sentence embeddings, queried by vector."""
+
+    def __init__(self, client: Any, collection: Any, config: dict[str, Any]) -> None:
+        self.client = client
+        self.collection = collection
+        self.config = config
+
+    def add(self, chunks: Sequence[Chunk], documents: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert all sentences of ``chunks`` (in the order of ``documents``/``vectors``)."""
+        ids: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        for chunk in chunks:
+            for position in range(len(chunk.sentences)):
+                ids.append(f"{len(ids)}")
+                metadatas.append({"chunk_id": chunk.id, "position": position})
+        if len(ids) != len(documents) or len(ids) != len(vectors):
+            raise ValueError("sentence ids, documents and vectors differ in length")
+        batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+        for start in range(0, len(ids), batch):
+            end = start + batch
+            self.collection.add(
+                ids=ids[start:end],
+                embeddings=vectors[start:end],
+                documents=list(documents[start:end]),
+                metadatas=metadatas[start:end],
+            )
+
+    def query(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
+        """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first."""
+        result = self.collection.query(
+            query_embeddings=[list(vector)], n_results=max(1, n), include=["metadatas", "distances"]
+        )
+        metadatas = result["metadatas"][0] if result["metadatas"] else []
+        distances = result["distances"][0] if result["distances"] else []
+        return [
+            (str(m["chunk_id"]), int(m["position"]), 1.0 - float(d)) for m, d in zip(metadatas, distances, strict=False)
+        ]
+
+    def count(self) -> int:
+        return int(self.collection.count())
+
+    def drop(self) -> None:
+        """Delete the collection (used for server-side collections of replaced builds)."""
+        self.client.delete_collection(self.collection.name)
+
+
+def _http_client(url: str) -> Any:
+    from urllib.parse import urlparse
+
+    import chromadb
+
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    if not parsed.hostname:
+        raise AragError(f"cannot read Chroma URL {url!r}; give it as http://HOST:PORT")
+    port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+    try:
+        return chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https", settings=_settings())
+    except Exception as exc:  # chromadb raises several types for an unreachable server
+        raise AragError(
+            f"cannot reach the Chroma server at {url} ({type(exc).__name__}); start it with "
+            "`chroma run --path DIR --port PORT` or fix --chroma-url"
+        ) from None
+
+
+def connect_sentence_store(config: dict[str, Any], build_dir: Path, *, create: bool = False) -> SentenceStore:
+    """Open (or with ``create`` make) the sentence collection a manifest describes."""
+    import chromadb
+
+    mode = config.get("mode")
+    name = str(config.get("collection") or "sentences")
+    if mode == "http":
+        client = _http_client(str(config["url"]))
+    elif mode == "persistent":
+        path = build_dir / str(config.get("path", "chroma"))
+        if not create and not path.is_dir():
+            raise IndexNotFoundError(f"{path}: sentence store missing; rebuild the index with `arag index`")
+        client = chromadb.PersistentClient(path=str(path), settings=_settings())
+    else:
+        raise IndexNotFoundError(f"{build_dir}: unknown sentence-store mode {mode!r}; rebuild the index")
+    try:
+        if create:
+            collection = client.create_collection(name, configuration={"hnsw": HNSW_CONFIG}, embedding_function=None)
+        else:
+            collection = client.get_collection(name, embedding_function=None)
+    except AragError:
+        raise
+    except Exception as exc:
+        where = config.get("url") or build_dir
+        raise IndexNotFoundError(
+            f"{where}: sentence collection {name!r} unavailable ({type(exc).__name__}: {exc}); "
+            "rebuild the index with `arag index`"
+        ) from None
+    return SentenceStore(client, collection, config)

@@ -1,0 +1,109 @@
+"""Shared fixtures: real indexes (real encoder, real persistent Chroma) built once per session.
+
+Tests never reach the network: LangSmith tracing is off unless a test points it at a local
+recording server, the embedding model loads from site-packages, and Chroma telemetry is off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.stubs.langsmith_recorder import LangSmithRecorder
+    from tests.stubs.openai_server import OpenAIStubServer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ["ANONYMIZED_TELEMETRY"] = "False"
+os.environ["LANGSMITH_TRACING"] = "false"
+os.environ["LANGCHAIN_TRACING_V2"] = "false"
+for _secret in ("OPENAI_API_KEY", "ARAG_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
+    os.environ.pop(_secret, None)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared_file(relative: str) -> Path:
+    """A file of ../shared/data, or skip the test when the shared data is not there."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"no shared data at {path} (set ARAG_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the sample index and other derived files out of the user's cache."""
+    cache = tmp_path_factory.mktemp("arag-cache")
+    old = os.environ.get("ARAG_CACHE_DIR")
+    os.environ["ARAG_CACHE_DIR"] = str(cache)
+    yield cache
+    if old is None:
+        os.environ.pop("ARAG_CACHE_DIR", None)
+    else:
+        os.environ["ARAG_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def sample_index(_isolated_cache: Path):
+    """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache."""
+    from arag_graph.sample import ensure_sample_index
+
+    return ensure_sample_index(progress=False)
+
+
+HOTPOT_SLICE_QUESTIONS = 12
+
+
+@pytest.fixture(scope="session")
+def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Corpus and questions files for the first questions of HotpotQA-100 and their passages."""
+    questions = json.loads(shared_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
+    corpus = json.loads(shared_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
+    picked = questions[:HOTPOT_SLICE_QUESTIONS]
+    titles = {title for q in picked for title, _ in q["context"]}
+    out = tmp_path_factory.mktemp("hotpot-slice")
+    (out / "corpus.json").write_text(
+        json.dumps({t: s for t, s in corpus.items() if t in titles}, ensure_ascii=False), encoding="utf-8"
+    )
+    (out / "questions.json").write_text(json.dumps(picked, ensure_ascii=False), encoding="utf-8")
+    return out / "corpus.json", out / "questions.json"
+
+
+@pytest.fixture(scope="session")
+def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
+    """A real index of the HotpotQA slice (about 120 passages)."""
+    from arag_graph.index import build_index
+
+    return build_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Local stand-ins for network services (tests/stubs): started per test on 127.0.0.1, free port.
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIStubServer]:
+    """An OpenAI-compatible chat-completions server replying from a script (``server.script``)."""
+    from tests.stubs.openai_server import OpenAIStubServer
+
+    with OpenAIStubServer() as server:
+        yield server
+    assert not server.errors, f"the OpenAI stand-in itself failed: {server.errors[0]}"
+
+
+@pytest.fixture
+def langsmith_recorder() -> Iterator[LangSmithRecorder]:
+    """A LangSmith API stand-in that records the runs the client posts (``recorder.runs``)."""
+    from tests.stubs.langsmith_recorder import LangSmithRecorder
+
+    with LangSmithRecorder() as recorder:
+        yield recorder
+    assert not recorder.errors, f"the LangSmith stand-in itself failed: {recorder.errors[0]}"
