@@ -1,0 +1,52 @@
+"""Reading the final answer and its citations back out of a model's last message.
+
+The prompts ask for a closing line ``Answer: <short answer> [<chunk IDs>]``. Models do not always
+comply, so parsing is lenient: the last ``Answer:`` line wins when there is one, otherwise the
+whole message is the answer; citations are bracketed IDs anywhere in the message that name chunks
+of the index (so a stray ``[1]`` footnote only counts when chunk "1" exists).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_ANSWER_LINE = re.compile(r"^[\s*_#>-]*(?:final\s+)?answer[\s*_]*:\s*(?P<body>.*)$", re.IGNORECASE | re.MULTILINE)
+_BRACKETS = re.compile(r"\[([^\[\]\n]{1,500})\]")
+_CHUNK_PREFIX = re.compile(r"^(?:chunks?|ids?|chunk[_ ]ids?)\s*[:#]?\s*", re.IGNORECASE)
+
+
+def _ids_in(group: str) -> list[str]:
+    return [_CHUNK_PREFIX.sub("", part).strip().strip("'\"`") for part in re.split(r"[,;]", group)]
+
+
+def parse_final_answer(text: str, is_chunk: Callable[[str], bool]) -> tuple[str, list[str]]:
+    """Split a final message into ``(answer, citations)``.
+
+    ``is_chunk`` says whether an ID exists in the index; a bracket group naming at least one such ID
+    is removed from the answer text, and its existing IDs become citations (first-seen order, no
+    duplicates; IDs the index does not have are dropped).
+    """
+    text = text or ""
+    citations: list[str] = []
+
+    def strip_citations(segment: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            valid = [i for i in _ids_in(match.group(1)) if i and is_chunk(i)]
+            for i in valid:
+                if i not in citations:
+                    citations.append(i)
+            return "" if valid else match.group(0)
+
+        return _BRACKETS.sub(replace, segment)
+
+    lines = list(_ANSWER_LINE.finditer(text))
+    if lines:
+        last = lines[-1]
+        strip_citations(text[: last.start()])
+        answer = strip_citations(last.group("body"))
+        answer = text[last.end() :].strip() if not answer.strip() else answer
+    else:
+        answer = strip_citations(text)
+    answer = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(answer.split())).strip().strip("*_ ").strip()
+    return answer, citations

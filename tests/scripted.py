@@ -1,0 +1,88 @@
+"""Scripted chat models for tests: langchain-core's fake model plus tool binding and a call log."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
+
+_ids = itertools.count(1)
+
+
+def tool_call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"call-{next(_ids)}", "type": "tool_call"}
+
+
+def calls(*tool_calls: dict[str, Any], content: str = "") -> AIMessage:
+    """An AI message carrying the given tool calls."""
+    return AIMessage(content=content, tool_calls=list(tool_calls))
+
+
+def forever(make: Callable[[], AIMessage]) -> Iterator[AIMessage]:
+    while True:
+        yield make()
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """Replies from a script (an iterator of messages) and records every request it receives.
+
+    ``bind_tools`` records the tool names and any extra arguments (such as
+    ``parallel_tool_calls``) so tests can check what a provider would have been asked for.
+    ``reply`` may instead be a function of the request messages, for answers that depend on them.
+    """
+
+    log: list[dict[str, Any]] = Field(default_factory=list)
+    reply: Callable[[Sequence[BaseMessage], dict[str, Any]], AIMessage] | None = None
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self.bind(tools=[getattr(t, "name", t) for t in tools], **kwargs)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.log.append({"messages": list(messages), "kwargs": dict(kwargs)})
+        if self.reply is not None:
+            return ChatResult(generations=[ChatGeneration(message=self.reply(messages, kwargs))])
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        """Stream text word by word like the parent, but a tool-calling reply as one chunk.
+
+        (The parent's streaming drops tool calls, which a real provider streams as chunks.)
+        """
+        message = self._generate(messages, stop=stop, run_manager=None, **kwargs).generations[0].message
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            words = str(message.content).split(" ")
+            for i, word in enumerate(words):
+                yield ChatGenerationChunk(message=AIMessageChunk(content=word if i == 0 else f" {word}"))
+            return
+        chunks = [
+            {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i, "type": "tool_call_chunk"}
+            for i, c in enumerate(message.tool_calls)
+        ]
+        yield ChatGenerationChunk(message=AIMessageChunk(content=message.content, tool_call_chunks=chunks))
+
+
+def scripted(*replies: AIMessage | str) -> ScriptedChatModel:
+    messages = [AIMessage(content=r) if isinstance(r, str) else r for r in replies]
+    return ScriptedChatModel(messages=iter(messages))
+
+
+class FailingChatModel(GenericFakeChatModel):
+    """A model whose every call raises, as a provider that keeps failing would."""
+
+    error: Exception = Field(default_factory=lambda: RuntimeError("upstream unavailable"))
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise self.error
