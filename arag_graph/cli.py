@@ -1,0 +1,360 @@
+"""The ``arag`` command line: build an index, look at retrieval, ask questions, run the demo.
+
+Every user error ends in one line on stderr (``arag: error: ...``) and exit status 2; results go to
+stdout, ``--json`` output is exactly one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from arag_graph.errors import AragError
+
+EXIT_USAGE = 2
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# arag index
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from arag_graph.index import build_index
+
+    started = time.perf_counter()
+    index = build_index(
+        args.corpus,
+        args.out,
+        corpus_format=args.format,
+        chunk_size=args.chunk_size,
+        contextual_headers=args.contextual_headers,
+        keyword_match=args.keyword_match,
+        chroma_url=args.chroma_url,
+        collection=args.collection,
+        progress=not args.json and not args.quiet,
+    )
+    m = index.manifest
+    summary = {
+        "index": str(Path(args.out)),
+        "documents": m.documents,
+        "chunks": m.chunks,
+        "sentences": m.sentences,
+        "seconds": round(time.perf_counter() - started, 2),
+        "embedding_model": m.embedding_model,
+        "contextual_headers": m.contextual_headers,
+    }
+    if args.json:
+        _print_json(summary)
+    else:
+        print(f"indexed {m.chunks} chunks, {m.sentences} sentences in {summary['seconds']} s -> {args.out}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag search / arag read
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from arag_graph.index import load_index
+
+    return load_index(args.index)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
+
+    index = _load(args)
+    top_k = max(TOP_K_MIN, min(TOP_K_MAX, args.top_k))
+    if args.keywords is not None:
+        keywords = [k.strip() for k in args.keywords.split(",") if k.strip()]
+        if not keywords:
+            raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
+        hits = index.keyword_search(keywords, top_k)
+    else:
+        if not args.query.strip():
+            raise AragError('--query is empty; give a question or description, e.g. --query "who built it"')
+        hits = index.semantic_search(args.query, top_k)
+    if args.json:
+        _print_json({"hits": [h.to_dict() for h in hits]})
+        return 0
+    if not hits:
+        print("no matches")
+    for rank, hit in enumerate(hits, 1):
+        title = f"  {hit.title}" if hit.title else ""
+        print(f"{rank:>2}. [{hit.chunk_id}] score={hit.score:.4g}{title}")
+        for snippet in hit.snippets:
+            print(f"      {snippet}")
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    index = _load(args)
+    unknown = [i for i in args.ids if index.get_chunk(i) is None]
+    if unknown:
+        raise AragError(f"unknown chunk ID(s) {', '.join(unknown)} in {args.index}; use IDs that `arag search` shows")
+    chunks = index.get_chunks(args.ids)
+    if args.json:
+        _print_json(
+            {
+                "chunks": [
+                    {"id": c.id, "title": c.title, "text": c.text, "prev": c.prev_id, "next": c.next_id} for c in chunks
+                ]
+            }
+        )
+        return 0
+    for c in chunks:
+        title = f"  {c.title}" if c.title else ""
+        print(f"[{c.id}]{title}  (previous: {c.prev_id or 'none'}, next: {c.next_id or 'none'})")
+        print(c.text)
+        print()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag ask
+
+
+def default_model_spec(explicit: str | None, base_url: str | None) -> str:
+    """``--model`` if given; else ``$ARAG_MODEL``; else gpt-4o-mini with a key, ``offline`` without."""
+    import os
+
+    from arag_graph.models import has_credentials
+
+    if explicit:
+        return explicit
+    if os.environ.get("ARAG_MODEL"):
+        return os.environ["ARAG_MODEL"]
+    if has_credentials(base_url):
+        return "gpt-4o-mini"
+    print("arag: no API key set (OPENAI_API_KEY): using the offline no-LLM policy", file=sys.stderr)
+    return "offline"
+
+
+def open_index(path: str | None) -> Any:
+    """The index at ``path``, or the bundled sample index (built on first use) when no path is given."""
+    from arag_graph.index import load_index
+    from arag_graph.sample import ensure_sample_index
+
+    if path:
+        return load_index(path, cache=True)
+    return ensure_sample_index(progress=sys.stderr.isatty())
+
+
+def describe_step(update: dict[str, Any]) -> list[str]:
+    """Human-readable lines for one streamed node update (tool calls as they happen)."""
+    lines: list[str] = []
+    for message in update.get("messages") or []:
+        for call in getattr(message, "tool_calls", None) or []:
+            args = json.dumps(call.get("args"), ensure_ascii=False)
+            lines.append(f"-> {call.get('name')}({args})")
+    return lines
+
+
+def run_question(
+    graph_name: str,
+    question: str,
+    *,
+    index: Any,
+    model: Any,
+    context: dict[str, Any],
+    echo: bool,
+) -> dict[str, Any]:
+    """Run one question through a graph, printing tool calls and results as they happen."""
+    from arag_graph.registry import build_graph, config_for
+
+    graph = build_graph(graph_name, index=index, model=model)
+    cfg = config_for(graph_name, **context)
+    final: dict[str, Any] = {}
+    seen_steps = 0
+    for mode, chunk in graph.stream({"question": question}, context=cfg, stream_mode=["updates", "values"]):
+        if mode == "values":
+            final = chunk
+            continue
+        if not echo:
+            continue
+        for update in chunk.values():
+            for line in describe_step(update or {}):
+                print(f"  {line}")
+            trajectory = (update or {}).get("trajectory") or []
+            for step in trajectory[seen_steps:]:
+                ids = ", ".join(step.get("chunk_ids") or []) or "-"
+                status = " (error)" if step.get("error") else ""
+                print(f"  <- {step.get('tool')}: {step.get('tokens', 0)} tokens, chunks {ids}{status}")
+            if trajectory:
+                seen_steps = len(trajectory)
+    return final
+
+
+def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, Any]:
+    return {
+        "graph": graph,
+        "model": model,
+        "answer": state.get("answer", ""),
+        "citations": state.get("citations", []),
+        "steps": state.get("steps", 0),
+        "retrieved_tokens": state.get("retrieved_tokens", 0),
+        "read_chunks": state.get("read_chunks", []),
+        "retrieved_chunks": state.get("retrieved_chunks", []),
+        "trajectory": [
+            {
+                "tool": s.get("tool"),
+                "args": s.get("args"),
+                "tokens": s.get("tokens", 0),
+                "chunk_ids": s.get("chunk_ids", []),
+            }
+            for s in state.get("trajectory", [])
+        ],
+        "error": state.get("error"),
+    }
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from arag_graph.models import resolve_chat_model
+    from arag_graph.registry import get_graph_spec
+
+    question = (args.question or "").strip()
+    if not question:
+        raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
+    get_graph_spec(args.graph)
+    spec = default_model_spec(args.model, args.base_url)
+    index = open_index(args.index)
+    model = resolve_chat_model(spec, base_url=args.base_url, index=index)
+    context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url}
+    if not args.json:
+        print(f"graph {args.graph}, model {spec}, index {index.path}")
+    state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
+    record = result_record(state, args.graph, spec)
+    if args.json:
+        _print_json(record)
+    else:
+        print(f"\nanswer: {record['answer']}")
+        print(f"citations: {', '.join(record['citations']) or 'none'}")
+        print(f"steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
+        if record["error"]:
+            print(f"error: {record['error']}", file=sys.stderr)
+    return 1 if record["error"] else 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag demo
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build the sample index if needed, then answer sample questions with the offline policy."""
+    from arag_graph.datasets import load_questions
+    from arag_graph.models import resolve_chat_model
+    from arag_graph.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
+
+    path = Path(args.index) if args.index else default_sample_index_path()
+    print(f"sample index: {path} (100 HotpotQA passages; built on first run)")
+    index = ensure_sample_index(path, progress=sys.stderr.isatty())
+    model = resolve_chat_model("offline", index=index)
+    print("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
+    print("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
+    questions = load_questions(sample_questions_path())[: args.questions]
+    for i, q in enumerate(questions, 1):
+        print(f"\n[{i}/{len(questions)}] {q.question}")
+        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=True)
+        record = result_record(state, args.graph, "offline")
+        print(f"  answer: {record['answer']}")
+        print(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
+        print(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
+        if record["error"]:
+            print(f"  error: {record['error']}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line too (exit status 2, as argparse does)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("index", help="build an index of a corpus")
+    p.add_argument("corpus", help="corpus file or directory")
+    p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
+    p.add_argument("--format", choices=None, default=None, help="chunks | hipporag | jsonl | dir (default: detect)")
+    p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
+    p.add_argument("--contextual-headers", action="store_true", help="embed 'title: sentence' (ARAGOG's CCH)")
+    p.add_argument(
+        "--keyword-match",
+        choices=["word", "substring"],
+        default="word",
+        help="keyword rule: word-prefix matching (default, indexed) or plain substring (paper, scans)",
+    )
+    p.add_argument(
+        "--chroma-url",
+        default=None,
+        help="store sentence vectors in a Chroma server, e.g. http://localhost:8000",
+    )
+    p.add_argument("--collection", default=None, help="collection name prefix in the Chroma server")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", help="run keyword_search or semantic_search against an index")
+    p.add_argument("--index", required=True)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--keywords", help='comma-separated keywords, e.g. "Marie Curie,Nobel"')
+    group.add_argument("--query", help="natural-language query for semantic search")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("read", help="print chunks by ID")
+    p.add_argument("--index", required=True)
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)")
+    p.add_argument("question")
+    p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
+    p.add_argument("--graph", default="arag", help="which graph to run (default arag)")
+    p.add_argument("--model", default=None, help="offline, or an OpenAI-compatible model name (default: see README)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp, LM Studio)")
+    p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per search (default 5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy")
+    p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")
+    p.add_argument("--questions", type=int, default=3, help="how many sample questions (default 3)")
+    p.add_argument("--graph", default="arag", help="which graph answers them (default arag)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except AragError as exc:
+        print(f"arag: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("arag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Every graph of the package by name, with its builder and its configuration class.
+
+The CLI (``arag ask --graph``), the evaluation runner and ``graphs/`` look graphs up here, so a
+variant is registered once. Builders are imported lazily: listing graphs stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from arag_graph import configuration as c
+from arag_graph.configuration import GraphConfig
+from arag_graph.errors import AragError
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    name: str
+    builder: str
+    """``module:function`` of the builder; it takes ``index``, ``model`` and ``checkpointer``."""
+    config: type[GraphConfig]
+    description: str
+
+    def build(self, **kwargs: Any) -> Any:
+        module, function = self.builder.split(":")
+        return getattr(importlib.import_module(module), function)(**kwargs)
+
+
+GRAPHS: dict[str, GraphSpec] = {
+    spec.name: spec
+    for spec in (
+        GraphSpec("direct", "arag_graph.baselines:build_direct_graph", c.DirectConfig, "Direct answer: no retrieval"),
+        GraphSpec(
+            "naive_rag",
+            "arag_graph.baselines:build_naive_rag_graph",
+            c.NaiveRagConfig,
+            "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
+        ),
+        GraphSpec(
+            "arag_naive",
+            "arag_graph.agent:build_arag_naive_graph",
+            c.AragNaiveConfig,
+            "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
+        ),
+        GraphSpec(
+            "arag",
+            "arag_graph.agent:build_arag_graph",
+            c.AragConfig,
+            "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
+        ),
+        GraphSpec(
+            "corag",
+            "arag_graph.corag:build_corag_graph",
+            c.CoragConfig,
+            "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
+        ),
+        GraphSpec(
+            "srag",
+            "arag_graph.srag:build_srag_graph",
+            c.SragConfig,
+            "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
+        ),
+    )
+}
+
+
+def graph_names() -> list[str]:
+    return list(GRAPHS)
+
+
+def get_graph_spec(name: str) -> GraphSpec:
+    spec = GRAPHS.get(name)
+    if spec is None:
+        raise AragError(f"unknown graph {name!r}; choose from {', '.join(GRAPHS)}")
+    return spec
+
+
+def build_graph(name: str, **kwargs: Any) -> Any:
+    """Compile the graph called ``name`` (keyword arguments go to its builder: index, model, ...)."""
+    return get_graph_spec(name).build(**kwargs)
+
+
+def config_for(name: str, **values: Any) -> GraphConfig:
+    """The graph's configuration with ``values`` set; fields the graph does not have are dropped."""
+    cls = get_graph_spec(name).config
+    known = set(cls.__dataclass_fields__)
+    return cls(**{k: v for k, v in values.items() if k in known and v is not None})

@@ -1,0 +1,133 @@
+"""One-shot retrievers for the non-agentic graphs: dense, BM25 and their hybrid, plus windows.
+
+Dense retrieval is the index's own semantic search (sentence embeddings aggregated to chunks by
+max), so Naive RAG and A-RAG rank chunks the same way. BM25 uses ``rank-bm25`` over chunk texts;
+the hybrid fuses both rankings with reciprocal rank fusion. Sentence-window retrieval (ARAGOG)
+returns each matched sentence with its neighbours instead of the whole chunk.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from arag_graph.index import HierarchicalIndex, SearchHit
+
+Retriever = Literal["dense", "bm25", "hybrid"]
+RRF_K = 60
+_TOKENS = re.compile(r"\w+")
+_bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
+_bm25_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A piece of corpus text handed to a model: a whole chunk, or a sentence window of it."""
+
+    chunk_id: str
+    title: str | None
+    text: str
+    score: float
+
+
+def _tokenize(text: str) -> list[str]:
+    return _TOKENS.findall(text.lower())
+
+
+def bm25_for(index: HierarchicalIndex) -> Any:
+    """The BM25 model of an index's chunks, built on first use and kept while the index lives.
+
+    rank-bm25 scores every chunk per query; that is fine for a baseline on benchmark corpora, and
+    A-RAG's own keyword tool uses the inverted index instead.
+    """
+    with _bm25_lock:
+        model = _bm25_cache.get(index)
+        if model is None:
+            from rank_bm25 import BM25Okapi
+
+            model = BM25Okapi([_tokenize(c.text) or ["_"] for c in index.store.chunks])
+            _bm25_cache[index] = model
+    return model
+
+
+def bm25_search(index: HierarchicalIndex, query: str, top_k: int) -> list[SearchHit]:
+    tokens = _tokenize(query)
+    if not tokens or len(index) == 0:
+        return []
+    scores = np.asarray(bm25_for(index).get_scores(tokens))
+    k = min(top_k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k]
+    ranked = sorted(top, key=lambda i: (-scores[i], i))
+    hits = []
+    for i in ranked:
+        if scores[i] <= 0:
+            continue
+        chunk = index.store.chunks[int(i)]
+        hits.append(SearchHit(chunk.id, float(scores[i]), (), chunk.title))
+    return hits
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
+    """Fuse rankings by sum of 1/(k + rank); a hit keeps the snippets of its first appearance."""
+    fused: dict[str, float] = {}
+    first: dict[str, SearchHit] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking):
+            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (k + rank + 1)
+            first.setdefault(hit.chunk_id, hit)
+    order = sorted(fused, key=lambda cid: -fused[cid])[:top_k]
+    return [SearchHit(cid, fused[cid], first[cid].snippets, first[cid].title, first[cid].positions) for cid in order]
+
+
+def retrieve(
+    index: HierarchicalIndex,
+    query: str,
+    top_k: int,
+    retriever: Retriever = "dense",
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[SearchHit]:
+    """Top-k chunks for ``query`` with the chosen retriever (``query_vector`` feeds dense search)."""
+    if retriever == "dense":
+        return index.semantic_search(query, top_k, query_vector=query_vector)
+    if retriever == "bm25":
+        return bm25_search(index, query, top_k)
+    if retriever == "hybrid":
+        depth = max(top_k * 4, 20)
+        dense = index.semantic_search(query, depth, query_vector=query_vector)
+        return reciprocal_rank_fusion([dense, bm25_search(index, query, depth)], top_k)
+    raise ValueError(f"unknown retriever {retriever!r}; use dense, bm25 or hybrid")
+
+
+def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | None = None) -> list[Passage]:
+    """Whole chunks, or with ``window`` the matched sentences with ``window`` neighbours each side.
+
+    Sentence windows need sentence positions, which dense hits carry; a hit without them (BM25)
+    falls back to its whole chunk.
+    """
+    out: list[Passage] = []
+    for hit in hits:
+        chunk = index.get_chunk(hit.chunk_id)
+        if chunk is None:
+            continue
+        if window is None or not hit.positions or not chunk.sentences:
+            out.append(Passage(chunk.id, chunk.title, chunk.text, hit.score))
+            continue
+        keep: set[int] = set()
+        for p in hit.positions:
+            keep.update(range(max(0, p - window), min(len(chunk.sentences), p + window + 1)))
+        runs: list[list[int]] = []
+        for p in sorted(keep):
+            if runs and p == runs[-1][-1] + 1:
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        text = " ... ".join(chunk.text[chunk.sentences[r[0]][0] : chunk.sentences[r[-1]][1]] for r in runs)
+        out.append(Passage(chunk.id, chunk.title, text, hit.score))
+    return out

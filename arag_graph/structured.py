@@ -1,0 +1,256 @@
+"""Structured outputs for CoRAG and SRAG: schemas, robust calls, and the offline policy's rules.
+
+With a real model we use the provider's structured output (``with_structured_output``). Models
+sometimes return invalid JSON or miss fields; :func:`structured_call` retries once and then falls
+back to a documented safe value (not sufficient, a single sub-question, no triplets), so a bad reply
+never crashes a run.
+
+The offline policy has no model to ask, so each schema gets a deterministic rule, documented on
+the schema (``Offline rule:``) and implemented in :func:`offline_structured`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from pydantic import BaseModel, Field, ValidationError
+
+from arag_graph.offline import content_words, salient_spans
+
+T = TypeVar("T", bound=BaseModel)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+
+class Sufficiency(BaseModel):
+    """CoRAG's intermediate check: is what was retrieved enough to answer?
+
+    Offline rule: the question's salient spans (names, years) and content words are looked up in
+    the retrieved text; sufficient when every salient span and at least 80% of the content words are
+    found; ``missing_info`` lists what was not found; ``confidence`` is the fraction found.
+    """
+
+    is_sufficient: bool = Field(description="True if the retrieved passages contain enough to answer the question.")
+    missing_info: str = Field(default="", description="What is still missing, if anything; empty when sufficient.")
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0, description="Confidence in the judgement, 0 to 1.")
+
+
+class Reformulation(BaseModel):
+    """CoRAG's next query, aimed at the missing information.
+
+    Offline rule: the missing spans followed by the original question.
+    """
+
+    query: str = Field(description="A search query for the missing information.")
+
+
+class SubQuestion(BaseModel):
+    id: int = Field(description="1-based number of the sub-question.")
+    question: str = Field(description="The sub-question. Refer to the answer of an earlier sub-question as [answer N].")
+    depends_on: list[int] = Field(default_factory=list, description="Numbers of earlier sub-questions it needs.")
+
+
+class Decomposition(BaseModel):
+    """SRAG's decomposition of a multi-hop question into sub-questions with dependencies.
+
+    Offline rule: a question naming two or more entities joined by "and"/"or" (a comparison) becomes
+    one independent sub-question per entity; any other question is a single sub-question.
+    """
+
+    sub_questions: list[SubQuestion] = Field(description="Sub-questions in the order they can be answered.")
+
+
+class Triplet(BaseModel):
+    subject: str
+    predicate: str
+    object: str
+    relevance: float = Field(default=1.0, ge=0.0, le=1.0, description="Relevance to the sub-question, 0 to 1.")
+
+
+class Triplets(BaseModel):
+    """SRAG's (subject, predicate, object) facts extracted from one passage.
+
+    Offline rule: one triplet per sentence of the passage: subject = the passage title, predicate =
+    "states", object = the sentence, relevance = the share of the sub-question's content words the
+    sentence contains.
+    """
+
+    triplets: list[Triplet] = Field(default_factory=list)
+
+
+class Route(BaseModel):
+    """SRAG's optional router: does the question need several hops?
+
+    Offline rule: multi-hop when the decomposition rule gives more than one sub-question or the
+    question names more than one entity.
+    """
+
+    multi_hop: bool = Field(description="True if answering needs facts from more than one passage.")
+
+
+FALLBACKS: dict[type[BaseModel], Callable[[str], BaseModel]] = {
+    Sufficiency: lambda q: Sufficiency(is_sufficient=False, missing_info="", confidence=0.0),
+    Reformulation: lambda q: Reformulation(query=q),
+    Decomposition: lambda q: Decomposition(sub_questions=[SubQuestion(id=1, question=q)]),
+    Triplets: lambda q: Triplets(triplets=[]),
+    Route: lambda q: Route(multi_hop=True),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Calling a model for a structured answer
+
+
+def structured_call(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: Sequence[BaseMessage],
+    *,
+    question: str,
+    config: RunnableConfig | None = None,
+) -> tuple[T, str | None]:
+    """Ask ``model`` for a ``schema`` object; retry once, then fall back. Returns (value, problem)."""
+    runnable = model.with_structured_output(schema, include_raw=True)
+    problem: str | None = None
+    for _attempt in range(2):
+        try:
+            result = runnable.invoke(list(messages), config)
+        except Exception as exc:  # invalid JSON, refusals, provider errors
+            problem = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            continue
+        value, problem = _parsed(result, schema)
+        if value is not None:
+            return value, None
+    return FALLBACKS[schema](question), problem  # type: ignore[return-value]
+
+
+async def astructured_call(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: Sequence[BaseMessage],
+    *,
+    question: str,
+    config: RunnableConfig | None = None,
+) -> tuple[T, str | None]:
+    """Async twin of :func:`structured_call`."""
+    runnable = model.with_structured_output(schema, include_raw=True)
+    problem: str | None = None
+    for _attempt in range(2):
+        try:
+            result = await runnable.ainvoke(list(messages), config)
+        except Exception as exc:
+            problem = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            continue
+        value, problem = _parsed(result, schema)
+        if value is not None:
+            return value, None
+    return FALLBACKS[schema](question), problem  # type: ignore[return-value]
+
+
+def _parsed(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
+    if isinstance(result, dict) and "parsed" in result:
+        if result.get("parsing_error") is not None:
+            return None, f"unparseable structured output: {result['parsing_error']}"[:300]
+        result = result["parsed"]
+    if isinstance(result, schema):
+        return result, None
+    try:
+        return schema.model_validate(result), None
+    except ValidationError as exc:
+        return None, f"structured output missing fields: {exc.errors()[0].get('msg', '')}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The offline policy's rules
+
+
+def _prompt_field(messages: Sequence[BaseMessage], label: str) -> str:
+    """Read ``Label: value`` (last occurrence, up to a blank line) from our prompts."""
+    text = "\n".join(m.text for m in messages if isinstance(m, HumanMessage))
+    found = re.findall(rf"^{label}:\s*(.*?)(?:\n\s*\n|\Z)", text, re.MULTILINE | re.DOTALL)
+    return found[-1].strip() if found else ""
+
+
+def _found(needle: str, haystack: str) -> bool:
+    return needle.lower() in haystack
+
+
+def offline_sufficiency(question: str, context: str) -> Sufficiency:
+    text = context.lower()
+    spans = salient_spans(question, limit=8)
+    words = content_words(question)
+    missing_spans = [s for s in spans if not _found(s, text)]
+    found_words = {w for w in words if w in text}
+    share = (len(found_words) / len(words)) if words else 1.0
+    sufficient = not missing_spans and share >= 0.8
+    missing = missing_spans or sorted(words - found_words)[:5]
+    return Sufficiency(
+        is_sufficient=sufficient,
+        missing_info="" if sufficient else ", ".join(missing),
+        confidence=round(share if not missing_spans else share * 0.5, 3),
+    )
+
+
+def offline_decomposition(question: str) -> Decomposition:
+    spans = [s for s in salient_spans(question, limit=4) if not s.isdigit()]
+    comparison = len(spans) >= 2 and re.search(r"\b(and|or)\b", question) is not None
+    if not comparison:
+        return Decomposition(sub_questions=[SubQuestion(id=1, question=question)])
+    return Decomposition(
+        sub_questions=[SubQuestion(id=i, question=f"What is known about {s}?") for i, s in enumerate(spans[:2], 1)]
+    )
+
+
+def offline_triplets(sub_question: str, title: str, sentences: Sequence[str]) -> Triplets:
+    words = content_words(sub_question)
+    triplets = []
+    for sentence in sentences:
+        overlap = len(words & content_words(sentence)) / len(words) if words else 0.0
+        triplets.append(Triplet(subject=title, predicate="states", object=sentence, relevance=round(overlap, 3)))
+    return Triplets(triplets=triplets)
+
+
+def offline_structured(policy: Any, schema: Any, include_raw: bool = False) -> Runnable[Any, Any]:
+    """The offline policy's ``with_structured_output``: a rule per schema (see each schema's doc)."""
+
+    def run(messages: Any) -> Any:
+        msgs = _as_messages(messages)
+        question = _prompt_field(msgs, "Question")
+        if schema is Sufficiency:
+            value: BaseModel = offline_sufficiency(question, _prompt_field(msgs, "Passages"))
+        elif schema is Reformulation:
+            missing = _prompt_field(msgs, "Missing")
+            value = Reformulation(query=f"{missing} {question}".strip() if missing else question)
+        elif schema is Decomposition:
+            value = offline_decomposition(question)
+        elif schema is Route:
+            value = Route(multi_hop=len(offline_decomposition(question).sub_questions) > 1
+                          or len(salient_spans(question)) > 1)  # fmt: skip
+        elif schema is Triplets:
+            title = _prompt_field(msgs, "Title")
+            passage = _prompt_field(msgs, "Passage")
+            from arag_graph.sentences import split_sentences
+
+            value = offline_triplets(question, title, split_sentences(passage))
+        else:
+            raise NotImplementedError(
+                f"the offline policy has no rule for {getattr(schema, '__name__', schema)!r}; use a real model"
+            )
+        return {"raw": None, "parsed": value, "parsing_error": None} if include_raw else value
+
+    return RunnableLambda(run, name=f"offline_{getattr(schema, '__name__', 'structured')}")
+
+
+def _as_messages(value: Any) -> list[BaseMessage]:
+    if isinstance(value, str):
+        return [HumanMessage(value)]
+    if hasattr(value, "to_messages"):
+        return list(value.to_messages())
+    return list(value)

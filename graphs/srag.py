@@ -1,0 +1,5 @@
+"""The srag graph, for langgraph.json (configured at run time; see graphs/__init__.py)."""
+
+from arag_graph.registry import build_graph
+
+graph = build_graph("srag")
