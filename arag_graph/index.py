@@ -10,7 +10,7 @@ On disk an index directory looks like::
     DIR/CURRENT                 name of the active build (replaced atomically)
     DIR/builds/<build>/manifest.json
     DIR/builds/<build>/chunks.jsonl
-    DIR/builds/<build>/keywords.npz
+    DIR/builds/<build>/keywords.*       (inverted keyword index: vocabulary, occurrence arrays)
     DIR/builds/<build>/chroma/  (absent when the sentences live in a Chroma server)
 
 A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is

@@ -55,7 +55,9 @@ MatchMode = Literal["word", "substring"]
 MATCH_MODES: tuple[str, ...] = ("word", "substring")
 
 FORMAT_VERSION = 1
+# Every file starts with "keywords." so the index can share a build directory with other parts.
 _META = "keywords.json"
+_VOCABULARY = "keywords.vocabulary.txt"
 _ARRAYS = ("offsets", "occ_chunk", "occ_pos", "starts", "text")
 
 _WORD = re.compile(r"\w+")
@@ -310,15 +312,16 @@ class KeywordIndex:
         )
 
     def save(self, directory: Path) -> None:
-        """Write the index as plain ``.npy`` arrays, a vocabulary file and a JSON header.
+        """Write the index into ``directory`` as ``keywords.*`` files: plain ``.npy`` arrays, the
+        vocabulary as text and a JSON header (``keywords.json``, written last).
 
         ``.npy`` rather than ``.npz`` or pickle so that :meth:`load` can memory-map the arrays.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for name in _ARRAYS:
-            np.save(directory / f"{name}.npy", getattr(self, f"_{name}"), allow_pickle=False)
-        (directory / "vocabulary.txt").write_text("\n".join(self._vocab), encoding="utf-8")
+            np.save(_array_path(directory, name), getattr(self, f"_{name}"), allow_pickle=False)
+        (directory / _VOCABULARY).write_text("\n".join(self._vocab), encoding="utf-8")
         meta = {
             "format": FORMAT_VERSION,
             "match": self.match,
@@ -345,10 +348,10 @@ class KeywordIndex:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             arrays = {
-                name: np.load(directory / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+                name: np.load(_array_path(directory, name), mmap_mode="r" if mmap else None, allow_pickle=False)
                 for name in _ARRAYS
             }
-            vocab_text = (directory / "vocabulary.txt").read_text(encoding="utf-8")
+            vocab_text = (directory / _VOCABULARY).read_text(encoding="utf-8")
         except (OSError, ValueError) as error:
             raise IndexNotFoundError(f"keyword index in {directory} is unreadable ({error}); rebuild it") from error
         if meta.get("format") != FORMAT_VERSION or meta.get("match") not in MATCH_MODES:
@@ -541,6 +544,10 @@ class KeywordIndex:
         return _runs(np.searchsorted(self._starts, at, side="right") - 1)
 
 
+def _array_path(directory: Path, name: str) -> Path:
+    return directory / f"keywords.{name}.npy"
+
+
 def _utf8(text: str) -> bytes:
     # surrogatepass: a stray surrogate from a badly decoded file must not stop the build.
     return text.encode("utf-8", "surrogatepass")
@@ -595,8 +602,8 @@ def _invert(
     term <<= 32
     term |= np.arange(len(term))
     term.sort()
-    by_term = term & 0xFFFFFFFF
-    del term
+    term &= 0xFFFFFFFF  # in place: the occurrence numbers, now in (word, corpus) order
+    by_term = term
     occ_chunk = _drain(chunk_ids, np.int32)[by_term]
     longest = int((starts[1:] - starts[:-1]).max(initial=0))
     pos_dtype = np.uint16 if longest <= np.iinfo(np.uint16).max else np.uint32

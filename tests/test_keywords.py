@@ -228,6 +228,7 @@ def test_save_load_round_trip(tmp_path: Path, mode: str, mmap: bool) -> None:
     chunks = make_chunks(TEXTS)
     built = KeywordIndex.from_chunks(chunks, match=mode)  # type: ignore[arg-type]
     built.save(tmp_path / "kw")
+    assert all(path.name.startswith("keywords.") for path in (tmp_path / "kw").iterdir())
     loaded = KeywordIndex.load(tmp_path / "kw", chunks, mmap=mmap)
     assert loaded.match == mode
     assert len(loaded) == len(chunks)
@@ -249,7 +250,9 @@ def test_load_errors(tmp_path: Path) -> None:
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "format": 999}))
     with pytest.raises(IndexMismatchError, match="format"):
         KeywordIndex.load(tmp_path / "kw", chunks)
-    (tmp_path / "kw" / "text.npy").write_bytes(b"garbage")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "format": 1}))
+    KeywordIndex.load(tmp_path / "kw", chunks)  # restored header: loads again
+    (tmp_path / "kw" / "keywords.text.npy").write_bytes(b"garbage")
     with pytest.raises(IndexNotFoundError):
         KeywordIndex.load(tmp_path / "kw", chunks)
 
@@ -324,9 +327,7 @@ def keyword_pool(texts: list[str], rng: random.Random, n: int) -> list[str]:
             first = rng.randrange(len(tokens))
             last = min(len(tokens) - 1, first + rng.randint(0, 3))
             start, end = tokens[first].start(), tokens[last].end()
-            keyword = text[
-                start : end - rng.randint(0, max(0, tokens[last].end() - tokens[last].start() - 1))
-            ]
+            keyword = text[start : end - rng.randint(0, max(0, tokens[last].end() - tokens[last].start() - 1))]
         else:
             start = rng.randrange(len(text))
             keyword = text[start : start + rng.randint(1, 15)]
@@ -338,9 +339,7 @@ def keyword_pool(texts: list[str], rng: random.Random, n: int) -> list[str]:
 CORPORA = {"synthetic": synthetic_texts(), "real": real_texts()}
 
 
-@pytest.fixture(
-    scope="module", params=[(c, m) for c in CORPORA for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}"
-)
+@pytest.fixture(scope="module", params=[(c, m) for c in CORPORA for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
 def corpus(request: pytest.FixtureRequest) -> tuple[KeywordIndex, list[Chunk], list[str]]:
     name, mode = request.param
     texts = CORPORA[name]
