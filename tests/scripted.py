@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
@@ -86,3 +87,31 @@ class FailingChatModel(GenericFakeChatModel):
 
     def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
         raise self.error
+
+
+# ---------------------------------------------------------------------------------------------
+# Structured output. langchain-core's default ``with_structured_output`` binds the schema as a tool
+# (``tools=[Schema]``, ``tool_choice="any"``) and parses the reply's tool call, so a scripted model
+# answers a structured request with a tool call named after the schema.
+
+
+def requested_schema(kwargs: dict[str, Any]) -> str | None:
+    """The schema a request asks for (``"Decomposition"``, ...), or None for a plain request."""
+    if kwargs.get("tool_choice") is None:
+        return None
+    for tool in kwargs.get("tools") or []:
+        return getattr(tool, "__name__", None) or str(tool)
+    return None
+
+
+def structured_reply(schema: type | str, **fields: Any) -> AIMessage:
+    """A reply that ``with_structured_output(schema)`` parses into ``schema(**fields)``."""
+    name = schema if isinstance(schema, str) else schema.__name__
+    return calls(tool_call(name, **fields))
+
+
+def invalid_structured_reply(schema: type | str, raw: str = '{"not json') -> AIMessage:
+    """A reply whose tool call arguments are not valid JSON, as a model sometimes sends."""
+    name = schema if isinstance(schema, str) else schema.__name__
+    bad = invalid_tool_call(name=name, args=raw, id=f"call-{next(_ids)}", error="invalid JSON")
+    return AIMessage(content="", invalid_tool_calls=[bad])
