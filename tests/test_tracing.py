@@ -1,0 +1,148 @@
+"""LangSmith tracing: what the real LangSmith client uploads for an A-RAG run.
+
+The client is pointed at a local recorder (tests/stubs/langsmith_recorder.py), which decodes its
+uploads in each format a server may ask for (zstd-compressed multipart, multipart, JSON batch).
+Checked: a root run named after the graph, model and tool runs with clear names and the graph /
+index / step-cap metadata, and that the API keys in the environment never appear in an uploaded
+body.
+
+Two ways in: in-process with ``tracing_context(enabled=True, client=...)``, the SDK's public
+switch; and ``arag ask`` in a subprocess configured by environment variables only, exactly as a
+user sets up tracing. The environment path is not tested in-process on purpose: langsmith caches
+the ``LANGSMITH_*`` variables (and its default client) for the life of the process, so setting
+them in one test would leave later tests tracing to a recorder that is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langsmith import Client, tracing_context
+
+from arag_graph.agent import build_arag_graph
+from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+LANGSMITH_KEY = "lsv2_test_arag_SENTINEL_0123456789abcdef"
+OPENAI_KEY = "sk-test-arag-SENTINEL-0123456789abcdef"
+PROJECT = "arag-tests"
+QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+CAP = 3
+TOOL_NAMES = {"keyword_search", "semantic_search", "chunk_read"}
+
+
+def tracing_env(recorder: LangSmithRecorder) -> dict[str, str]:
+    """The environment a user sets to trace to LangSmith (here: to the recorder)."""
+    return {
+        "LANGSMITH_TRACING": "true",
+        "LANGSMITH_ENDPOINT": recorder.url,
+        "LANGSMITH_API_KEY": LANGSMITH_KEY,
+        "LANGSMITH_PROJECT": PROJECT,
+        "OPENAI_API_KEY": OPENAI_KEY,  # unused by the offline policy; must not leak either
+    }
+
+
+def in_start_order(runs: list[RecordedRun]) -> list[RecordedRun]:
+    return sorted(runs, key=lambda r: str(r.data.get("dotted_order") or r.data.get("start_time")))
+
+
+def root_ended(name: str) -> Callable[[list[RecordedRun]], bool]:
+    return lambda runs: any(r.name == name and r.parent_run_id is None and r.ended for r in runs)
+
+
+def check_trace(recorder: LangSmithRecorder, out: dict[str, Any], index_path: str) -> None:
+    """The assertions both ways of tracing share."""
+    roots = recorder.roots()
+    assert [r.name for r in roots] == ["arag"], roots
+    root = roots[0]
+    assert root.run_type == "chain"
+    assert root.metadata["graph"] == "arag"
+    assert root.data.get("session_name") == PROJECT
+    trace = recorder.descendants(root)
+    assert all(r.trace_id == root.id for r in trace)
+
+    # Graph nodes are readable runs.
+    names = {r.name for r in trace}
+    assert {"start", "agent", "tools", "synthesize", "finish"} <= names
+
+    # Model calls: named per role, as LLM runs, with the run's limits.
+    agent_models = [r for r in trace if r.name == "agent_model"]
+    synthesis = [r for r in trace if r.name == "synthesis_model"]
+    assert agent_models and len(synthesis) == 1
+    for run in [*agent_models, *synthesis]:
+        assert run.run_type == "llm"
+        assert run.metadata["graph"] == "arag"
+        assert run.metadata["index"] == index_path
+        assert run.metadata["max_steps"] == CAP
+
+    # Tool runs: one per trajectory step, in order, named after the tool, with the same metadata,
+    # and without the injected context tracker among their inputs.
+    tools = in_start_order([r for r in trace if r.run_type == "tool"])
+    assert [r.name for r in tools] == [s["tool"] for s in out["trajectory"]]
+    assert len(tools) == out["steps"] == CAP
+    for run in tools:
+        assert run.name in TOOL_NAMES
+        assert run.metadata["graph"] == "arag"
+        assert run.metadata["index"] == index_path
+        assert run.metadata["max_steps"] == CAP
+        assert "tracker" not in (run.inputs or {})
+        assert run.ended and not run.error
+
+    # Secrets: the LangSmith key authenticates the upload and appears in no body.
+    assert {r.headers.get("x-api-key") for r in recorder.requests if r.path.startswith("/runs")} == {LANGSMITH_KEY}
+    for secret in (LANGSMITH_KEY, OPENAI_KEY):
+        assert recorder.bodies_containing(secret) == []
+
+
+@pytest.mark.parametrize("ingest", ["zstd", "multipart", "batch"])
+def test_runs_and_tool_runs_carry_names_and_metadata(
+    ingest: Ingest, langsmith_recorder: LangSmithRecorder, sample_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever upload format the server asks for (compressed multipart, multipart, JSON batch)."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)  # unused by the offline policy; must not leak
+    langsmith_recorder.ingest = ingest
+    client = Client(api_url=langsmith_recorder.url, api_key=LANGSMITH_KEY)
+    graph = build_arag_graph(sample_index, "offline")
+    with tracing_context(enabled=True, client=client, project_name=PROJECT):
+        out = graph.invoke({"question": QUESTION}, context={"max_steps": CAP})
+    client.flush()  # the client uploads from a background thread; flush waits for its queue
+
+    assert langsmith_recorder.wait_for_runs(root_ended("arag"))
+    assert out["error"] is None and out["answer"]
+    endpoint = "/runs/batch" if ingest == "batch" else "/runs/multipart"
+    assert {r.path for r in langsmith_recorder.requests} == {"/info", endpoint}
+    compressed = {r.headers.get("content-encoding") == "zstd" for r in langsmith_recorder.requests[1:]}
+    assert compressed == {ingest == "zstd"}
+    check_trace(langsmith_recorder, out, str(sample_index.path))
+
+
+def test_cli_traces_from_environment_variables_alone(langsmith_recorder: LangSmithRecorder, sample_index: Any) -> None:
+    """``LANGSMITH_TRACING=true arag ask ...``: no code, and the process uploads before exiting."""
+    # Start from a clean slate: the test session turns tracing off with LANGCHAIN_TRACING_V2=false,
+    # which langsmith reads before LANGSMITH_TRACING (set both and the LANGCHAIN_ one wins).
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+    env = {**inherited, **tracing_env(langsmith_recorder), "PYTHONPATH": str(REPO)}
+    argv = ["ask", QUESTION, "--index", str(sample_index.path), "--model", "offline", "--max-steps", str(CAP)]
+    done = subprocess.run(
+        [sys.executable, "-m", "arag_graph.cli", *argv, "--json"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    # Everything was posted by the time the process exited: no waiting needed.
+    assert root_ended("arag")(langsmith_recorder.runs), langsmith_recorder.runs
+    check_trace(langsmith_recorder, out, str(sample_index.path))
+    assert LANGSMITH_KEY not in done.stdout + done.stderr
