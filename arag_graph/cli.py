@@ -175,7 +175,11 @@ def run_question(
     cfg = config_for(graph_name, **context)
     final: dict[str, Any] = {}
     seen_steps = 0
-    for mode, chunk in graph.stream({"question": question}, context=cfg, stream_mode=["updates", "values"]):
+    # Root-run trace metadata: which index, model and limits produced this answer.
+    metadata = {"index": str(index.path), "model": context.get("model"), "max_steps": getattr(cfg, "max_steps", None)}
+    run_config = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
+    stream = graph.stream({"question": question}, run_config, context=cfg, stream_mode=["updates", "values"])
+    for mode, chunk in stream:
         if mode == "values":
             final = chunk
             continue
@@ -242,6 +246,51 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if record["error"]:
             print(f"error: {record['error']}", file=sys.stderr)
     return 1 if record["error"] else 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag eval
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AragError(f"{flag} {text!r}: give comma-separated integers, e.g. {flag} 5,10,15,20") from None
+    if not values:
+        raise AragError(f"{flag} is empty; give comma-separated integers, e.g. {flag} 5,10,15,20")
+    return values
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evaluators.runner import EvalPlan, run_evaluation
+
+    graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+    dataset = Path(args.dataset)
+    model = default_model_spec(args.model, args.base_url)
+    out = (
+        Path(args.out) if args.out else Path("runs") / f"{dataset.parent.name}-{dataset.stem}-{model.replace('/', '_')}"
+    )
+    plan = EvalPlan(
+        dataset=dataset,
+        graphs=graphs,
+        out=out,
+        model=model,
+        corpus=Path(args.corpus) if args.corpus else None,
+        index=Path(args.index) if args.index else None,
+        judge=args.judge,
+        base_url=args.base_url,
+        limit=args.limit,
+        workers=args.workers,
+        max_steps=_int_list(args.max_steps, "--max-steps") if args.max_steps else None,
+        top_k=args.top_k,
+        dataset_format=args.format,
+        upload=False if args.no_upload else None,
+    )
+    run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty())
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    print(f"predictions, summary and plots: {out}")
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,6 +383,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=None, help="chunks per search (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)")
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    p.add_argument(
+        "--format", default=None, help="question format: hotpotqa | 2wiki | musique | arag (default: detect)"
+    )
+    p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
+    p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
+    p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag")
+    p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")
+    p.add_argument("--judge", default=None, help="LLM judge model for LLM-Acc (without one it is reported unavailable)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
+    p.add_argument("--max-steps", default=None, help="step caps to sweep, e.g. 5,10,15,20 (graphs with a step cap)")
+    p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5, as in the paper)")
+    p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
+    p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy")
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")

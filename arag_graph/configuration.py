@@ -7,8 +7,9 @@ default so a bare invocation works. Fields shared by all graphs live in :class:`
 from __future__ import annotations
 
 import os
+import typing
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from arag_graph.errors import AragError
 
@@ -18,6 +19,50 @@ ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
 
 def _env(name: str, default: str) -> Any:
     return field(default_factory=lambda: os.environ.get(name, default))
+
+
+_RANGES: tuple[tuple[str, float, float | None], ...] = (
+    ("temperature", 0.0, 2.0),
+    ("max_tokens", 1, None),
+    ("max_steps", 0, None),
+    ("message_token_budget", 1, None),
+    ("window", 0, None),
+    ("loop_similarity", 0.0, 1.0),
+    ("max_context_tokens", 1, None),
+    ("relevance_threshold", 0.0, 1.0),
+    ("max_sub_questions", 1, None),
+)
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    """``value`` as the field's declared type (bool, int, float, str or a Literal of strings)."""
+    if get_origin(hint) is Literal:
+        choices = get_args(hint)
+        if value not in choices:
+            raise AragError(f"configuration {name}={value!r} is not valid; choose one of {list(choices)}")
+        return value
+    try:
+        if hint is bool:
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                return value.strip().lower() in _TRUE
+            if isinstance(value, (bool, int)) and value in (0, 1):
+                return bool(value)
+            raise ValueError
+        if hint is int:
+            if isinstance(value, bool) or float(value) != int(float(value)):
+                raise ValueError
+            return int(float(value))
+        if hint is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if hint is str:
+            return "" if value is None else str(value)
+    except (TypeError, ValueError):
+        kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(hint, str(hint))
+        raise AragError(f"configuration {name}={value!r} is not valid; give {kind}") from None
+    return value
 
 
 @dataclass(kw_only=True)
@@ -38,6 +83,22 @@ class GraphConfig:
     """Index directory; empty means the bundled sample index (built on first use)."""
     top_k: int = 5
     """Chunks per search (the paper uses 5)."""
+
+    def __post_init__(self) -> None:
+        """Coerce values that arrive as text (forms, environment, JSON) and reject impossible ones.
+
+        A bad value fails here, at the start of a run, with one line naming the field and what it
+        accepts, instead of as a type error deep inside a node.
+        """
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
+        self.top_k = max(1, min(20, self.top_k))  # same clamp as the tools' top_k
+        for name, low, high in _RANGES:
+            value = getattr(self, name, None)
+            if value is not None and (value < low or (high is not None and value > high)):
+                bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+                raise AragError(f"configuration {name}={value!r} is out of range; give a value {bound}")
 
     @classmethod
     def from_context(cls, context: Any) -> Any:

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+try:  # the node wrapper LangGraph's own prebuilt ToolNode uses; fall back if it ever moves
+    from langgraph._internal._runnable import RunnableCallable
+except ImportError:  # pragma: no cover - depends on the installed LangGraph
+    RunnableCallable = None  # type: ignore[assignment,misc]
 from langchain_core.runnables.config import run_in_executor
 
 from arag_graph.safety import describe_model_error
@@ -37,7 +42,7 @@ def _failed(call: ModelCall, exc: BaseException) -> dict[str, Any]:
     return call.on_error(message) if call.on_error else {"error": message}
 
 
-def model_node(name: str, prepare: Callable[[Any, RunnableConfig], ModelCall | dict[str, Any]]) -> RunnableLambda:
+def model_node(name: str, prepare: Callable[[Any, RunnableConfig], ModelCall | dict[str, Any]]) -> Runnable[Any, Any]:
     """A node that builds a :class:`ModelCall` from the state (or returns an update directly)."""
 
     def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -64,4 +69,8 @@ def model_node(name: str, prepare: Callable[[Any, RunnableConfig], ModelCall | d
             return _failed(call, exc)
         return call.on_reply(reply)
 
+    if RunnableCallable is not None:
+        # LangGraph traces every node already; an untraced callable avoids a second, nested run of
+        # the same name ("agent > agent > agent_model") in LangSmith.
+        return RunnableCallable(run, arun, name=name, trace=False)
     return RunnableLambda(run, afunc=arun, name=name)
