@@ -75,9 +75,7 @@ def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list
     _check_exists(source)
     if source.is_dir():
         if fmt not in (None, "dir"):
-            raise CorpusError(
-                f"{source}: is a directory, not a {fmt} file; give the corpus file, or use --format dir"
-            )
+            raise CorpusError(f"{source}: is a directory, not a {fmt} file; give the corpus file, or use --format dir")
         return _finish(source, _load_dir(source), "file")
     if fmt == "dir":
         raise CorpusError(
@@ -125,9 +123,7 @@ def _read_text(source: Path, *, allow_empty: bool = False) -> str:
     try:
         data = source.read_bytes()
     except OSError as exc:
-        raise CorpusError(
-            f"{source}: cannot be read ({exc.strerror or exc}); check the path and permissions"
-        ) from None
+        raise CorpusError(f"{source}: cannot be read ({exc.strerror or exc}); check the path and permissions") from None
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         encoding = "utf-32"
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -279,8 +275,7 @@ def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
         for index, item in enumerate(value):
             if not isinstance(item, dict):
                 raise CorpusError(
-                    f"{source}: item {index} is {_kind(item)}; "
-                    'every item must be a {"title", "text"} object'
+                    f'{source}: item {index} is {_kind(item)}; every item must be a {{"title", "text"}} object'
                 )
             yield _object_document(source, f"item {index}", item)
     else:
@@ -320,9 +315,7 @@ def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
                 "give one JSON object per line"
             ) from None
         except RecursionError:
-            raise CorpusError(
-                f"{source}: line {number} is nested too deeply; give one flat object per line"
-            ) from None
+            raise CorpusError(f"{source}: line {number} is nested too deeply; give one flat object per line") from None
         if not isinstance(item, dict):
             raise CorpusError(
                 f'{source}: line {number} is {_kind(item)}, not a JSON object; give one {{"id", "title", '
@@ -366,8 +359,7 @@ def _load_dir(root: Path) -> list[Document]:
     ]
     if not documents:
         raise CorpusError(
-            f"{root}: no .txt or .md files in this directory; put one document per .txt/.md file "
-            "or give a corpus file"
+            f"{root}: no .txt or .md files in this directory; put one document per .txt/.md file or give a corpus file"
         )
     return documents
 
@@ -410,9 +402,7 @@ def _finish(source: Path, documents: list[Document], unit: str) -> list[Document
         if document.id is None:
             continue
         if document.id in seen:
-            raise CorpusError(
-                f"{source}: the id {_show(document.id)} is used twice; give every document a unique id"
-            )
+            raise CorpusError(f"{source}: the id {_show(document.id)} is used twice; give every document a unique id")
         seen.add(document.id)
     return kept
 

@@ -94,9 +94,7 @@ class Question:
         if not self.answers:
             raise ValueError(f"question {self.id!r} has no gold answer")
         if self.supporting_texts and len(self.supporting_texts) != len(self.supporting_titles):
-            raise ValueError(
-                f"question {self.id!r}: supporting_texts must be empty or parallel to supporting_titles"
-            )
+            raise ValueError(f"question {self.id!r}: supporting_texts must be empty or parallel to supporting_titles")
 
     @property
     def answer(self) -> str:
@@ -131,24 +129,16 @@ def _field_names(record: Mapping[str, Any]) -> str:
 
 def _read_text(path: Path) -> str:
     if not path.exists():
-        raise DatasetError(
-            f"{path}: no such file; pass the path of a question file (JSON list or JSON Lines)"
-        )
+        raise DatasetError(f"{path}: no such file; pass the path of a question file (JSON list or JSON Lines)")
     if path.is_dir():
-        raise DatasetError(
-            f"{path}: is a directory; pass the question file inside it, e.g. {path}/questions.json"
-        )
+        raise DatasetError(f"{path}: is a directory; pass the question file inside it, e.g. {path}/questions.json")
     try:
         # utf-8-sig: files saved by some editors start with a byte-order mark that json rejects.
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
-        raise DatasetError(
-            f"{path}: is not UTF-8 text (bad byte at offset {error.start}); save it as UTF-8"
-        ) from None
+        raise DatasetError(f"{path}: is not UTF-8 text (bad byte at offset {error.start}); save it as UTF-8") from None
     except OSError as error:
-        raise DatasetError(
-            f"{path}: cannot be read ({error.strerror}); check the path and its permissions"
-        ) from None
+        raise DatasetError(f"{path}: cannot be read ({error.strerror}); check the path and its permissions") from None
 
 
 def _parse_json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
@@ -245,9 +235,7 @@ class _Record:
                 titles.append(entry)
             else:
                 expected = (
-                    "a [title, sentence_index] pair or a title"
-                    if bare_titles
-                    else "a [title, sentence_index] pair"
+                    "a [title, sentence_index] pair or a title" if bare_titles else "a [title, sentence_index] pair"
                 )
                 raise self.error(f"has {_describe(entry)} as {name}[{position}]", f"make it {expected}")
         return titles
@@ -270,18 +258,14 @@ def _answer_strings(record: _Record, name: str, value: Any) -> list[str]:
         elif isinstance(item, (int, float)) and not isinstance(item, bool):
             strings.append(str(item))
         else:
-            raise record.error(
-                f"has {_describe(item)} in '{name}'", f"make '{name}' a string or a list of strings"
-            )
+            raise record.error(f"has {_describe(item)} in '{name}'", f"make '{name}' a string or a list of strings")
     return strings
 
 
 def _answers(record: _Record) -> tuple[str, ...]:
     answers = [answer.strip() for answer in _answer_strings(record, "answer", record.data["answer"])]
     if not answers or not answers[0]:
-        raise record.error(
-            "has an empty 'answer'", "give every question its gold answer, or remove it from the file"
-        )
+        raise record.error("has an empty 'answer'", "give every question its gold answer, or remove it from the file")
     for name in _ALIAS_FIELDS:
         if record.data.get(name) is not None:
             answers.extend(alias.strip() for alias in _answer_strings(record, name, record.data[name]))
@@ -294,9 +278,7 @@ def _question_id(record: _Record, position: int) -> str:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-            raise record.error(
-                f"has {_describe(value)} as '{name}'", f"make '{name}' a non-empty string or a number"
-            )
+            raise record.error(f"has {_describe(value)} as '{name}'", f"make '{name}' a non-empty string or a number")
         return str(value).strip()
     return str(position)
 
@@ -359,15 +341,11 @@ def _parse_hotpot_like(record: _Record, position: int) -> Question:
 def _parse_musique(record: _Record, position: int) -> Question:
     paragraphs = record.data["paragraphs"]
     if not isinstance(paragraphs, list):
-        raise record.error(
-            f"has {_describe(paragraphs)} as 'paragraphs'", "make 'paragraphs' a list of objects"
-        )
+        raise record.error(f"has {_describe(paragraphs)} as 'paragraphs'", "make 'paragraphs' a list of objects")
     support: dict[tuple[str, str], None] = {}
     for index, paragraph in enumerate(paragraphs):
         if not isinstance(paragraph, dict):
-            raise record.error(
-                f"has {_describe(paragraph)} as paragraphs[{index}]", "make every paragraph an object"
-            )
+            raise record.error(f"has {_describe(paragraph)} as paragraphs[{index}]", "make every paragraph an object")
         if not paragraph.get("is_supporting"):
             continue
         title, text = paragraph.get("title"), paragraph.get("paragraph_text")
@@ -410,9 +388,7 @@ def _parse_arag(record: _Record, position: int) -> Question:
     if (
         isinstance(evidence, list)
         and evidence
-        and all(
-            isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str) for entry in evidence
-        )
+        and all(isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str) for entry in evidence)
     ):
         titles.extend(entry[0] for entry in evidence)
         metadata.pop("evidence")
@@ -461,9 +437,7 @@ def load_questions(path: str | PathLike[str], format: str | None = None) -> list
         )
     records = _read_records(path)
     if not records:
-        raise DatasetError(
-            f"{path}: holds no questions; add at least one {{'question': ..., 'answer': ...}} object"
-        )
+        raise DatasetError(f"{path}: holds no questions; add at least one {{'question': ..., 'answer': ...}} object")
     fmt = chosen or _detect_format(records[0][1])
     required = _REQUIRED_FIELDS[fmt]
     questions: list[Question] = []

@@ -107,9 +107,7 @@ _DOTTED_ACRONYM = re.compile(r"(?:[A-Za-z]{1,3}\.)+[A-Za-z]{1,3}")
 _ROMAN = re.compile(r"[IVXLC]+")
 
 # A line that starts a list item, heading, block quote or table row.
-_ITEM_START = re.compile(
-    r"[ \t]*(?:[-*+•▪◦‣–—][ \t]|#{1,6}(?:[ \t]|(?=\n)|\Z)|>|\||\d{1,3}[.)][ \t]|\(?[a-z]\)[ \t])"
-)
+_ITEM_START = re.compile(r"[ \t]*(?:[-*+•▪◦‣–—][ \t]|#{1,6}(?:[ \t]|(?=\n)|\Z)|>|\||\d{1,3}[.)][ \t]|\(?[a-z]\)[ \t])")
 # Characters that continue a sentence rather than open one: "Henry (1176? – 1216)".
 _CONTINUATION = frozenset(",;:)]}–—-/%&")
 _HEADING = re.compile(r"[ \t]*#{1,6}(?:[ \t]|\Z)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -32,9 +33,7 @@ def test_naive_rag_retrieves_once_then_answers(sample_index: Any, retriever: str
     expected = retrieve(sample_index, QUESTION, 5, retriever)  # type: ignore[arg-type]
     cited = expected[0].chunk_id
     model = scripted(f"Answer: Stephen King [{cited}]")
-    out = build_naive_rag_graph(sample_index, model).invoke(
-        {"question": QUESTION}, context={"retriever": retriever}
-    )
+    out = build_naive_rag_graph(sample_index, model).invoke({"question": QUESTION}, context={"retriever": retriever})
     assert out["steps"] == 1 and len(model.log) == 1
     assert out["trajectory"][0]["chunk_ids"] == [h.chunk_id for h in expected]
     assert out["citations"] == [cited] and out["answer"] == "Stephen King"
@@ -48,7 +47,7 @@ def test_naive_rag_retrieves_once_then_answers(sample_index: Any, retriever: str
 
 def test_bm25_and_hybrid_rankings(sample_index: Any) -> None:
     bm25 = bm25_search(sample_index, "Leland North Carolina movies", 5)
-    assert bm25 and all(a.score >= b.score for a, b in zip(bm25, bm25[1:], strict=False))
+    assert bm25 and all(a.score >= b.score for a, b in itertools.pairwise(bm25))
     assert sample_index.get_chunk(bm25[0].chunk_id).title == "Leland, North Carolina"
     dense = sample_index.semantic_search("Leland North Carolina movies", 5)
     fused = reciprocal_rank_fusion([dense, bm25], 5)

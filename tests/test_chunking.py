@@ -55,9 +55,7 @@ def _doc_index(chunks: list[Chunk], docs: list[Document]) -> dict[str, int]:
     index: dict[str, int] = {}
     for chunk in chunks:
         base = re.sub(r"#\d+$", "", chunk.id)
-        matches = [
-            n for n, d in enumerate(docs) if (d.id if d.id is not None else str(n)) in (chunk.id, base)
-        ]
+        matches = [n for n, d in enumerate(docs) if (d.id if d.id is not None else str(n)) in (chunk.id, base)]
         index[chunk.id] = matches[0]
     return index
 

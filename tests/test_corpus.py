@@ -57,9 +57,7 @@ def test_chunks_objects_keep_ids_and_titles(tmp_path: Path) -> None:
 
 
 def test_hipporag_object_joins_sentences(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "corpus.json", {"Ed Wood": ["Ed Wood is a film.", " It stars Depp."], "Empty": []}
-    )
+    path = write(tmp_path / "corpus.json", {"Ed Wood": ["Ed Wood is a film.", " It stars Depp."], "Empty": []})
     assert load_corpus(path) == [Document("Ed Wood is a film. It stars Depp.", title="Ed Wood")]
     assert detect_format(path) == "hipporag"
 
@@ -235,8 +233,7 @@ def test_bad_json_corpora(tmp_path: Path, content: Any, expected: str) -> None:
 def test_jsonl_wrong_fields_name_line_and_fields(tmp_path: Path) -> None:
     message = load_error(write(tmp_path / "c.jsonl", '{"text": "a"}\n\n{"title": "T", "abstract": "b"}\n'))
     assert (
-        "line 3 has no text field (found: 'title', 'abstract'); name the text field one of: text, contents"
-        in message
+        "line 3 has no text field (found: 'title', 'abstract'); name the text field one of: text, contents" in message
     )
 
 
@@ -276,9 +273,7 @@ def test_format_and_path_kind_must_agree(tmp_path: Path) -> None:
 
 def test_unknown_format_lists_the_valid_ones(tmp_path: Path) -> None:
     path = write(tmp_path / "c.json", ["0:a"])
-    with pytest.raises(
-        CorpusError, match="unknown corpus format 'csv'; use one of: chunks, hipporag, jsonl, dir"
-    ):
+    with pytest.raises(CorpusError, match="unknown corpus format 'csv'; use one of: chunks, hipporag, jsonl, dir"):
         load_corpus(path, "csv")
 
 

@@ -24,9 +24,7 @@ from arag_graph.datasets import (
 from arag_graph.documents import Chunk
 from arag_graph.errors import AragError, DatasetError
 
-SHARED_DATA = Path(
-    os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
+SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HOTPOT = SHARED_DATA / "hotpotqa-100"
 
 
@@ -356,21 +354,15 @@ def test_item_without_question(tmp_path: Path) -> None:
 
 
 def test_empty_or_wrongly_typed_fields(tmp_path: Path) -> None:
-    assert "has an empty 'answer'" in load_error(
-        write_json(tmp_path / "a.json", [{"question": "Q?", "answer": " "}])
-    )
-    assert "has an empty 'answer'" in load_error(
-        write_json(tmp_path / "b.json", [{"question": "Q?", "answer": []}])
-    )
+    assert "has an empty 'answer'" in load_error(write_json(tmp_path / "a.json", [{"question": "Q?", "answer": " "}]))
+    assert "has an empty 'answer'" in load_error(write_json(tmp_path / "b.json", [{"question": "Q?", "answer": []}]))
     assert "has a boolean in 'answer'" in load_error(
         write_json(tmp_path / "c.json", [{"question": "Q?", "answer": True}])
     )
     assert "has an empty string as 'question'" in load_error(
         write_json(tmp_path / "d.json", [{"question": "", "answer": "A"}])
     )
-    message = load_error(
-        write_json(tmp_path / "e.json", [{"question": "Q?", "answer": "A", "aliases": {"x": 1}}])
-    )
+    message = load_error(write_json(tmp_path / "e.json", [{"question": "Q?", "answer": "A", "aliases": {"x": 1}}]))
     assert "has an object in 'aliases'" in message
     message = load_error(write_json(tmp_path / "f.json", [{"id": ["x"], "question": "Q?", "answer": "A"}]))
     assert "has a list as 'id'" in message
@@ -445,9 +437,7 @@ def test_missing_support() -> None:
         ("q1", "Lilu  (mythology) "),
         ("q1", "Gone"),
     ]
-    assert missing_support([QUESTION], title_to_ids, {"Lilu is a spirit. It is old.": ["c2"]}) == [
-        ("q1", "Gone")
-    ]
+    assert missing_support([QUESTION], title_to_ids, {"Lilu is a spirit. It is old.": ["c2"]}) == [("q1", "Gone")]
 
 
 def test_passage_maps_from_chunks() -> None:

@@ -59,8 +59,7 @@ def assert_valid_spans(text: str, spans: list[tuple[int, int]]) -> None:
             ["Apples, pears, etc. are fruit.", "We sell apples, pears, etc.", "The list goes on."],
         ),
         (
-            "Apple Inc. is a company. He founded Acme Ltd. The firm closed. "
-            "Ford Motor Co. was founded in 1903.",
+            "Apple Inc. is a company. He founded Acme Ltd. The firm closed. Ford Motor Co. was founded in 1903.",
             [
                 "Apple Inc. is a company.",
                 "He founded Acme Ltd.",
@@ -152,8 +151,7 @@ def assert_valid_spans(text: str, spans: list[tuple[int, int]]) -> None:
             "Ed Wood is a 1994 American biographical period comedy-drama film directed and produced by Tim "
             "Burton. It stars Johnny Depp as cult filmmaker Ed Wood.",
             [
-                "Ed Wood is a 1994 American biographical period comedy-drama film directed and produced "
-                "by Tim Burton.",
+                "Ed Wood is a 1994 American biographical period comedy-drama film directed and produced by Tim Burton.",
                 "It stars Johnny Depp as cult filmmaker Ed Wood.",
             ],
         ),
@@ -175,8 +173,7 @@ def test_split(text: str, expected: list[str]) -> None:
         ("One line.\n  \n\nAnother.", ["One line.", "Another."]),
         # list items, headings, quotes, table rows
         (
-            "# Heading\nSome text here. More text.\n"
-            "- item one\n- item two\n* star\n• bullet\n1. first\n2) second",
+            "# Heading\nSome text here. More text.\n- item one\n- item two\n* star\n• bullet\n1. first\n2) second",
             [
                 "# Heading",
                 "Some text here.",
@@ -271,7 +268,5 @@ def test_hotpotqa_gold_sentences_mostly_agree() -> None:
     if not path.is_file():
         pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
     corpus = json.loads(path.read_text(encoding="utf-8"))
-    agree = sum(
-        split_sentences("".join(gold)) == [s.strip() for s in gold if s.strip()] for gold in corpus.values()
-    )
+    agree = sum(split_sentences("".join(gold)) == [s.strip() for s in gold if s.strip()] for gold in corpus.values())
     assert agree / len(corpus) >= 0.92
