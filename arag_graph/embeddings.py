@@ -25,9 +25,10 @@ from langchain_core.embeddings import Embeddings
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
-# Sorting by token length keeps padding low; on 2 CPU cores batches of 16-32 were the fastest in
-# bench/bench_build.py (larger batches lose to cache effects in attention).
-DEFAULT_BATCH_SIZE = 32
+# Sorting by token length keeps padding low. Each batch runs on one thread (see encode); per thread,
+# batches of 16 cost about 4% less CPU time than 32 and 10% less than 64 on HotpotQA sentences
+# (larger batches lose to cache effects).
+DEFAULT_BATCH_SIZE = 16
 
 
 def _default_model_path() -> str:
@@ -59,6 +60,8 @@ class SentenceEncoder(Embeddings):
         self.device = device
         self._model: Any = None
         self._lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
+        self._parallel_lock = threading.Lock()
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = query_cache_size
         self.query_encodings = 0  # how many queries reached the model (the rest came from the cache)
@@ -72,8 +75,17 @@ class SentenceEncoder(Embeddings):
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                     from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as hf_logging
 
-                    self._model = SentenceTransformer(self.model_path or _default_model_path(), device=self.device)
+                    # transformers draws a "Loading weights" bar on stderr even for a local model;
+                    # `arag ... --json` and `--quiet` promise a clean stderr.
+                    bar = hf_logging.is_progress_bar_enabled()
+                    hf_logging.disable_progress_bar()
+                    try:
+                        self._model = SentenceTransformer(self.model_path or _default_model_path(), device=self.device)
+                    finally:
+                        if bar:
+                            hf_logging.enable_progress_bar()
         return self._model
 
     @property
@@ -86,9 +98,12 @@ class SentenceEncoder(Embeddings):
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Normalised float32 embeddings of ``texts``, in input order.
 
-        Texts are batched in order of token length, which is what makes this faster than a plain
-        ``SentenceTransformer.encode`` (that one sorts by character length). ``on_batch(n)`` is
-        called after each batch with the number of texts it held, for progress bars.
+        Texts are batched in order of token length (``SentenceTransformer.encode`` sorts by
+        character length), and batches run data-parallel: one batch per torch thread, each
+        single-threaded. A MiniLM batch is too small for torch's intra-op threads to pay off
+        (they meet at a barrier after every small matrix product, and lose badly when other
+        processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
+        is called after each batch with the number of texts it held, for progress bars.
         """
         import torch
 
@@ -96,28 +111,49 @@ class SentenceEncoder(Embeddings):
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        tokenizer = model.tokenizer
         max_len = int(model.max_seq_length)
-        lengths = [
-            len(ids)
-            for ids in tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_len)["input_ids"]
-        ]
-        order = np.argsort(np.asarray(lengths), kind="stable")
-        with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                features = tokenizer(
-                    [texts[i] for i in idx],
+        tokenizer = model.tokenizer
+        # Tokenized once: the lengths give the batch order, and each batch is only padded later.
+        # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
+        with self._tokenizer_lock:
+            encoded = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_len)
+        lengths = np.asarray([len(i) for i in encoded["input_ids"]])
+        order = np.argsort(lengths, kind="stable")
+        batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+        def run(idx: np.ndarray) -> int:
+            with self._tokenizer_lock:
+                features = tokenizer.pad(
+                    {key: [values[i] for i in idx] for key, values in encoded.items()},
                     padding=True,
-                    truncation=True,
-                    max_length=max_len,
                     return_tensors="pt",
                 )
+            with torch.inference_mode():
                 vectors = model.forward(dict(features))["sentence_embedding"]
-                vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
-                out[idx] = vectors.cpu().numpy()
+                out[idx] = torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+            return len(idx)
+
+        threads = torch.get_num_threads()
+        if len(batches) < 2 or threads < 2 or self.device != "cpu":
+            for idx in batches:
+                done = run(idx)
                 if on_batch is not None:
-                    on_batch(len(idx))
+                    on_batch(done)
+            return out
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        # torch's thread count is process-wide: one parallel encode at a time, and always restore it.
+        with self._parallel_lock:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arag-encode") as pool:
+                    for future in as_completed([pool.submit(run, idx) for idx in batches]):
+                        done = future.result()
+                        if on_batch is not None:
+                            on_batch(done)
+            finally:
+                torch.set_num_threads(threads)
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

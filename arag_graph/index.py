@@ -46,7 +46,13 @@ from arag_graph.embeddings import (
 )
 from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
 from arag_graph.keywords import KeywordIndex
-from arag_graph.vectorstore import SentenceStore, connect_sentence_store
+from arag_graph.vectorstore import (
+    COLLECTION_NAME_MAX,
+    SentenceStore,
+    check_chroma_server,
+    connect_sentence_store,
+    valid_collection_name,
+)
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -54,6 +60,11 @@ CHUNKS = "chunks.jsonl"
 KEYWORDS_DIR = "."
 CURRENT = "CURRENT"
 BUILDS = "builds"
+# Where a build records its sentence store before creating it, so that the collection of a build
+# that fails or is killed before its manifest exists can still be found and dropped in a server.
+SENTENCE_STORE = "sentences.json"
+# Builds are named <UTC-ish timestamp>-<8 hex>; server collections are <prefix>-<build>.
+_BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
 KeywordMatch = Literal["word", "substring"]
 
@@ -367,12 +378,21 @@ def _remove_stale_builds(root: Path, keep: str | None) -> None:
 
 
 def _drop_build(build_dir: Path) -> None:
-    manifest_path = build_dir / MANIFEST
-    if manifest_path.exists():
+    """Delete a build, and its collection when that lives in a Chroma server.
+
+    The server collection is found from the manifest, or for a build that never finished from the
+    record written before the collection was created. An unreachable server leaves the collection
+    behind (named ``<prefix>-<build>``, safe to delete by hand); the directory goes regardless.
+    """
+    chroma: dict[str, Any] = {}
+    for name in (MANIFEST, SENTENCE_STORE):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data = json.loads((build_dir / name).read_text(encoding="utf-8"))
+            chroma = data.get("chroma", {}) if name == MANIFEST else data
+            break
+    if chroma.get("mode") == "http":
         with contextlib.suppress(Exception):
-            chroma = json.loads(manifest_path.read_text(encoding="utf-8")).get("chroma", {})
-            if chroma.get("mode") == "http":
-                connect_sentence_store(chroma, build_dir).drop()
+            connect_sentence_store(chroma, build_dir, create=False).drop()
     shutil.rmtree(build_dir, ignore_errors=True)
 
 
@@ -420,6 +440,9 @@ def build_index(
     if not chunks:
         raise AragError("the corpus has no text to index; give a corpus with at least one non-empty document")
     timings["split_seconds"] = time.perf_counter() - started
+    if chroma_url:  # before encoding, which is what takes long
+        prefix = _collection_prefix(collection, root)
+        check_chroma_server(chroma_url)
 
     embeddings = embeddings or default_embeddings()
     model_id = embedding_model_id(embeddings)
@@ -440,13 +463,10 @@ def build_index(
 
             t0 = time.perf_counter()
             if chroma_url:
-                chroma_cfg: dict[str, Any] = {
-                    "mode": "http",
-                    "url": chroma_url,
-                    "collection": f"{collection or _collection_name(root)}-{build}",
-                }
+                chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "collection": f"{prefix}-{build}"}
             else:
                 chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+            _write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
             sentences = connect_sentence_store(chroma_cfg, build_dir, create=True)
             sentences.add(chunks, sentence_docs, vectors)
             timings["insert_seconds"] = time.perf_counter() - t0
@@ -482,9 +502,22 @@ def build_index(
     return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
 
 
-def _collection_name(root: Path) -> str:
-    base = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in root.resolve().name).strip("-._")
-    return (base or "arag")[:40].rjust(3, "x")
+def _collection_prefix(collection: str | None, root: Path) -> str:
+    """The server collection prefix: ``collection`` checked against Chroma's naming rule, or one
+    derived from the index directory's name (each build appends ``-<build>``)."""
+    longest = COLLECTION_NAME_MAX - 1 - _BUILD_NAME_LENGTH
+    if collection is not None and collection.strip():
+        prefix = collection.strip()
+        if len(prefix) > longest or not valid_collection_name(f"{prefix}-x0x"):
+            raise AragError(
+                f"--collection {prefix[:60]!r}: not a usable Chroma collection prefix; use 1-{longest} characters "
+                "from a-z A-Z 0-9 . _ - that start with a letter or digit, without '..'"
+            )
+        return prefix
+    ascii_name = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "-" for ch in root.resolve().name)
+    while ".." in ascii_name:
+        ascii_name = ascii_name.replace("..", ".")
+    return ascii_name.strip("-._")[:40].strip("-._") or "arag"
 
 
 def _write_atomic(path: Path, text: str) -> None:

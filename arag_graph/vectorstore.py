@@ -5,11 +5,23 @@ position in it, so a nearest-sentence query can be folded back into chunks. We c
 ourselves and pass them explicitly: Chroma's default embedding function would download a model.
 The same code serves an embedded (persistent) Chroma inside the index directory and a Chroma server
 reached over HTTP (``chroma run``), so both modes give the same results.
+
+Server mode keeps only the sentence records (vector, sentence, chunk id and position) in the server;
+the chunk store, the keyword index and the manifest stay in the index directory. Every search reads
+them besides the vectors, they are small next to the vectors, and keeping them on the graph
+workers' disk means the active build still switches atomically with one ``CURRENT`` rename, as in
+embedded mode, while the server holds nothing but collections. Each build writes its own
+collection, ``<prefix>-<build>``, named in its manifest; a rebuild points ``CURRENT`` at the new
+build only once its collection is complete, and then drops the old collection. ``$ARAG_CHROMA_URL``,
+when set, replaces the URL recorded in the manifest on loading (an index built against
+``http://localhost:8000`` and served from a container that reaches Chroma under another name).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +41,23 @@ HNSW_CONFIG: dict[str, Any] = {
     "ef_search": 200,
     "max_neighbors": 32,
 }
+
+
+CHROMA_URL_ENV = "ARAG_CHROMA_URL"
+# Chroma's rule for collection names (checked by the server and the embedded client alike).
+COLLECTION_NAME_MAX = 512
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def valid_collection_name(name: str) -> bool:
+    """True when Chroma accepts ``name``: 3-512 of [a-zA-Z0-9._-], alphanumeric ends, no "..", no IP."""
+    if not 3 <= len(name) <= COLLECTION_NAME_MAX or ".." in name or not _COLLECTION_NAME.fullmatch(name):
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    return False
 
 
 def _settings() -> Any:
@@ -102,14 +131,31 @@ def _http_client(url: str) -> Any:
         ) from None
 
 
+def check_chroma_server(url: str) -> None:
+    """Fail now, with the one-line error, when no Chroma server answers at ``url``.
+
+    A build calls this before encoding, which takes hours on a large corpus.
+    """
+    client = _http_client(url)
+    try:
+        client.heartbeat()
+    except Exception as exc:
+        raise AragError(
+            f"the Chroma server at {url} does not answer ({type(exc).__name__}); check `chroma run` and --chroma-url"
+        ) from None
+
+
 def connect_sentence_store(config: dict[str, Any], build_dir: Path, *, create: bool = False) -> SentenceStore:
     """Open (or with ``create`` make) the sentence collection a manifest describes."""
     import chromadb
 
     mode = config.get("mode")
     name = str(config.get("collection") or "sentences")
+    where: object = build_dir
     if mode == "http":
-        client = _http_client(str(config["url"]))
+        override = None if create else os.environ.get(CHROMA_URL_ENV, "").strip()
+        where = override or str(config["url"])
+        client = _http_client(str(where))
     elif mode == "persistent":
         path = build_dir / str(config.get("path", "chroma"))
         if not create and not path.is_dir():
@@ -125,7 +171,6 @@ def connect_sentence_store(config: dict[str, Any], build_dir: Path, *, create: b
     except AragError:
         raise
     except Exception as exc:
-        where = config.get("url") or build_dir
         raise IndexNotFoundError(
             f"{where}: sentence collection {name!r} unavailable ({type(exc).__name__}: {exc}); "
             "rebuild the index with `arag index`"

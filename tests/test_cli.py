@@ -1,0 +1,290 @@
+"""The ``arag`` command line: index, search and read, and one clean error line for every mistake.
+
+Commands run in-process through :func:`arag_graph.cli.main` (the index and encoder are loaded once);
+a few run as real subprocesses to prove the exit status and that no traceback reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arag_graph.cli import main
+from arag_graph.index import HierarchicalIndex, load_index
+from arag_graph.tools import TOP_K_MAX
+
+REPO = Path(__file__).resolve().parents[1]
+
+PASSAGES = [
+    {
+        "id": "curie",
+        "title": "Marie Curie",
+        "text": "Marie Curie was a physicist. She won the Nobel Prize in 1903.",
+    },
+    {
+        "id": "eiffel",
+        "title": "Eiffel Tower",
+        "text": "The Eiffel Tower is in Paris. It was completed in 1889.",
+    },
+    {
+        "id": "nile",
+        "title": "Nile",
+        "text": "The Nile is a river in Africa. It flows into the Mediterranean Sea.",
+    },
+]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    capsys.readouterr()  # drop anything earlier output left behind
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors exit from inside parse_args
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(code: int, out: str, err: str) -> str:
+    assert code != 0
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("arag: error: ") and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def sample_path(sample_index: HierarchicalIndex) -> str:
+    assert sample_index.path is not None
+    return str(sample_index.path)
+
+
+# --------------------------------------------------------------------------------------------
+# arag index
+
+
+def test_index_prints_a_one_line_summary(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "index"
+    code, out, _ = run(["index", str(corpus), "--out", str(out_dir)], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 1, out
+    match = re.fullmatch(r"indexed 3 chunks, (\d+) sentences in ([\d.]+) s -> (.+)", lines[0])
+    assert match, lines[0]
+    index = load_index(out_dir)
+    assert int(match.group(1)) == index.manifest.sentences == 6
+    assert match.group(3) == str(out_dir)
+
+
+def test_index_json_is_one_object(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "index"
+    code, out, err = run(["index", str(corpus), "--out", str(out_dir), "--json", "--contextual-headers"], capsys)
+    assert code == 0
+    assert out.count("\n") == 1 and out.endswith("\n")
+    summary = json.loads(out)
+    assert summary["chunks"] == 3 and summary["sentences"] == 6 and summary["documents"] == 3
+    assert isinstance(summary["seconds"], (int, float)) and summary["seconds"] >= 0
+    assert summary["contextual_headers"] is True and summary["index"] == str(out_dir)
+    assert err == ""  # no progress bars with --json
+    assert load_index(out_dir).manifest.contextual_headers is True
+
+
+def test_index_with_an_explicit_format_and_substring_matching(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "index"
+    argv = ["index", str(corpus), "--out", str(out_dir), "--format", "jsonl", "--keyword-match", "substring"]
+    code, _, _ = run([*argv, "--quiet"], capsys)
+    assert code == 0
+    assert load_index(out_dir).manifest.keyword_match == "substring"
+
+
+# --------------------------------------------------------------------------------------------
+# arag search / arag read
+
+
+def ranked_ids(out: str) -> list[str]:
+    return re.findall(r"^\s*\d+\. \[([^\]]+)\] score=", out, flags=re.MULTILINE)
+
+
+def test_search_keywords(sample_index: HierarchicalIndex, sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["search", "--index", sample_path, "--keywords", "Leland, North Carolina", "--top-k", "3"], capsys
+    )
+    assert code == 0
+    hits = sample_index.keyword_search(["Leland", "North Carolina"], 3)
+    assert ranked_ids(out) == [h.chunk_id for h in hits]
+    assert all(s in out for h in hits for s in h.snippets)
+
+
+def test_search_keywords_json(
+    sample_index: HierarchicalIndex, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["search", "--index", sample_path, "--keywords", "Leland", "--json"], capsys)
+    assert code == 0 and out.count("\n") == 1
+    assert json.loads(out) == {"hits": [h.to_dict() for h in sample_index.keyword_search(["Leland"], 5)]}
+
+
+def test_search_query(sample_index: HierarchicalIndex, sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    query = "Who directed Maximum Overdrive?"
+    code, out, _ = run(["search", "--index", sample_path, "--query", query, "--top-k", "2"], capsys)
+    assert code == 0
+    assert ranked_ids(out) == [h.chunk_id for h in sample_index.semantic_search(query, 2)]
+    code, out, _ = run(["search", "--index", sample_path, "--query", query, "--json"], capsys)
+    hits = json.loads(out)["hits"]
+    assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in sample_index.semantic_search(query, 5)]
+    assert all({"chunk_id", "score", "snippets", "title"} <= set(h) for h in hits)
+
+
+def test_search_top_k_is_clamped(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["search", "--index", sample_path, "--keywords", "the", "--top-k", "99", "--json"], capsys)
+    assert code == 0 and len(json.loads(out)["hits"]) == TOP_K_MAX
+    code, out, _ = run(["search", "--index", sample_path, "--keywords", "the", "--top-k", "0", "--json"], capsys)
+    assert code == 0 and len(json.loads(out)["hits"]) == 1
+
+
+def test_search_without_matches(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["search", "--index", sample_path, "--keywords", "Zxqvbnmw"], capsys)
+    assert code == 0 and out == "no matches\n"
+
+
+def test_read(sample_index: HierarchicalIndex, sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["read", "--index", sample_path, "5", "6"], capsys)
+    assert code == 0
+    for cid in ("5", "6"):
+        chunk = sample_index.get_chunk(cid)
+        assert chunk is not None and chunk.text in out
+    assert "[5]  Leland, North Carolina  (previous: 4, next: 6)" in out
+    code, out, _ = run(["read", "--index", sample_path, "5", "--json"], capsys)
+    chunk = sample_index.get_chunk("5")
+    assert chunk is not None
+    assert json.loads(out) == {
+        "chunks": [{"id": "5", "title": chunk.title, "text": chunk.text, "prev": "4", "next": "6"}]
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Mistakes: one line on stderr, non-zero exit, nothing on stdout
+
+
+def test_missing_corpus_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.json"
+    line = assert_one_error_line(*run(["index", str(missing), "--out", str(tmp_path / "index")], capsys))
+    assert str(missing) in line and "no such file" in line
+    assert not (tmp_path / "index").exists()
+
+
+def test_unknown_format(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(
+        *run(["index", str(corpus), "--out", str(tmp_path / "index"), "--format", "xml"], capsys)
+    )
+    assert "'xml'" in line and "jsonl" in line
+    assert not (tmp_path / "index").exists()
+
+
+def test_bad_corpus_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": \n', encoding="utf-8")
+    line = assert_one_error_line(*run(["index", str(bad), "--out", str(tmp_path / "index")], capsys))
+    assert "line 2" in line
+
+
+def test_chunk_size_too_small(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(
+        *run(["index", str(corpus), "--out", str(tmp_path / "index"), "--chunk-size", "3"], capsys)
+    )
+    assert "chunk size 3" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--keywords", "Leland"],
+        ["search", "--query", "who"],
+        ["read", "5"],
+    ],
+    ids=["keywords", "query", "read"],
+)
+def test_missing_index_dir(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-index"
+    line = assert_one_error_line(*run([argv[0], "--index", str(missing), *argv[1:]], capsys))
+    assert str(missing) in line and "arag index" in line
+
+
+def test_unknown_chunk_id(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(*run(["read", "--index", sample_path, "5", "zz", "y9"], capsys))
+    assert "zz, y9" in line and "arag search" in line
+
+
+@pytest.mark.parametrize("keywords", ["", " , ", ",,"])
+def test_empty_keywords(sample_path: str, keywords: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(*run(["search", "--index", sample_path, "--keywords", keywords], capsys))
+    assert "--keywords is empty" in line
+
+
+def test_empty_query(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(*run(["search", "--index", sample_path, "--query", "   "], capsys))
+    assert "--query is empty" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--index", "x"],
+        ["search", "--index", "x", "--keywords", "a", "--query", "b"],
+        ["search", "--index", "x", "--keywords", "a", "--top-k", "many"],
+        ["read", "--index", "x"],
+        ["index", "corpus.json"],
+        ["frobnicate"],
+    ],
+    ids=["no-mode", "both-modes", "bad-top-k", "no-ids", "no-out", "unknown-command"],
+)
+def test_usage_errors_are_one_line_too(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    # argparse names the subcommand ("arag search: error: ..."), which points at the right --help.
+    assert re.fullmatch(r"arag( [a-z]+)?: error: [^\n]+; see `arag( [a-z]+)? --help`\n", err), err
+
+
+# --------------------------------------------------------------------------------------------
+# The real process
+
+
+def _arag(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "arag_graph.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def test_process_exit_status_and_single_error_line(tmp_path: Path) -> None:
+    done = _arag("read", "--index", str(tmp_path / "missing"), "5")
+    assert done.returncode == 2
+    assert_one_error_line(done.returncode, done.stdout, done.stderr)
+
+
+def test_process_search_json(sample_index: HierarchicalIndex, sample_path: str) -> None:
+    query = "Who directed Maximum Overdrive?"
+    done = _arag("search", "--index", sample_path, "--query", query, "--top-k", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no model-loading progress bar either
+    hits = json.loads(done.stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in sample_index.semantic_search(query, 2)]

@@ -1,0 +1,601 @@
+"""The hierarchical index built for real: every corpus format, the manifest, model mismatches,
+contextual headers, rebuilds that survive being killed, and retrieval quality on HotpotQA.
+
+Builds use the real encoder where semantics matter and fast fake ``Embeddings`` (tests/fakes.py)
+where only the plumbing does; Chroma is always the real persistent one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arag_graph.documents import Document
+from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index import (
+    BUILDS,
+    CURRENT,
+    FORMAT_VERSION,
+    MANIFEST,
+    HierarchicalIndex,
+    build_index,
+    corpus_hash,
+    load_index,
+)
+from tests.fakes import NamedFakeEmbeddings, WordHashEmbeddings
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+
+PASSAGES = [
+    (
+        "curie",
+        "Marie Curie",
+        "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physics in 1903.",
+    ),
+    (
+        "eiffel",
+        "Eiffel Tower",
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was completed in 1889.",
+    ),
+    ("nile", "Nile", "The Nile is a major river in northeast Africa. It flows into the Mediterranean Sea."),
+]
+
+
+def one_line(error: BaseException) -> str:
+    message = str(error)
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def active_build(root: Path) -> Path:
+    return root / BUILDS / (root / CURRENT).read_text(encoding="utf-8").strip()
+
+
+def answers(index: HierarchicalIndex, keywords: list[str], query: str) -> dict[str, Any]:
+    """Everything a search shows, for comparing two loads of an index."""
+    return {
+        "keyword": [h.to_dict() for h in index.keyword_search(keywords, 5)],
+        "semantic": [h.to_dict() for h in index.semantic_search(query, 5)],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Corpus formats
+
+
+def _write_chunk_strings(d: Path) -> Path:
+    path = d / "chunks.json"
+    path.write_text(json.dumps([f"{i}:{text}" for i, _, text in PASSAGES]), encoding="utf-8")
+    return path
+
+
+def _write_chunk_objects(d: Path) -> Path:
+    path = d / "chunks.json"
+    path.write_text(json.dumps([{"id": i, "title": t, "text": x} for i, t, x in PASSAGES]), encoding="utf-8")
+    return path
+
+
+def _write_hipporag_object(d: Path) -> Path:
+    path = d / "corpus.json"
+    # HotpotQA's shape: sentences joined as they are, so all but the first start with a space.
+    body = {t: [first + ".", " " + rest] for _, t, x in PASSAGES for first, rest in [x.split(". ", 1)]}
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return path
+
+
+def _write_hipporag_list(d: Path) -> Path:
+    path = d / "corpus.json"
+    path.write_text(json.dumps([{"title": t, "text": x} for _, t, x in PASSAGES]), encoding="utf-8")
+    return path
+
+
+def _write_jsonl(d: Path) -> Path:
+    path = d / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps({"id": i, "title": t, "text": x}) for i, t, x in PASSAGES) + "\n")
+    return path
+
+
+def _write_dir(d: Path) -> Path:
+    root = d / "notes"
+    root.mkdir()
+    for i, t, x in PASSAGES:
+        if i == "eiffel":
+            (root / f"{i}.md").write_text(f"# {t}\n\n{x}\n", encoding="utf-8")
+        else:
+            (root / f"{i}.txt").write_text(x + "\n", encoding="utf-8")
+    (root / ".hidden.txt").write_text("Never indexed.", encoding="utf-8")
+    return root
+
+
+FORMATS: dict[str, tuple[Callable[[Path], Path], str, list[str]]] = {
+    "chunk-strings": (_write_chunk_strings, "chunks", ["curie", "eiffel", "nile"]),
+    "chunk-objects": (_write_chunk_objects, "chunks", ["curie", "eiffel", "nile"]),
+    "hipporag-object": (_write_hipporag_object, "hipporag", ["0", "1", "2"]),
+    "hipporag-list": (_write_hipporag_list, "hipporag", ["0", "1", "2"]),
+    "jsonl": (_write_jsonl, "jsonl", ["curie", "eiffel", "nile"]),
+    "dir": (_write_dir, "dir", ["curie.txt", "eiffel.md", "nile.txt"]),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("detect", [True, False], ids=["detected", "explicit"])
+def test_every_corpus_format_builds_an_index_that_answers(tmp_path: Path, name: str, detect: bool) -> None:
+    write, fmt, ids = FORMATS[name]
+    corpus = write(tmp_path)
+    index = build_index(corpus, tmp_path / "index", corpus_format=None if detect else fmt, progress=False)
+    assert [c.id for c in index.store.chunks] == ids
+    assert [(c.prev_id, c.next_id) for c in index.store.chunks] == [
+        (None, ids[1]),
+        (ids[0], ids[2]),
+        (ids[1], None),
+    ]
+    assert index.manifest.chunks == 3 and index.manifest.sentences == index.sentences.count() >= 6
+    curie, eiffel, nile = ids
+    assert [h.chunk_id for h in index.keyword_search(["Eiffel"], 5)] == [eiffel]
+    assert index.semantic_search("Which river flows into the Mediterranean?", 1)[0].chunk_id == nile
+    assert index.semantic_search("Who won a Nobel Prize for physics?", 1)[0].chunk_id == curie
+    reloaded = load_index(tmp_path / "index")
+    assert answers(reloaded, ["Paris", "1903"], "famous towers") == answers(index, ["Paris", "1903"], "famous towers")
+
+
+def test_documents_and_chunks_build_without_a_file(tmp_path: Path) -> None:
+    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    from_docs = build_index(documents, tmp_path / "a", embeddings=NamedFakeEmbeddings(), progress=False)
+    chunks = from_docs.store.chunks
+    from_chunks = build_index(chunks, tmp_path / "b", embeddings=NamedFakeEmbeddings(), progress=False)
+    assert from_chunks.store.chunks == chunks
+    assert from_chunks.manifest.corpus_hash == from_docs.manifest.corpus_hash
+
+
+def test_an_empty_corpus_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(AragError) as caught:
+        build_index([Document("   ", id="x")], tmp_path / "index", embeddings=NamedFakeEmbeddings())
+    assert "no text" in one_line(caught.value)
+    assert not (tmp_path / "index").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# What is on disk
+
+
+@pytest.fixture(scope="module")
+def fake_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
+    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    out = tmp_path_factory.mktemp("fake-index") / "index"
+    return build_index(documents, out, embeddings=NamedFakeEmbeddings(), progress=False)
+
+
+def test_manifest_records_what_the_index_was_built_from(fake_index: HierarchicalIndex) -> None:
+    assert fake_index.path is not None
+    build = active_build(fake_index.path)
+    assert {"chroma", "chunks.jsonl", MANIFEST} <= {p.name for p in build.iterdir()}
+    raw = json.loads((build / MANIFEST).read_text(encoding="utf-8"))
+    chunks = fake_index.store.chunks
+    assert raw["format_version"] == FORMAT_VERSION
+    assert raw["embedding_model"] == "test/fake-hash-32" and raw["embedding_dim"] == 32
+    assert (raw["documents"], raw["chunks"]) == (3, 3)
+    assert raw["sentences"] == sum(len(c.sentences) for c in chunks) == 6
+    assert raw["corpus_hash"] == corpus_hash(chunks) and len(raw["corpus_hash"]) == 64
+    assert raw["contextual_headers"] is False and raw["keyword_match"] == "word"
+    assert raw["chunk_size"] == 1000
+    assert raw["chroma"] == {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+    assert set(raw["extra"]["timings"]) == {
+        "split_seconds",
+        "encode_seconds",
+        "insert_seconds",
+        "keyword_seconds",
+    }
+    assert raw["build_seconds"] > 0
+
+
+def test_corpus_hash_changes_with_text_title_or_id(fake_index: HierarchicalIndex) -> None:
+    chunks = fake_index.store.chunks
+    base = corpus_hash(chunks)
+    first = chunks[0]
+    for changed in (
+        first.__class__(first.id, first.text + " ", first.title, first.prev_id, first.next_id, first.sentences),
+        first.__class__(first.id, first.text, "Other", first.prev_id, first.next_id, first.sentences),
+        first.__class__("other", first.text, first.title, first.prev_id, first.next_id, first.sentences),
+    ):
+        assert corpus_hash([changed, *chunks[1:]]) != base
+
+
+def test_sentence_records_point_at_their_chunk(fake_index: HierarchicalIndex) -> None:
+    stored = fake_index.sentences.collection.get(include=["documents", "metadatas"])
+    records = sorted(
+        (m["chunk_id"], m["position"], d) for m, d in zip(stored["metadatas"], stored["documents"], strict=True)
+    )
+    expected = sorted((c.id, p, s) for c in fake_index.store.chunks for p, s in enumerate(c.sentence_texts()))
+    assert records == expected
+    assert fake_index.sentences.collection.configuration["hnsw"]["space"] == "cosine"
+    assert fake_index.sentences.client.get_settings().anonymized_telemetry is False
+
+
+# --------------------------------------------------------------------------------------------
+# Embedding models
+
+
+def test_a_fake_embeddings_index_works_end_to_end(fake_index: HierarchicalIndex) -> None:
+    assert fake_index.path is not None
+    index = load_index(fake_index.path, embeddings=NamedFakeEmbeddings())
+    sentence = "It flows into the Mediterranean Sea."
+    hit = index.semantic_search(sentence, 1)[0]
+    assert hit.chunk_id == "nile" and hit.score == pytest.approx(1.0, abs=1e-5)
+    assert sentence in hit.snippets
+    assert [h.chunk_id for h in index.keyword_search(["Paris"], 5)] == ["eiffel"]
+
+
+def test_loading_with_another_embedding_model_fails_in_one_line(fake_index: HierarchicalIndex) -> None:
+    assert fake_index.path is not None
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(fake_index.path, embeddings=NamedFakeEmbeddings(model_id="test/other-model"))
+    message = one_line(caught.value)
+    assert "test/fake-hash-32" in message and "test/other-model" in message and str(fake_index.path) in message
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(fake_index.path)  # the default encoder is not what this index was built with
+    assert "test/fake-hash-32" in one_line(caught.value) and "embeddings=" in str(caught.value)
+
+
+def test_loading_a_default_model_index_with_a_fake_fails(sample_index: HierarchicalIndex) -> None:
+    assert sample_index.path is not None
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(sample_index.path, embeddings=NamedFakeEmbeddings())
+    assert "all-MiniLM-L6-v2" in one_line(caught.value)
+
+
+def test_unsupported_format_version_is_a_mismatch(fake_index: HierarchicalIndex, tmp_path: Path) -> None:
+    import shutil
+
+    assert fake_index.path is not None
+    copy = tmp_path / "copy"
+    shutil.copytree(fake_index.path, copy)
+    manifest = active_build(copy) / MANIFEST
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    manifest.write_text(json.dumps({**data, "format_version": FORMAT_VERSION + 1}), encoding="utf-8")
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(copy, embeddings=NamedFakeEmbeddings())
+    assert "arag index" in one_line(caught.value)
+
+
+def test_contextual_headers_change_what_is_embedded_not_what_is_shown(tmp_path: Path) -> None:
+    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    plain = build_index(documents, tmp_path / "plain", embeddings=NamedFakeEmbeddings(), progress=False)
+    headed = build_index(
+        documents, tmp_path / "cch", embeddings=NamedFakeEmbeddings(), contextual_headers=True, progress=False
+    )
+    assert headed.manifest.contextual_headers is True and plain.manifest.contextual_headers is False
+    assert headed.manifest.corpus_hash == plain.manifest.corpus_hash
+    sentence = "It flows into the Mediterranean Sea."
+    # The fake maps equal texts to equal vectors: cosine 1 shows exactly which text was embedded.
+    assert plain.semantic_search(sentence, 1)[0].score == pytest.approx(1.0, abs=1e-5)
+    assert headed.semantic_search(sentence, 1)[0].score < 0.9
+    hit = headed.semantic_search(f"Nile: {sentence}", 1)[0]
+    assert hit.chunk_id == "nile" and hit.score == pytest.approx(1.0, abs=1e-5)
+    assert sentence in hit.snippets and not any(s.startswith("Nile:") for s in hit.snippets)
+    for index in (plain, headed):
+        stored = index.sentences.collection.get(include=["documents"])["documents"]
+        assert sorted(stored) == sorted(s for c in index.store.chunks for s in c.sentence_texts())
+    reloaded = load_index(tmp_path / "cch", embeddings=NamedFakeEmbeddings())
+    assert reloaded.manifest.contextual_headers is True
+
+
+# --------------------------------------------------------------------------------------------
+# Missing and damaged indexes
+
+
+def test_missing_index_is_one_line(tmp_path: Path) -> None:
+    for path in (tmp_path / "nowhere", tmp_path):
+        with pytest.raises(IndexNotFoundError) as caught:
+            load_index(path)
+        message = one_line(caught.value)
+        assert str(path) in message and "arag index" in message
+
+
+def test_damaged_index_is_one_line(fake_index: HierarchicalIndex, tmp_path: Path) -> None:
+    import shutil
+
+    assert fake_index.path is not None
+    copy = tmp_path / "copy"
+    shutil.copytree(fake_index.path, copy)
+    (active_build(copy) / "chunks.jsonl").write_text("{not json\n", encoding="utf-8")
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_index(copy, embeddings=NamedFakeEmbeddings())
+    assert "rebuild" in one_line(caught.value)
+    (copy / CURRENT).write_text("no-such-build\n", encoding="utf-8")
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_index(copy, embeddings=NamedFakeEmbeddings())
+    assert "arag index" in one_line(caught.value)
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x", encoding="utf-8")
+    with pytest.raises(AragError) as caught:
+        build_index([Document("Some text.", id="a")], target, embeddings=NamedFakeEmbeddings())
+    assert "not a directory" in one_line(caught.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Rebuilding
+
+
+class _FailingEmbeddings(NamedFakeEmbeddings):
+    """Fails part-way through embedding, like a build interrupted by an error."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("embedding service went away")
+
+
+def test_a_failed_rebuild_keeps_the_old_index_and_leaves_nothing(fake_index: HierarchicalIndex, tmp_path: Path) -> None:
+    import shutil
+
+    assert fake_index.path is not None
+    root = tmp_path / "index"
+    shutil.copytree(fake_index.path, root)
+    before = answers(load_index(root, embeddings=NamedFakeEmbeddings()), ["Paris"], "a river")
+    builds = sorted(p.name for p in (root / BUILDS).iterdir())
+    with pytest.raises(RuntimeError, match="went away"):
+        build_index([Document("New text.", id="n")], root, embeddings=_FailingEmbeddings(), progress=False)
+    assert sorted(p.name for p in (root / BUILDS).iterdir()) == builds
+    assert answers(load_index(root, embeddings=NamedFakeEmbeddings()), ["Paris"], "a river") == before
+
+
+def test_a_second_build_into_the_same_directory_fails_fast(tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    root.mkdir()
+    with (root / ".lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(AragError) as caught:
+            build_index([Document("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
+        assert "another `arag index`" in one_line(caught.value)
+
+
+def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    build_index([Document("The Nile is a river.", id="a")], root, progress=False)
+    first = load_index(root, cache=True)
+    assert load_index(root, cache=True) is first
+    build_index([Document("The Danube is a river.", id="b")], root, progress=False)
+    second = load_index(root, cache=True)
+    assert second is not first and [c.id for c in second.store.chunks] == ["b"]
+    assert sorted(p.name for p in (root / BUILDS).iterdir()) == [active_build(root).name]
+
+
+_BUILD_SCRIPT = """
+import sys
+from arag_graph.index import build_index
+from tests.fakes import NamedFakeEmbeddings
+print("ready", flush=True)
+build_index(sys.argv[1], sys.argv[2], embeddings=NamedFakeEmbeddings(), progress=False)
+print("done", flush=True)
+"""
+
+
+def _big_corpus(path: Path, n: int) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            text = (
+                f"Station {i} lies on the line to Harbour {i % 37}. It opened in {1850 + i % 150} "
+                f"with {i % 9 + 1} platforms. The keeper of station {i} was named Keeper{i}."
+            )
+            fh.write(json.dumps({"id": f"s{i}", "title": f"Station {i}", "text": text}) + "\n")
+    return path
+
+
+def test_a_killed_rebuild_leaves_the_previous_index_loadable(tmp_path: Path) -> None:
+    """SIGKILL a rebuild at random moments: the index loads and answers as before (or, when the
+    kill came after the switch, as the finished new build), and the next build clears leftovers."""
+    root = tmp_path / "index"
+    old_docs = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    build_index(old_docs, root, embeddings=NamedFakeEmbeddings(), progress=False)
+    probe = (["Paris", "Harbour 3"], "It flows into the Mediterranean Sea.")
+    old = load_index(root, embeddings=NamedFakeEmbeddings())
+    old_hash, old_answers = old.manifest.corpus_hash, answers(old, *probe)
+    first_answers = old_answers
+
+    corpus = _big_corpus(tmp_path / "big.jsonl", 1200)
+    started = time.perf_counter()
+    new = build_index(corpus, tmp_path / "reference", embeddings=NamedFakeEmbeddings(), progress=False)
+    duration = time.perf_counter() - started
+    new_hash, new_answers = new.manifest.corpus_hash, answers(new, *probe)
+    assert new_answers != old_answers
+
+    script = tmp_path / "build.py"
+    script.write_text(_BUILD_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    rng = random.Random()
+    outcomes: list[str] = []
+    partial = 0
+    trials = 3
+    for trial in range(trials):
+        # Stratified random kill times from "still loading the corpus" to "just finished" (the
+        # subprocess starts its build later than the in-process reference did, hence the 1.8).
+        span = 1.8 * duration / trials
+        delay = rng.uniform(trial * span, (trial + 1) * span)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(corpus), str(root)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        where = f"trial {trial}, killed after {delay:.2f}s of a {duration:.2f}s build"
+        partial += len(list((root / BUILDS).iterdir())) > 1  # the killed build's leftovers
+        loaded = load_index(root, embeddings=NamedFakeEmbeddings())
+        got = answers(loaded, *probe)
+        if loaded.manifest.corpus_hash == old_hash:
+            assert got == old_answers, where
+            outcomes.append("old")
+        else:
+            assert loaded.manifest.corpus_hash == new_hash, where
+            assert got == new_answers and loaded.manifest.chunks == 1200, where
+            outcomes.append("new")
+            old_hash, old_answers = new_hash, new_answers  # the next trial replaces this one
+    assert partial, f"no kill landed during a build: {outcomes}"
+    assert "old" in outcomes, f"no kill landed before the switch: {outcomes}"
+
+    build_index(old_docs, root, embeddings=NamedFakeEmbeddings(), progress=False)
+    assert sorted(p.name for p in (root / BUILDS).iterdir()) == [active_build(root).name]
+    assert not list(root.glob(f".{CURRENT}.*"))
+    assert answers(load_index(root, embeddings=NamedFakeEmbeddings()), *probe) == first_answers
+
+
+# --------------------------------------------------------------------------------------------
+# The encoder
+
+
+def test_parallel_encoding_gives_the_sequential_vectors(sample_index: HierarchicalIndex) -> None:
+    import threading
+
+    import torch
+
+    from arag_graph.embeddings import SentenceEncoder
+
+    encoder = sample_index.embeddings
+    assert isinstance(encoder, SentenceEncoder)
+    texts = [s for c in sample_index.store.chunks[:20] for s in c.sentence_texts()]
+    threads = torch.get_num_threads()
+    seen: list[int] = []
+    parallel = encoder.encode(texts, on_batch=seen.append)
+    assert torch.get_num_threads() == threads  # restored
+    assert sum(seen) == len(texts) and len(seen) == -(-len(texts) // encoder.batch_size)
+    torch.set_num_threads(1)  # one thread: the plain sequential loop
+    try:
+        sequential = encoder.encode(texts)
+    finally:
+        torch.set_num_threads(threads)
+    assert parallel.shape == (len(texts), sample_index.manifest.embedding_dim)
+    assert np.allclose(parallel, sequential, atol=1e-5)
+    assert np.allclose(np.linalg.norm(parallel, axis=1), 1.0, atol=1e-5)
+
+    # Concurrent callers (graph runs embedding queries during a build) share the tokenizer safely.
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            if n % 2:
+                results[n] = np.asarray([encoder.embed_query(f"{texts[n]} ({n})")])
+            else:
+                results[n] = encoder.encode(texts[:64])
+        except BaseException as exc:  # collected, re-raised below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors, errors
+    assert torch.get_num_threads() == threads
+    for n in (0, 2, 4):
+        assert np.allclose(results[n], parallel[:64], atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Semantic search semantics
+
+
+def test_semantic_search_is_max_aggregation_over_all_sentences(sample_index: HierarchicalIndex) -> None:
+    """Brute force over every stored sentence vector gives the same chunks in the same order."""
+    stored = sample_index.sentences.collection.get(include=["embeddings", "metadatas"])
+    vectors = np.asarray(stored["embeddings"], dtype=np.float64)
+    owners = [m["chunk_id"] for m in stored["metadatas"]]
+    for query in (
+        "Who directed Maximum Overdrive?",
+        "a politician who was governor of North Carolina",
+        "martial arts technical advisor",
+    ):
+        q = np.asarray(sample_index.embeddings.embed_query(query), dtype=np.float64)
+        best: dict[str, float] = {}
+        for owner, similarity in zip(owners, vectors @ q, strict=True):
+            best[owner] = max(best.get(owner, -2.0), float(similarity))
+        expected = sorted(best.items(), key=lambda kv: -kv[1])[:5]
+        hits = sample_index.semantic_search(query, 5)
+        assert [h.chunk_id for h in hits] == [cid for cid, _ in expected], query
+        assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-4)
+
+
+def test_semantic_search_fetches_more_when_best_sentences_share_a_chunk(tmp_path: Path) -> None:
+    crowded = " ".join(f"Lighthouse keepers log the lighthouse lamp number {n}." for n in range(80))
+    documents = [Document(crowded, id="crowded")] + [
+        Document(f"A lighthouse stands on island {n}. Ferries call twice a day.", id=f"island{n}") for n in range(8)
+    ]
+    index = build_index(documents, tmp_path / "index", embeddings=WordHashEmbeddings(), progress=False)
+    assert len(index.store.get("crowded").sentences) == 80  # type: ignore[union-attr]
+    hits = index.semantic_search("lighthouse keepers log the lighthouse lamp", 5)
+    assert hits[0].chunk_id == "crowded"
+    assert len(hits) == 5 and len({h.chunk_id for h in hits}) == 5
+    assert index.semantic_search("lighthouse", 0) == []
+    assert len(index.semantic_search("lighthouse", 50)) == 9  # never more than the corpus holds
+
+
+# --------------------------------------------------------------------------------------------
+# HotpotQA slice: real encoder, real corpus
+
+
+def _questions(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_semantic_search_finds_gold_passages_on_hotpotqa(
+    hotpot_index: HierarchicalIndex, hotpot_slice: tuple[Path, Path]
+) -> None:
+    questions = _questions(hotpot_slice[1])
+    recalls = []
+    for q in questions:
+        gold = {cid for title, _ in q["supporting_facts"] for cid in hotpot_index.ids_for_title(title)}
+        assert gold, q["question"]
+        found = {h.chunk_id for h in hotpot_index.semantic_search(q["question"], 5)}
+        recalls.append(len(gold & found) / len(gold))
+    # Loose on purpose (the full benchmark is bench/bench_quality.py), but it fails if ranking breaks.
+    assert sum(r > 0 for r in recalls) >= len(questions) * 0.75, recalls
+    assert sum(recalls) / len(recalls) >= 0.5, recalls
+
+
+def test_results_are_identical_after_a_reload(hotpot_index: HierarchicalIndex, hotpot_slice: tuple[Path, Path]) -> None:
+    assert hotpot_index.path is not None
+    reloaded = load_index(hotpot_index.path)
+    for q in _questions(hotpot_slice[1]):
+        question = q["question"]
+        before = [h.to_dict() for h in hotpot_index.semantic_search(question, 5)]
+        fresh_vector = reloaded.embeddings.embed_documents([question])[0]  # not from the query cache
+        after = [h.to_dict() for h in reloaded.semantic_search(question, 5, query_vector=fresh_vector)]
+        assert [h["chunk_id"] for h in after] == [h["chunk_id"] for h in before]
+        assert [h["snippets"] for h in after] == [h["snippets"] for h in before]
+        assert [h["score"] for h in after] == pytest.approx([h["score"] for h in before], abs=1e-5)
+        keywords = q["question"].split()[:3]
+        assert reloaded.keyword_search(keywords, 5) == hotpot_index.keyword_search(keywords, 5)
+
+
+def test_every_title_maps_to_chunks(hotpot_index: HierarchicalIndex, hotpot_slice: tuple[Path, Path]) -> None:
+    corpus = json.loads(hotpot_slice[0].read_text(encoding="utf-8"))
+    assert hotpot_index.manifest.chunks == len(corpus)
+    for title in corpus:
+        ids = hotpot_index.ids_for_title(title)
+        assert len(ids) == 1 and hotpot_index.get_chunk(ids[0]).title == title  # type: ignore[union-attr]
+    assert hotpot_index.ids_for_title("No Such Title") == []

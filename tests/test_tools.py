@@ -1,0 +1,525 @@
+"""The three A-RAG tools as a model meets them: argument variants, error messages, snippets, token
+counts, the already-read notice, the "w/o chunk_read" setting and per-run read sets.
+
+Most tests run against the session's real sample index (100 HotpotQA passages, real encoder, real
+Chroma). Tools are created per test, so every test starts from an empty read set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+
+from arag_graph.documents import Document
+from arag_graph.index import HierarchicalIndex, build_index
+from arag_graph.tokens import count_tokens
+from arag_graph.tools import (
+    TOP_K_MAX,
+    ContextTracker,
+    chunk_read,
+    create_retrieval_tools,
+    keyword_search,
+    semantic_search,
+)
+from tests.fakes import NamedFakeEmbeddings
+
+_call_ids = itertools.count(1)
+
+# A keyword found in far more than TOP_K_MAX sample passages, to see how many hits come back.
+COMMON = "the"
+LELAND_QUERY = "Which films were shot in or around Leland, North Carolina?"
+
+
+def call(tool: BaseTool, **args: Any) -> ToolMessage:
+    """Invoke ``tool`` the way a tool node does: with a tool call, getting a ToolMessage back."""
+    message = tool.invoke({"type": "tool_call", "id": f"call-{next(_call_ids)}", "name": tool.name, "args": args})
+    assert isinstance(message, ToolMessage), type(message)
+    assert message.tool_call_id and message.name == tool.name
+    return message
+
+
+def artifact(message: ToolMessage) -> dict[str, Any]:
+    assert isinstance(message.artifact, dict), f"no artifact: {message!r}"
+    return message.artifact
+
+
+@pytest.fixture
+def tools(sample_index: HierarchicalIndex) -> SimpleNamespace:
+    keyword, semantic, read = create_retrieval_tools(sample_index)
+    return SimpleNamespace(keyword=keyword, semantic=semantic, read=read)
+
+
+@pytest.fixture(scope="module")
+def split_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
+    """A small index (fake embeddings) in which one document is cut into chunks ``essay#0``..."""
+    sentences = [
+        f"Paragraph {n} of the essay discusses the history of the lighthouse keeper's family." for n in range(8)
+    ]
+    documents = [
+        Document("Marie Curie won the Nobel Prize in Physics in 1903.", id="curie", title="Marie Curie"),
+        Document(" ".join(sentences), id="essay", title="Essay"),
+        Document("The Eiffel Tower stands in Paris.", id="eiffel", title="Eiffel Tower"),
+    ]
+    out = tmp_path_factory.mktemp("split-index") / "index"
+    return build_index(documents, out, embeddings=NamedFakeEmbeddings(), chunk_size=40, progress=False)
+
+
+def shown_ids(message: ToolMessage) -> list[str]:
+    return re.findall(r"^\[\d+\] chunk (\S+)", message.content, flags=re.MULTILINE)
+
+
+# --------------------------------------------------------------------------------------------
+# The model-facing schema
+
+
+def test_schemas_show_models_only_their_arguments(tools: SimpleNamespace) -> None:
+    expected = {
+        "keyword_search": {"keywords", "top_k"},
+        "semantic_search": {"query", "top_k"},
+        "chunk_read": {"chunk_ids", "adjacent"},
+    }
+    for tool in (tools.keyword, tools.semantic, tools.read):
+        schema = tool.tool_call_schema.model_json_schema()
+        assert set(schema["properties"]) == expected[tool.name]  # the tracker is injected, never shown
+        assert tool.description and len(tool.description) > 60
+    assert tools.keyword.tool_call_schema.model_json_schema()["properties"]["keywords"]["type"] == "array"
+
+
+# --------------------------------------------------------------------------------------------
+# keyword_search
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        ["Leland", "Sanford"],
+        "Leland, Sanford",
+        "Leland; Sanford",
+        "Leland\nSanford",
+        '["Leland", "Sanford"]',
+        ("Leland", "Sanford"),
+        ["  Leland ", "Sanford", ""],
+    ],
+    ids=["list", "comma", "semicolon", "newline", "json", "tuple", "padded"],
+)
+def test_keyword_list_variants_search_the_same(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex, keywords: Any
+) -> None:
+    message = call(tools.keyword, keywords=keywords)
+    assert message.status == "success"
+    expected = [h.chunk_id for h in sample_index.keyword_search(["Leland", "Sanford"], 5)]
+    assert len(expected) == 5
+    assert artifact(message)["chunk_ids"] == expected
+    assert shown_ids(message) == expected
+    assert "keyword_search(['Leland', 'Sanford'])" in message.content
+
+
+def test_one_keyword_as_a_bare_string_is_not_split_into_letters(tools: SimpleNamespace) -> None:
+    message = call(tools.keyword, keywords="Leland")
+    ids = artifact(message)["chunk_ids"]
+    assert ids and ids[0] in ("2", "5")
+    assert "keyword_search(['Leland'])" in message.content
+
+
+@pytest.mark.parametrize(
+    ("top_k", "expected"),
+    [(0, 1), (-3, 1), (1, 1), (7, 7), ("7", 7), (2.0, 2), ("3.0", 3), (20, 20), (99, TOP_K_MAX), ("many", 5)],
+)
+def test_top_k_is_clamped_to_1_through_20(tools: SimpleNamespace, top_k: Any, expected: int) -> None:
+    keyword = call(tools.keyword, keywords=[COMMON], top_k=top_k)
+    semantic = call(tools.semantic, query="a film director", top_k=top_k)
+    assert len(artifact(keyword)["chunk_ids"]) == expected
+    assert len(artifact(semantic)["chunk_ids"]) == expected
+    assert len(shown_ids(keyword)) == expected
+
+
+def test_top_k_clamps_in_the_plain_functions_too(sample_index: HierarchicalIndex) -> None:
+    tracker = ContextTracker()
+    assert len(keyword_search(sample_index, [COMMON], 500, tracker).chunk_ids) == TOP_K_MAX
+    assert len(keyword_search(sample_index, [COMMON], -1, tracker).chunk_ids) == 1
+    assert len(semantic_search(sample_index, "a river", 0, tracker).chunk_ids) == 1
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [[], "", "   ", ["", "  "], ["!!", "..."], "?!, --", '["", "  "]', "[]"],
+    ids=[
+        "empty-list",
+        "empty-string",
+        "blank",
+        "blanks",
+        "punctuation",
+        "punct-string",
+        "json-blanks",
+        "json-empty",
+    ],
+)
+def test_keywords_without_letters_get_a_usable_message(tools: SimpleNamespace, keywords: Any) -> None:
+    message = call(tools.keyword, keywords=keywords)
+    facts = artifact(message)
+    assert facts["error"] is True and facts["tokens"] == 0 and facts["chunk_ids"] == []
+    assert "at least one keyword" in message.content
+    assert "keyword_search(keywords=[" in message.content  # shows how to call it
+
+
+def test_punctuation_keywords_are_dropped_when_others_remain(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex
+) -> None:
+    message = call(tools.keyword, keywords=["!!", "Leland"])
+    assert artifact(message)["chunk_ids"] == [h.chunk_id for h in sample_index.keyword_search(["Leland"], 5)]
+
+
+def test_no_match_says_what_to_try(tools: SimpleNamespace) -> None:
+    message = call(tools.keyword, keywords=["Zxqvbnmw"])
+    facts = artifact(message)
+    assert facts["chunk_ids"] == [] and facts["tokens"] == 0 and not facts["error"]
+    assert "no chunk" in message.content and "semantic_search" in message.content
+
+
+def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index: HierarchicalIndex) -> None:
+    keywords = ["Leland", "North Carolina", "Sanford"]
+    patterns = [re.compile(r"(?<!\w)" + re.escape(k.lower())) for k in keywords]
+    hits = sample_index.keyword_search(keywords, 10)
+    assert len(hits) >= 4
+    for hit in hits:
+        chunk = sample_index.get_chunk(hit.chunk_id)
+        assert chunk is not None
+        expected = [s for s in chunk.sentence_texts() if any(p.search(s.lower()) for p in patterns)]
+        assert list(hit.snippets) == expected, hit.chunk_id
+        text = chunk.text.lower()
+        assert hit.score == sum(len(p.findall(text)) * len(k) for p, k in zip(patterns, keywords, strict=True))
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_keyword_tokens_count_exactly_the_snippets_returned(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex
+) -> None:
+    message = call(tools.keyword, keywords=["Leland", "North Carolina"], top_k=4)
+    hits = sample_index.keyword_search(["Leland", "North Carolina"], 4)
+    snippets = [s for h in hits for s in h.snippets]
+    assert snippets and all(f"- {s}" in message.content for s in snippets)
+    assert artifact(message)["tokens"] == sum(count_tokens(s) for s in snippets)
+    assert artifact(message)["read"] == []  # snippets are not a read
+    assert "chunk_read" in message.content  # tells the model how to see more
+
+
+# --------------------------------------------------------------------------------------------
+# semantic_search
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n"])
+def test_empty_query_gets_a_usable_message(tools: SimpleNamespace, query: str) -> None:
+    message = call(tools.semantic, query=query)
+    facts = artifact(message)
+    assert facts["error"] is True and facts["tokens"] == 0 and facts["chunk_ids"] == []
+    assert "non-empty query" in message.content and "semantic_search(query=" in message.content
+
+
+def test_query_given_as_a_list_is_joined(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    message = call(tools.semantic, query=["Leland", "North Carolina", "films"], top_k=3)
+    assert artifact(message)["chunk_ids"] == [
+        h.chunk_id for h in sample_index.semantic_search("Leland North Carolina films", 3)
+    ]
+
+
+def test_semantic_snippets_are_matched_sentences_in_chunk_order(sample_index: HierarchicalIndex) -> None:
+    """Each hit's snippets: its sentences nearest the query (by the stored vectors), in chunk order."""
+    stored = sample_index.sentences.collection.get(include=["embeddings", "metadatas"])
+    vectors = {
+        (m["chunk_id"], int(m["position"])): np.asarray(e, dtype=np.float64)
+        for m, e in zip(stored["metadatas"], stored["embeddings"], strict=True)
+    }
+    query = np.asarray(sample_index.embeddings.embed_query(LELAND_QUERY), dtype=np.float64)
+    hits = sample_index.semantic_search(LELAND_QUERY, 5)
+    assert len(hits) == 5
+    for hit in hits:
+        chunk = sample_index.get_chunk(hit.chunk_id)
+        assert chunk is not None
+        sentences = chunk.sentence_texts()
+        positions = [sentences.index(s) for s in hit.snippets]
+        assert positions == sorted(set(positions)), "snippets not in chunk order"
+        similarity = {p: float(vectors[(hit.chunk_id, p)] @ query) for p in range(len(sentences))}
+        best = max(similarity, key=similarity.__getitem__)
+        assert best in positions
+        assert hit.score == pytest.approx(similarity[best], abs=1e-4)  # max aggregation
+        others = [similarity[p] for p in similarity if p not in positions]
+        if others:  # a sentence left out is never closer than one shown
+            assert min(similarity[p] for p in positions) >= max(others) - 1e-5
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_semantic_tokens_count_exactly_the_snippets_returned(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex
+) -> None:
+    message = call(tools.semantic, query=LELAND_QUERY, top_k=3)
+    hits = sample_index.semantic_search(LELAND_QUERY, 3)
+    snippets = [s for h in hits for s in h.snippets]
+    assert all(f"- {s}" in message.content for s in snippets)
+    assert artifact(message)["tokens"] == sum(count_tokens(s) for s in snippets) > 0
+    assert artifact(message)["chunk_ids"] == [h.chunk_id for h in hits]
+
+
+# --------------------------------------------------------------------------------------------
+# chunk_read
+
+
+@pytest.mark.parametrize(
+    "chunk_ids",
+    [["5", "6"], [5, 6], [5.0, "6"], "5, 6", "5;6", '["5", "6"]', "[5, 6]", [" 5 ", "6", "5"]],
+    ids=["strings", "ints", "floats", "comma", "semicolon", "json-strings", "json-ints", "padded-dupes"],
+)
+def test_chunk_id_variants_read_the_same_chunks(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex, chunk_ids: Any
+) -> None:
+    message = call(tools.read, chunk_ids=chunk_ids)
+    facts = artifact(message)
+    assert facts["read"] == ["5", "6"] and not facts["error"]
+    texts = [sample_index.get_chunk(i).text for i in ("5", "6")]  # type: ignore[union-attr]
+    assert all(t in message.content for t in texts)
+    assert facts["tokens"] == sum(count_tokens(t) for t in texts)
+
+
+def test_a_single_integer_id_is_read(tools: SimpleNamespace) -> None:
+    assert artifact(call(tools.read, chunk_ids=5))["read"] == ["5"]
+
+
+def test_second_read_of_a_chunk_is_a_short_notice_costing_nothing(tools: SimpleNamespace) -> None:
+    first = call(tools.read, chunk_ids=["5"])
+    assert artifact(first)["tokens"] > 0
+    again = call(tools.read, chunk_ids=["5"])
+    facts = artifact(again)
+    assert facts == {"tokens": 0, "chunk_ids": ["5"], "read": [], "error": False}
+    assert "already read" in again.content
+    assert len(again.content) < 120 and "Leland" not in again.content  # no text repeated
+
+
+def test_already_read_and_new_chunks_in_one_call(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    call(tools.read, chunk_ids=["5"])
+    message = call(tools.read, chunk_ids=["5", "7"])
+    facts = artifact(message)
+    assert facts["read"] == ["7"] and facts["chunk_ids"] == ["5", "7"]
+    assert facts["tokens"] == count_tokens(sample_index.get_chunk("7").text)  # type: ignore[union-attr]
+    assert "[chunk 5] already read" in message.content
+
+
+def test_unknown_ids_are_named_with_a_hint(tools: SimpleNamespace) -> None:
+    message = call(tools.read, chunk_ids=["zz", "999"])
+    facts = artifact(message)
+    assert facts["error"] is True and facts["tokens"] == 0 and facts["read"] == []
+    assert "zz" in message.content and "999" in message.content
+    assert "exactly as search results show them" in message.content
+
+
+def test_known_and_unknown_ids_mixed_reads_the_known(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    message = call(tools.read, chunk_ids=["5", "nope"])
+    facts = artifact(message)
+    assert facts["read"] == ["5"] and facts["error"] is False
+    assert sample_index.get_chunk("5").text in message.content  # type: ignore[union-attr]
+    assert "Unknown chunk ID(s): nope" in message.content
+
+
+@pytest.mark.parametrize("chunk_ids", [[], "", "  ", "[]"])
+def test_no_ids_gets_a_usable_message(tools: SimpleNamespace, chunk_ids: Any) -> None:
+    message = call(tools.read, chunk_ids=chunk_ids)
+    assert artifact(message)["error"] is True
+    assert "chunk_read(chunk_ids=[" in message.content
+
+
+def test_adjacent_reads_the_neighbours(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    chunk = sample_index.get_chunk("5")
+    assert chunk is not None and (chunk.prev_id, chunk.next_id) == ("4", "6")
+    message = call(tools.read, chunk_ids=["5"], adjacent=True)
+    facts = artifact(message)
+    assert facts["read"] == ["4", "5", "6"]
+    assert facts["tokens"] == sum(count_tokens(sample_index.get_chunk(i).text) for i in "456")  # type: ignore[union-attr]
+    assert "(previous: 4, next: 6)" in message.content
+    # Moving on: only the chunk not yet read costs tokens.
+    step = artifact(call(tools.read, chunk_ids=["6"], adjacent=True))
+    assert step["read"] == ["7"] and step["chunk_ids"] == ["5", "6", "7"]
+
+
+def test_adjacent_at_the_corpus_edges(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    first, last = sample_index.store.chunks[0], sample_index.store.chunks[-1]
+    assert first.prev_id is None and last.next_id is None
+    assert artifact(call(tools.read, chunk_ids=[first.id], adjacent=True))["read"] == [
+        first.id,
+        first.next_id,
+    ]
+    assert artifact(call(tools.read, chunk_ids=[last.id], adjacent=True))["read"] == [last.prev_id, last.id]
+
+
+def test_unknown_id_of_a_split_document_suggests_its_first_chunk(split_index: HierarchicalIndex) -> None:
+    ids = [c.id for c in split_index.store.chunks]
+    assert "essay#0" in ids and "essay#1" in ids and "essay" not in ids
+    out = chunk_read(split_index, ["essay"], ContextTracker())
+    assert out.error and "Did you mean essay#0?" in out.content
+    read = chunk_read(split_index, ["essay#1"], ContextTracker(), adjacent=True)
+    assert read.read[:2] == ["essay#0", "essay#1"]
+    assert chunk_read(split_index, ["curie"], ContextTracker(), adjacent=True).read == ["curie", "essay#0"]
+
+
+# --------------------------------------------------------------------------------------------
+# Validation errors come back as messages
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args", "mentions"),
+    [
+        ("keyword", {"keywords": {"name": "Leland"}}, "keywords"),
+        ("keyword", {"keywords": [["Leland"]]}, "keywords"),
+        ("keyword", {"top_k": 3}, "keywords"),
+        ("semantic", {"query": {"text": "Leland"}}, "query"),
+        ("semantic", {}, "query"),
+        ("read", {"chunk_ids": {"id": 5}}, "chunk_ids"),
+        ("read", {"chunk_ids": ["5"], "adjacent": "sometimes"}, "adjacent"),
+    ],
+)
+def test_invalid_arguments_become_an_error_tool_message(
+    tools: SimpleNamespace, tool_name: str, args: dict[str, Any], mentions: str
+) -> None:
+    tool = getattr(tools, tool_name)
+    message = call(tool, **args)
+    assert message.status == "error"
+    assert message.content.startswith(f"Invalid arguments for {tool.name} (")
+    assert mentions in message.content
+    assert f"Call it like {tool.name}(" in message.content
+    assert "Traceback" not in message.content and "\n" not in message.content
+
+
+# --------------------------------------------------------------------------------------------
+# "w/o chunk_read": searches return whole chunks
+
+
+def test_without_chunk_read_searches_return_full_text_once(sample_index: HierarchicalIndex) -> None:
+    made = create_retrieval_tools(sample_index, tools=["keyword_search", "semantic_search"])
+    assert [t.name for t in made] == ["keyword_search", "semantic_search"]
+    keyword, semantic = made
+    assert all("full text" in t.description and "chunk_read" not in t.description for t in made)
+
+    first = call(keyword, keywords=["Leland"], top_k=2)
+    hits = sample_index.keyword_search(["Leland"], 2)
+    chunks = [sample_index.get_chunk(h.chunk_id) for h in hits]
+    facts = artifact(first)
+    assert facts["read"] == facts["chunk_ids"] == [h.chunk_id for h in hits]
+    assert all(c is not None and c.text in first.content for c in chunks)
+    assert facts["tokens"] == sum(count_tokens(c.text) for c in chunks if c is not None)
+    assert "chunk_read" not in first.content
+
+    second = call(semantic, query=LELAND_QUERY, top_k=5)
+    repeated = [i for i in artifact(second)["chunk_ids"] if i in facts["read"]]
+    assert repeated, "expected the Leland chunks again"
+    assert not set(artifact(second)["read"]) & set(repeated)
+    fresh = [sample_index.get_chunk(i) for i in artifact(second)["read"]]
+    assert artifact(second)["tokens"] == sum(count_tokens(c.text) for c in fresh if c is not None)
+    assert second.content.count("already read") == len(repeated)
+
+
+def test_full_text_flag_and_tool_subsets(sample_index: HierarchicalIndex) -> None:
+    (semantic,) = create_retrieval_tools(sample_index, tools=["semantic_search"], full_text=False)
+    message = call(semantic, query=LELAND_QUERY, top_k=2)
+    assert artifact(message)["read"] == [] and "- " in message.content
+    with pytest.raises(ValueError, match="unknown tool"):
+        create_retrieval_tools(sample_index, tools=["web_search"])
+
+
+# --------------------------------------------------------------------------------------------
+# The read set belongs to one run
+
+
+def test_each_set_of_tools_has_its_own_read_set(sample_index: HierarchicalIndex) -> None:
+    run_a = create_retrieval_tools(sample_index)[2]
+    run_b = create_retrieval_tools(sample_index)[2]
+    a = artifact(call(run_a, chunk_ids=["5"]))
+    b = artifact(call(run_b, chunk_ids=["5"]))
+    assert a["read"] == b["read"] == ["5"] and a["tokens"] == b["tokens"] > 0
+    assert artifact(call(run_a, chunk_ids=["5"]))["read"] == []
+
+
+def test_injected_tracker_wins_over_the_tools_own(sample_index: HierarchicalIndex) -> None:
+    read = create_retrieval_tools(sample_index)[2]
+    run_state = ContextTracker(["5"])  # a graph restores C_read from its state
+    assert artifact(call(read, chunk_ids=["5", "6"], tracker=run_state))["read"] == ["6"]
+    assert run_state.newly_read == ["6"] and run_state.read == {"5", "6"}
+    assert artifact(call(read, chunk_ids=["5", "6"]))["read"] == ["5", "6"]  # own tracker untouched
+    keyword = create_retrieval_tools(sample_index)[0]
+    tokens = artifact(call(keyword, keywords=["Leland"], tracker=run_state))["tokens"]
+    assert run_state.retrieved_tokens == count_tokens(sample_index.get_chunk("6").text) + tokens  # type: ignore[union-attr]
+
+
+def _read_everything(tool: BaseTool, ids: Sequence[str], tracker: ContextTracker, seed: int) -> list[dict[str, Any]]:
+    order = list(ids)
+    random.Random(seed).shuffle(order)
+    results = [artifact(call(tool, chunk_ids=[cid], tracker=tracker)) for cid in order]
+    results.append(artifact(call(tool, chunk_ids=list(ids), tracker=tracker)))
+    return results
+
+
+def test_concurrent_runs_never_see_each_others_reads(sample_index: HierarchicalIndex) -> None:
+    read = create_retrieval_tools(sample_index)[2]  # one tool object shared by all runs
+    ids = [c.id for c in sample_index.store.chunks[:25]]
+    expected_tokens = sum(count_tokens(c.text) for c in sample_index.store.chunks[:25])
+    trackers = [ContextTracker() for _ in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(_read_everything, [read] * 8, [ids] * 8, trackers, range(8)))
+    for tracker, results in zip(trackers, outcomes, strict=True):
+        *singles, again = results
+        assert all(len(r["read"]) == 1 and r["tokens"] > 0 for r in singles)
+        assert again["read"] == [] and again["tokens"] == 0
+        assert tracker.read == set(ids) and sorted(tracker.newly_read) == sorted(ids)
+        assert tracker.retrieved_tokens == expected_tokens
+
+
+def test_concurrent_runs_with_their_own_tool_sets(sample_index: HierarchicalIndex) -> None:
+    ids = [c.id for c in sample_index.store.chunks[25:40]]
+    runs = [create_retrieval_tools(sample_index)[2] for _ in range(6)]
+    barrier = threading.Barrier(len(runs))
+
+    def run(tool: BaseTool) -> list[str]:
+        barrier.wait()
+        read: list[str] = []
+        for cid in ids:
+            read.extend(artifact(call(tool, chunk_ids=[cid]))["read"])
+        return read
+
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        assert all(r == ids for r in pool.map(run, runs))
+
+
+def test_one_run_reading_a_chunk_from_many_threads_gets_its_text_once(
+    sample_index: HierarchicalIndex,
+) -> None:
+    read = create_retrieval_tools(sample_index)[2]
+    tracker = ContextTracker()
+    barrier = threading.Barrier(8)
+
+    def attempt(_: int) -> dict[str, Any]:
+        barrier.wait()
+        return artifact(call(read, chunk_ids=["12"], tracker=tracker))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(attempt, range(8)))
+    assert sum(r["read"] == ["12"] for r in results) == 1
+    assert tracker.retrieved_tokens == count_tokens(sample_index.get_chunk("12").text)  # type: ignore[union-attr]
+
+
+def test_tracker_repr_is_short() -> None:
+    tracker = ContextTracker([str(i) for i in range(500)])
+    assert repr(tracker) == "ContextTracker(read=500, tokens=0)"
+
+
+def test_artifact_is_json_serialisable(tools: SimpleNamespace) -> None:
+    """Graph state and LangSmith traces store artifacts as JSON."""
+    for message in (call(tools.keyword, keywords="Leland"), call(tools.read, chunk_ids=["5", "x"])):
+        assert json.loads(json.dumps(message.artifact)) == message.artifact
