@@ -18,6 +18,7 @@ the paper's tool ablations, so the loop exists once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -37,8 +38,8 @@ from arag_graph.models import bind_one_tool_per_turn
 from arag_graph.nodes import ModelCall, model_node
 from arag_graph.pipeline import (
     finish_update,
-    message_tokens,
     not_run_messages,
+    over_token_budget,
     pending_tool_calls,
     start_update,
 )
@@ -57,6 +58,7 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "no_semantic_search": ("keyword_search", "chunk_read"),
     "no_chunk_read": ("keyword_search", "semantic_search"),
     "naive": ("semantic_search",),
+    "none": (),
 }
 
 
@@ -75,6 +77,7 @@ def build_arag_graph(
     model: BaseChatModel | str | None = None,
     *,
     tool_set: str | None = None,
+    extra_tools: Sequence[BaseTool] = (),
     config_schema: type[AragConfig] = AragConfig,
     name: str = "arag",
     checkpointer: Checkpointer = None,
@@ -82,16 +85,20 @@ def build_arag_graph(
     """Compile the A-RAG agent.
 
     ``index`` and ``model`` fixed here win over the configuration (``index_path``, ``model``),
-    which is what a server entry point leaves open. ``tool_set`` fixes the tools (``"naive"`` for
-    A-RAG (Naive)); left as None it comes from the configuration's ``tools`` field.
+    which is what a server entry point leaves open. ``tool_set`` fixes the retrieval tools
+    (``"naive"`` for A-RAG (Naive), ``"none"`` for none); left as None it comes from the
+    configuration's ``tools`` field. ``extra_tools`` are bound next to them (your own tools; they
+    count as steps like the others, and may return ``(content, artifact)`` with ``tokens`` and
+    ``chunk_ids`` to take part in the accounting).
     """
     if tool_set is not None and tool_set not in TOOL_SETS:
         raise AragError(f"unknown tool set {tool_set!r}; choose from {sorted(TOOL_SETS)}")
     resolve = make_resolver(name, index, model, config_schema)
+    own_tools = {t.name: t for t in extra_tools}
 
     def tools_of(res: RunResources) -> dict[str, BaseTool]:
         names = TOOL_SETS[tool_set or getattr(res.cfg, "tools", "full")]
-        return _tools_for(res.index, names)
+        return {**_tools_for(res.index, names), **own_tools}
 
     def system_message(res: RunResources) -> SystemMessage:
         return SystemMessage(res.cfg.system_prompt or agent_system_prompt(list(tools_of(res))))
@@ -118,7 +125,7 @@ def build_arag_graph(
         return calls, budget, ContextTracker(state.get("read_chunks") or [])
 
     def tool_result(
-        call: dict[str, Any], available: dict[str, BaseTool], tracker: ContextTracker
+        call: dict[str, Any], available: dict[str, BaseTool], tracker: ContextTracker, own: dict[str, BaseTool]
     ) -> tuple[dict[str, Any] | ToolMessage, TrajectoryStep]:
         """Either a tool-call dict ready to run, or the error message answering a bad call."""
         name_, call_id = call.get("name") or "", call.get("id") or ""
@@ -139,7 +146,19 @@ def build_arag_graph(
             text = f"Error: there is no tool named {name_!r}. Available tools: {', '.join(available)}."
             return ToolMessage(text, tool_call_id=call_id, name=name_ or "unknown", status="error"), step
         args = call.get("args") if isinstance(call.get("args"), dict) else {}
-        return {"type": "tool_call", "name": name_, "id": call_id, "args": {**args, "tracker": tracker}}, step
+        injected = {} if name_ in own else {"tracker": tracker}  # only our tools take the read set
+        return {"type": "tool_call", "name": name_, "id": call_id, "args": {**args, **injected}}, step
+
+    def run_tool(tool: BaseTool, call: dict[str, Any], res: RunResources, config: RunnableConfig) -> ToolMessage:
+        """Run one tool call; a tool that raises answers with an error message instead of ending the run."""
+        try:
+            return tool.invoke(call, res.trace(config, call["name"]))
+        except Exception as exc:
+            detail = " ".join(str(exc).split())[:300]
+            text = (
+                f"Error: {call['name']} failed ({type(exc).__name__}: {detail}). Try other arguments or another tool."
+            )
+            return ToolMessage(text, tool_call_id=call["id"], name=call["name"], status="error")
 
     def with_hyde(prepared: dict[str, Any], res: RunResources, config: RunnableConfig) -> dict[str, Any]:
         """With ``hyde`` on, semantic_search embeds a hypothetical answer passage (ARAGOG's HyDE)."""
@@ -182,10 +201,9 @@ def build_arag_graph(
             if i >= budget:
                 messages.append(_cap_message(call))
                 continue
-            prepared, step = tool_result(call, available, tracker)
+            prepared, step = tool_result(call, available, tracker, own_tools)
             if isinstance(prepared, dict):
-                prepared = with_hyde(prepared, res, config)
-                prepared = available[prepared["name"]].invoke(prepared, res.trace(config, prepared["name"]))
+                prepared = run_tool(available[prepared["name"]], with_hyde(prepared, res, config), res, config)
             messages.append(prepared)
             steps.append(step)
         return tool_update(state, messages, steps, tracker)
@@ -218,7 +236,7 @@ def build_arag_graph(
         return (
             state.get("steps", 0) >= cfg.max_steps
             or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
-            or message_tokens(state.get("messages") or []) >= cfg.message_token_budget
+            or over_token_budget(state.get("messages") or [], cfg.message_token_budget)
         )
 
     def after_agent(state: RunState) -> str:

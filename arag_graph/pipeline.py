@@ -63,8 +63,24 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
     return update
 
 
+def _text(message: AnyMessage) -> str:
+    return message.text if isinstance(message.content, (str, list)) else str(message.content)
+
+
 def message_tokens(messages: Sequence[AnyMessage]) -> int:
-    return sum(_cached_count(m.text if isinstance(m.content, (str, list)) else str(m.content)) for m in messages)
+    """o200k tokens of the conversation (each message's count is cached)."""
+    return sum(_cached_count(_text(m)) for m in messages)
+
+
+def over_token_budget(messages: Sequence[AnyMessage], budget: int) -> bool:
+    """Whether the conversation has reached ``budget`` tokens.
+
+    A token is at least one character, so a conversation shorter than ``budget`` characters cannot
+    have reached it: the common case costs one pass of ``len`` instead of tokenizing.
+    """
+    if sum(len(_text(m)) for m in messages) < budget:
+        return False
+    return message_tokens(messages) >= budget
 
 
 @functools.lru_cache(maxsize=8192)

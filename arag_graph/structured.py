@@ -34,9 +34,19 @@ class Sufficiency(BaseModel):
 
     Offline rule: the question's salient spans (names, years) and content words are looked up in
     the retrieved text; sufficient when every salient span and at least 80% of the content words are
-    found; ``missing_info`` lists what was not found; ``confidence`` is the fraction found.
+    found; ``missing_info`` lists what was not found; ``confidence`` is the fraction found;
+    ``reasoning`` says which of them were found.
+
+    ``reasoning`` comes first so that a model writes what the passages establish before it judges
+    (fields are generated in schema order); it is CoRAG's intermediate reasoning, which the next
+    reformulation reads and rejection-sampled training chains keep as the step's sub-answer.
     """
 
+    reasoning: str = Field(
+        default="",
+        description="What the passages establish so far towards the answer, in one or two sentences "
+        "(name the entities found, such as the person or work the question describes indirectly).",
+    )
     is_sufficient: bool = Field(description="True if the retrieved passages contain enough to answer the question.")
     missing_info: str = Field(default="", description="What is still missing, if anything; empty when sufficient.")
     confidence: float = Field(default=0.0, ge=0.0, le=1.0, description="Confidence in the judgement, 0 to 1.")
@@ -45,7 +55,10 @@ class Sufficiency(BaseModel):
 class Reformulation(BaseModel):
     """CoRAG's next query, aimed at the missing information.
 
-    Offline rule: the missing spans followed by the original question.
+    Offline rule: the missing information (the question's names and words the passages lack),
+    followed by the question's other salient names, which anchor it; the question itself when
+    nothing is said to be missing. Not the whole question again: its words would make every
+    reformulation a near-repeat of the first query, which CoRAG's loop detection stops.
     """
 
     query: str = Field(description="A search query for the missing information.")
@@ -60,8 +73,11 @@ class SubQuestion(BaseModel):
 class Decomposition(BaseModel):
     """SRAG's decomposition of a multi-hop question into sub-questions with dependencies.
 
-    Offline rule: a question naming two or more entities joined by "and"/"or" (a comparison) becomes
-    one independent sub-question per entity; any other question is a single sub-question.
+    Offline rule: a question in which "and"/"or" joins two named entities ("Were A and B born in the
+    same year?", "Which came first, A or B?") is a comparison and becomes one independent
+    sub-question per entity: the question with the pair replaced by that entity (and "both"/"either"
+    dropped), so each keeps what is being compared ("Were A born in the same year?"). Any other
+    question is a single sub-question.
     """
 
     sub_questions: list[SubQuestion] = Field(description="Sub-questions in the order they can be answered.")
@@ -78,8 +94,9 @@ class Triplets(BaseModel):
     """SRAG's (subject, predicate, object) facts extracted from one passage.
 
     Offline rule: one triplet per sentence of the passage: subject = the passage title, predicate =
-    "states", object = the sentence, relevance = the share of the sub-question's content words the
-    sentence contains.
+    "states", object = the sentence, relevance = the share of the sub-question's content words found
+    in the triplet (its subject and its sentence: "He was born in 1950" of the passage "Ed Wood" is
+    about Ed Wood).
     """
 
     triplets: list[Triplet] = Field(default_factory=list)
@@ -191,28 +208,59 @@ def offline_sufficiency(question: str, context: str) -> Sufficiency:
     share = (len(found_words) / len(words)) if words else 1.0
     sufficient = not missing_spans and share >= 0.8
     missing = missing_spans or sorted(words - found_words)[:5]
+    found = [s for s in spans if s not in missing_spans] or sorted(found_words)[:5]
+    reasoning = f"The passages mention {', '.join(found)}." if found else "The passages mention no question term."
     return Sufficiency(
+        reasoning=reasoning,
         is_sufficient=sufficient,
         missing_info="" if sufficient else ", ".join(missing),
         confidence=round(share if not missing_spans else share * 0.5, 3),
     )
 
 
+def offline_reformulation(question: str, missing: str) -> Reformulation:
+    missing = " ".join(missing.split())
+    if not missing:
+        return Reformulation(query=question)
+    anchors = [s for s in salient_spans(question, limit=8) if s.lower() not in missing.lower()]
+    return Reformulation(query=" ".join([missing, *anchors]))
+
+
 def offline_decomposition(question: str) -> Decomposition:
-    spans = [s for s in salient_spans(question, limit=4) if not s.isdigit()]
-    comparison = len(spans) >= 2 and re.search(r"\b(and|or)\b", question) is not None
-    if not comparison:
+    pair = _compared_pair(question)
+    if pair is None:
         return Decomposition(sub_questions=[SubQuestion(id=1, question=question)])
-    return Decomposition(
-        sub_questions=[SubQuestion(id=i, question=f"What is known about {s}?") for i, s in enumerate(spans[:2], 1)]
-    )
+    joined, entities = pair
+    sub_questions = []
+    for i, entity in enumerate(entities, 1):
+        text = question.replace(joined, entity, 1)
+        text = re.sub(r"\s*\b(?:both|either)\b", "", text, flags=re.IGNORECASE)
+        sub_questions.append(SubQuestion(id=i, question=" ".join(text.split())))
+    return Decomposition(sub_questions=sub_questions)
+
+
+def _compared_pair(question: str) -> tuple[str, tuple[str, str]] | None:
+    """The text "A and B" (or "A or B") of a comparison and its two entities, if the question has one.
+
+    Requiring the conjunction to sit between two names keeps out "in or around Leland, North
+    Carolina", where "or" joins two prepositions and the two names are one place.
+    """
+    spans = [s for s in salient_spans(question, limit=6) if not s.isdigit()]
+    for a in spans:
+        for b in spans:
+            if a == b:
+                continue
+            found = re.search(rf"{re.escape(a)},?\s+(?:and|or)\s+(?:the\s+)?{re.escape(b)}", question)
+            if found:
+                return found.group(0), (a, b)
+    return None
 
 
 def offline_triplets(sub_question: str, title: str, sentences: Sequence[str]) -> Triplets:
     words = content_words(sub_question)
     triplets = []
     for sentence in sentences:
-        overlap = len(words & content_words(sentence)) / len(words) if words else 0.0
+        overlap = len(words & content_words(f"{title} {sentence}")) / len(words) if words else 0.0
         triplets.append(Triplet(subject=title, predicate="states", object=sentence, relevance=round(overlap, 3)))
     return Triplets(triplets=triplets)
 
@@ -227,7 +275,7 @@ def offline_structured(policy: Any, schema: Any, include_raw: bool = False) -> R
             value: BaseModel = offline_sufficiency(question, _prompt_field(msgs, "Passages"))
         elif schema is Reformulation:
             missing = _prompt_field(msgs, "Missing")
-            value = Reformulation(query=f"{missing} {question}".strip() if missing else question)
+            value = offline_reformulation(question, missing)
         elif schema is Decomposition:
             value = offline_decomposition(question)
         elif schema is Route:

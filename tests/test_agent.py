@@ -90,7 +90,13 @@ def test_unknown_tool_and_malformed_arguments_come_back_as_tool_errors(sample_in
     bad_json = AIMessage(
         content="",
         invalid_tool_calls=[
-            {"name": "keyword_search", "args": '{"keywords": ["Lel', "id": "bad-1", "error": "json", "type": "invalid_tool_call"}
+            {
+                "name": "keyword_search",
+                "args": '{"keywords": ["Lel',
+                "id": "bad-1",
+                "error": "json",
+                "type": "invalid_tool_call",
+            }
         ],
     )
     model = scripted(
@@ -160,7 +166,9 @@ def test_async_invoke_and_streaming_modes(sample_index: Any) -> None:
     out = asyncio.run(build_arag_graph(sample_index, model()).ainvoke({"question": "Where?"}))
     assert out["answer"] == "Leland" and out["steps"] == 1
 
-    nodes = [next(iter(u)) for u in build_arag_graph(sample_index, model()).stream({"question": "Q"}, stream_mode="updates")]
+    nodes = [
+        next(iter(u)) for u in build_arag_graph(sample_index, model()).stream({"question": "Q"}, stream_mode="updates")
+    ]
     assert nodes == ["start", "agent", "tools", "agent", "finish"]
 
     streamed = list(build_arag_graph(sample_index, model()).stream({"question": "Q"}, stream_mode="messages"))
@@ -205,7 +213,9 @@ def test_runs_as_a_subgraph_of_a_parent_graph(sample_index: Any) -> None:
         visits: Annotated[int, operator.add]
 
     cid = first_chunk_id(sample_index)
-    agent = build_arag_graph(sample_index, scripted(calls(tool_call("chunk_read", chunk_ids=[cid])), f"Answer: yes [{cid}]"))
+    agent = build_arag_graph(
+        sample_index, scripted(calls(tool_call("chunk_read", chunk_ids=[cid])), f"Answer: yes [{cid}]")
+    )
     parent = StateGraph(Parent)
     parent.add_node("rag", agent)
     parent.add_node("after", lambda s: {"visits": 1})
