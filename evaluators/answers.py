@@ -14,11 +14,12 @@ on both sides.
 
 Decisions a reader of the scores should know:
 
-* Contain-Acc matches on whole words by default: the normalised gold must appear in the
-  normalised prediction as a run of complete tokens. A plain character substring test, the
-  paper's literal wording, scores "I do not know" as correct for the gold "no" (inside "not" and
-  "know"), which rewards abstaining on HotpotQA's yes/no comparison questions.
-  ``whole_words=False`` gives the character test for comparisons with published numbers.
+* Contain-Acc is the paper's rule by default: the normalised gold is a character substring of
+  the normalised prediction, so our numbers are comparable with the published ones. That rule has
+  a known blind spot: it scores "I do not know" as correct for the gold "no" (inside "not" and
+  "know") and "19930" as containing "1993", which rewards abstaining on HotpotQA's yes/no
+  comparison questions. ``whole_words=True`` requires the gold to be a run of complete tokens
+  instead; use it to check that a gain is not an artefact of substring matching.
 * A gold that normalises to the empty string (an article such as "The", or the band "The The")
   is compared with articles kept, so it is neither a free match for every prediction nor
   unmatchable. A gold made only of punctuation or whitespace can never match.
@@ -107,12 +108,13 @@ def _comparable_pairs(prediction: str, golds: str | Sequence[str]) -> list[tuple
     return pairs
 
 
-def contain_match(prediction: str, golds: str | Sequence[str], *, whole_words: bool = True) -> bool:
+def contain_match(prediction: str, golds: str | Sequence[str], *, whole_words: bool = False) -> bool:
     """True when some normalised gold alias occurs in the normalised prediction.
 
     Long-form model answers ("The answer is Paris, the capital of France") are correct when they
-    contain the gold, which is why A-RAG reports this rather than exact match. ``whole_words``
-    requires the gold to align with token boundaries; see the module docstring for why it is on.
+    contain the gold, which is why A-RAG reports this rather than exact match. The default is the
+    paper's character-substring test; ``whole_words=True`` also requires the gold to align with
+    token boundaries (see the module docstring for the cases where the two differ).
     """
     for normalised_prediction, normalised_gold in _comparable_pairs(prediction, golds):
         if whole_words:

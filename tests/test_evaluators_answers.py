@@ -75,12 +75,22 @@ def test_contain_match_ignores_case_punctuation_articles_whitespace() -> None:
     assert contain_match("caf\u00e9 society", ["Cafe\u0301 Society"])
 
 
-def test_contain_match_uses_whole_words_by_default() -> None:
-    # The character test would count an abstention as correct for the gold "no".
-    assert not contain_match("I do not know", ["no"])
-    assert contain_match("I do not know", ["no"], whole_words=False)
+def test_contain_match_is_the_papers_substring_rule_by_default() -> None:
+    # The paper's rule is a character test, so an abstention counts as correct for the gold "no"...
+    assert contain_match("I do not know", ["no"])
+    assert contain_match("1993 and 19930", ["1993 and 1993"])
+    assert contain_match("Parisian cafes", ["Paris"])
     assert contain_match("No, they are not.", ["no"])
-    assert not contain_match("1993 and 19930", ["1993 and 1993"])
+
+
+def test_contain_match_whole_words_variant() -> None:
+    # ...which the whole-word variant refuses: the gold must be a run of complete tokens.
+    assert not contain_match("I do not know", ["no"], whole_words=True)
+    assert not contain_match("1993 and 19930", ["1993 and 1993"], whole_words=True)
+    assert not contain_match("Parisian cafes", ["Paris"], whole_words=True)
+    assert contain_match("No, they are not.", ["no"], whole_words=True)
+    assert contain_match("It was  THE   aristocats!!", ["The Aristocats"], whole_words=True)
+    assert not contain_match("", ["The"], whole_words=True)
 
 
 def test_contain_match_empty_prediction_never_matches() -> None:
@@ -249,15 +259,14 @@ def test_langsmith_evaluate_offline(monkeypatch: pytest.MonkeyPatch, no_network:
         upload_results=False,
     )
     scores = {
-        row["example"].inputs["question"]: {
-            result.key: result.score for result in row["evaluation_results"]["results"]
-        }
+        row["example"].inputs["question"]: {result.key: result.score for result in row["evaluation_results"]["results"]}
         for row in results
     }
 
     assert scores == {
         "Capital of France?": {"contain_acc": 1.0, "exact_match": 0.0, "f1": 0.5},
-        "Is Lyon a capital?": {"contain_acc": 0.0, "exact_match": 0.0, "f1": 0.0},
+        # The paper's substring rule finds "no" inside "not": its known artefact, kept for comparability.
+        "Is Lyon a capital?": {"contain_acc": 1.0, "exact_match": 0.0, "f1": 0.0},
         "Who sang Pretty Fly?": {"contain_acc": 1.0, "exact_match": 1.0, "f1": 1.0},
     }
     assert no_network == []
