@@ -1,0 +1,118 @@
+"""The A-RAG graph's own cost per tool step, next to a plain Python loop making the same calls.
+
+Both sides use the same scripted chat model (langchain-core's fake model, replaying tool calls) and
+the same trivial tool, so the difference is LangGraph plus our nodes: state handling, routing,
+the step-cap edge, trajectory accounting. Target (issue 3): under 2 ms per step.
+
+    .venv/bin/python bench/bench_graph_overhead.py [--steps 15] [--runs 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged (a tool that costs nothing)."""
+    return text
+
+
+def script(steps: int) -> list[AIMessage]:
+    calls = [
+        AIMessage(
+            content="", tool_calls=[{"name": "echo", "args": {"text": f"t{i}"}, "id": f"c{i}", "type": "tool_call"}]
+        )
+        for i in range(steps)
+    ]
+    return [*calls, AIMessage(content="Answer: done")]
+
+
+def plain_loop(steps: int) -> float:
+    model = GenericFakeChatModel(messages=iter(script(steps)))
+    messages: list = [HumanMessage("question")]
+    start = time.perf_counter()
+    while True:
+        reply = model.invoke(messages)
+        messages.append(reply)
+        if not reply.tool_calls:
+            break
+        for call in reply.tool_calls:
+            messages.append(echo.invoke({**call, "type": "tool_call"}))
+            assert isinstance(messages[-1], ToolMessage)
+    return time.perf_counter() - start
+
+
+def graph_run(graph: object, steps: int) -> float:
+    from arag_graph.agent import build_arag_graph
+
+    model = GenericFakeChatModel(messages=iter(script(steps)))
+    g = build_arag_graph(graph, model, tool_set="none", extra_tools=[echo])  # type: ignore[arg-type]
+    start = time.perf_counter()
+    out = g.invoke({"question": "question"}, context={"max_steps": steps + 5})
+    elapsed = time.perf_counter() - start
+    assert out["steps"] == steps and out["answer"] == "done", out
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=40)
+    args = parser.parse_args()
+    from arag_graph.sample import ensure_sample_index
+
+    index = ensure_sample_index(progress=False)  # only for citation checks; the tool is trivial
+    for _ in range(3):  # warm-up: imports, first compile
+        graph_run(index, args.steps)
+        plain_loop(args.steps)
+    graph_times, loop_times = [], []
+    for _ in range(args.runs):  # interleaved, so machine noise hits both sides alike
+        graph_times.append(graph_run(index, args.steps))
+        loop_times.append(plain_loop(args.steps))
+    g, p = statistics.median(graph_times), statistics.median(loop_times)
+    result = {
+        "steps_per_run": args.steps,
+        "runs": args.runs,
+        "graph_ms_per_run_p50": round(g * 1000, 3),
+        "loop_ms_per_run_p50": round(p * 1000, 3),
+        "graph_ms_per_step": round(g * 1000 / args.steps, 3),
+        "loop_ms_per_step": round(p * 1000 / args.steps, 3),
+        "overhead_ms_per_step": round((g - p) * 1000 / args.steps, 3),
+        "ratio_graph_to_loop": round(g / p, 2),
+        "note": "graph time excludes compiling the graph and includes its start and finish nodes",
+    }
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "graph_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
+    md = [
+        "# Graph overhead per tool step",
+        "",
+        "Command: `.venv/bin/python bench/bench_graph_overhead.py" + f" --steps {args.steps} --runs {args.runs}`",
+        "",
+        "| | per run (p50) | per step |",
+        "|---|---|---|",
+        f"| plain Python loop | {result['loop_ms_per_run_p50']} ms | {result['loop_ms_per_step']} ms |",
+        f"| A-RAG graph | {result['graph_ms_per_run_p50']} ms | {result['graph_ms_per_step']} ms |",
+        f"| **graph overhead** | | **{result['overhead_ms_per_step']} ms** (target < 2 ms) |",
+        "",
+        result["note"],
+    ]
+    (out / "graph_overhead.md").write_text("\n".join(md) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
