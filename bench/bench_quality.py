@@ -8,11 +8,14 @@ search returns, averaged over the questions. Measured:
   target is 0.76 without), next to an exact brute-force ranking over the same stored sentence
   vectors (max aggregation per chunk), which shows whether Chroma's approximate search or the
   number of sentences fetched per query loses anything;
+* the same ``semantic_search`` on indexes built with each faster encoder backend (``onnx``,
+  ``onnx-int8``; a backend is kept only if its recall@5 stays within one point of the default torch
+  one), and on the torch-built index queried through each backend (backends are interchangeable);
 * ``keyword_search(salient_spans(question), top_k=5)`` with our word-prefix rule and with the
   paper's plain substring rule (``build_index(..., keyword_match="substring")``), on the same
   keywords, to show the word rule finds gold passages at least as often.
 
-    python bench/bench_quality.py           # about 2 minutes; writes bench/results/quality.{json,md}
+    python bench/bench_quality.py           # about 4 minutes; writes bench/results/quality.{json,md}
 """
 
 from __future__ import annotations
@@ -37,30 +40,39 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from arag_graph.embeddings import SentenceEncoder, default_embeddings  # noqa: E402
-from arag_graph.index import HierarchicalIndex, build_index  # noqa: E402
+from arag_graph.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings  # noqa: E402
+from arag_graph.index import HierarchicalIndex, build_index, load_index  # noqa: E402
 from arag_graph.offline import salient_spans  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
 RESULTS = ROOT / "bench" / "results"
 TOP_K = 5
 TARGET = 0.76
+BACKEND_TOLERANCE = 0.01  # a faster backend is kept only within one point of the torch recall@5
 
 
 class _ReusedEncoder(SentenceEncoder):
-    """The default encoder, remembering whole ``encode`` calls: the substring-rule index embeds
+    """An encoder of ours, remembering whole ``encode`` calls: the substring-rule index embeds
     exactly the sentences the word-rule index did, and re-encoding them would only cost time."""
 
     def __init__(self, base: SentenceEncoder) -> None:
         super().__init__(model_id=base.model_id, batch_size=base.batch_size)
-        self._model = base.model
+        self.base = base
+        self.backend = base.backend
         self._memo: dict[tuple[str, ...], np.ndarray] = {}
+
+    @property
+    def dimension(self) -> int:
+        return self.base.dimension
 
     def encode(self, texts: Sequence[str], on_batch: Any = None) -> np.ndarray:
         key = tuple(texts)
         if key not in self._memo:
-            self._memo[key] = super().encode(texts, on_batch)
+            self._memo[key] = self.base.encode(texts, on_batch)
         return self._memo[key]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.base.embed_query(text)
 
 
 def gold_ids(index: HierarchicalIndex, question: dict[str, Any]) -> set[str]:
@@ -110,6 +122,7 @@ def semantic_report(index: HierarchicalIndex, questions: list[dict[str, Any]]) -
                 "id": q["_id"],
                 "type": q["type"],
                 "recall": recall(found, gold),
+                "ranking": found,
                 "exact_recall": recall(exact, gold),
                 "same_as_exact": found == exact,
             }
@@ -159,7 +172,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with corpus.json, questions.json")
     parser.add_argument("--name", default="quality", help="results file stem in bench/results/")
+    parser.add_argument(
+        "--encoders", default=",".join(ENCODERS[1:]), help="faster backends to compare with torch (empty: none)"
+    )
     args = parser.parse_args()
+    backends = [check_encoder(e) for e in args.encoders.split(",") if e.strip() and e.strip() != "torch"]
     corpus = args.data / "corpus.json"
     questions = json.loads((args.data / "questions.json").read_text(encoding="utf-8"))
 
@@ -193,6 +210,26 @@ def main() -> None:
             h.to_dict() for h in plain.semantic_search(questions[0]["question"], TOP_K)
         ]
 
+        reference = result["semantic"]["plain"]["recall_at_5"]
+        backends_report: dict[str, Any] = {}
+        for backend in backends:
+            print(f"building: encoder {backend}", flush=True)
+            built = build_index(corpus, work / backend, encoder=backend, progress=False)
+            own = semantic_report(built, questions)
+            # The torch-built index, its queries embedded by this backend.
+            mixed = semantic_report(load_index(plain.path, encoder=backend), questions)  # type: ignore[arg-type]
+            backends_report[backend] = {
+                "index_built_with_backend": own,
+                "torch_index_backend_queries": mixed,
+                "recall_difference": round(own["recall_at_5"] - reference, 4),
+                "kept": own["recall_at_5"] >= reference - BACKEND_TOLERANCE,
+                "same_rankings_as_torch": sum(
+                    a["ranking"] == b["ranking"]
+                    for a, b in zip(own["per_question"], result["semantic"]["plain"]["per_question"], strict=True)
+                ),
+            }
+        result["backends"] = backends_report
+
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (RESULTS / f"{args.name}.md").write_text(render(result), encoding="utf-8")
@@ -200,7 +237,8 @@ def main() -> None:
     print(
         f"semantic recall@5 {s['plain']['recall_at_5']} (exact {s['plain']['exact_recall_at_5']}), "
         f"with headers {s['contextual_headers']['recall_at_5']}; keyword recall@5 word "
-        f"{k['word_recall_at_5']} vs substring {k['substring_recall_at_5']}"
+        f"{k['word_recall_at_5']} vs substring {k['substring_recall_at_5']}; "
+        + "; ".join(f"{b} {r['index_built_with_backend']['recall_at_5']}" for b, r in backends_report.items())
     )
 
 
@@ -258,6 +296,29 @@ def render(result: dict[str, Any]) -> str:
         *diffs,
         "",
     ]
+    if result.get("backends"):
+        plain = s["plain"]
+        lines += [
+            "## Encoder backends (same model, `arag index --encoder`)",
+            "",
+            "Each backend builds its own index of the same corpus (word rule, no headers); the torch-built index is "
+            f"also queried through each backend (`load_index(path, encoder=...)`). Kept if recall@5 ≥ torch − "
+            f"{BACKEND_TOLERANCE} (one point). Throughput of the backends: bench/results/build.md.",
+            "",
+            "| encoder | recall@5, own index | difference vs torch | rankings equal to torch's | kept "
+            "| recall@5, torch index + backend queries | exact brute-force recall@5 | p50 ms |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| torch (default) | **{plain['recall_at_5']}** | | {result['questions']}/{result['questions']} | yes "
+            f"| {plain['recall_at_5']} | {plain['exact_recall_at_5']} | {plain['p50_ms']} |",
+        ]
+        for name, b in result["backends"].items():
+            own, mixed = b["index_built_with_backend"], b["torch_index_backend_queries"]
+            lines.append(
+                f"| {name} | **{own['recall_at_5']}** | {b['recall_difference']:+.4f} | {b['same_rankings_as_torch']}/"
+                f"{result['questions']} | {'yes' if b['kept'] else '**no**'} | {mixed['recall_at_5']} "
+                f"| {own['exact_recall_at_5']} | {own['p50_ms']} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -210,3 +210,21 @@ def test_cli_index_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert summary["encoder"] == "onnx" and summary["sentences"] > 400
     assert err == ""  # the export (already cached here) and the build print nothing with --json
     assert manifest_of(out)["encoder"] == "onnx"
+
+
+def test_query_embeddings_are_cached_per_process() -> None:
+    """The same query twice is encoded once; the cache is a bounded LRU."""
+    encoder = emb.SentenceEncoder(query_cache_size=2)
+    encoder._model = emb.default_embeddings("torch").model  # share the loaded model
+    first = encoder.embed_query("Who directed Alien?")
+    assert encoder.query_encodings == 1
+    assert encoder.embed_query("Who directed Alien?") == first and encoder.query_encodings == 1
+    encoder.embed_query("Where is the Eiffel Tower?")
+    encoder.embed_query("Who directed Alien?")  # refreshed: now the most recent
+    encoder.embed_query("When did the Nile flood?")  # evicts the Eiffel query, the oldest
+    assert encoder.query_encodings == 3
+    encoder.embed_query("Who directed Alien?")
+    assert encoder.query_encodings == 3
+    encoder.embed_query("Where is the Eiffel Tower?")
+    assert encoder.query_encodings == 4
+    assert np.allclose(first, encoder.encode(["Who directed Alien?"])[0], atol=1e-6)
