@@ -94,8 +94,12 @@ def _chat_openai(
     max_tokens: int | None,
     reasoning_effort: str | None,
 ) -> BaseChatModel:
-    """One client per distinct setting, so concurrent runs share connection pools."""
-    from langchain_openai import ChatOpenAI
+    """One client per distinct setting, so concurrent runs share connection pools.
+
+    Streamed replies that are cut off raise instead of passing as complete (see
+    :mod:`arag_graph.openai_chat`).
+    """
+    from arag_graph.openai_chat import CompleteReplyChatOpenAI
 
     kwargs: dict[str, Any] = {
         "model": name,
@@ -113,7 +117,7 @@ def _chat_openai(
         kwargs["reasoning_effort"] = reasoning_effort
     elif temperature is not None:
         kwargs["temperature"] = temperature
-    return ChatOpenAI(**kwargs)
+    return CompleteReplyChatOpenAI(**kwargs)
 
 
 def bind_one_tool_per_turn(model: BaseChatModel, tools: Sequence[BaseTool]) -> Runnable[Any, Any]:

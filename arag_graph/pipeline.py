@@ -56,7 +56,8 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
     update.update({"answer": answer, "citations": citations})
     if not answer:
         update["error"] = (
-            "the model gave no answer (it kept calling tools after the step cap)"
+            "the model gave no answer: it asked for tool calls where it had to answer (after the step cap, "
+            "or in a graph that offers no tools)"
             if closing
             else "the model returned an empty answer"
         )

@@ -44,5 +44,8 @@ def describe_model_error(exc: BaseException) -> str:
         hint = "the provider is rate-limiting; retry later or lower --workers"
     elif kind in ("APIConnectionError", "ConnectError", "APITimeoutError", "ReadTimeout", "TimeoutError"):
         hint = "the model server could not be reached in time; check --base-url and that the server is up"
+    elif kind in ("JSONDecodeError", "CutOffReplyError"):
+        # Not retried by the client: the server answered, but the reply was incomplete or not JSON.
+        hint = "the model server sent an incomplete or malformed reply; retry, and check any proxy in between"
     code = f" (HTTP {status})" if status else ""
-    return redact(f"model call failed after retries: {kind}{code}: {detail}; {hint}")
+    return redact(f"model call failed: {kind}{code}: {detail}; {hint}")
