@@ -179,26 +179,8 @@ def fault_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setattr(models, "TIMEOUT_SECONDS", TIMEOUT)
     models._chat_openai.cache_clear()
-    _forget_pooled_http_clients()
     yield
     models._chat_openai.cache_clear()
-    _forget_pooled_http_clients()
-
-
-def _forget_pooled_http_clients() -> None:
-    """Drop langchain-openai's process-wide httpx clients (cached per base URL and timeout).
-
-    Its async client stays bound to the event loop it first ran on (langchain-ai/langchain#35783,
-    open upstream): when the OS hands a later test's stand-in the port of an earlier one, an
-    ``asyncio.run`` there would get a client of a closed loop ("Event loop is closed"). Private
-    names, so a release that renames them only brings back that rare collision.
-    """
-    from langchain_openai.chat_models import _client_utils
-
-    for name in ("_cached_async_httpx_client", "_cached_sync_httpx_client"):
-        clear = getattr(getattr(_client_utils, name, None), "cache_clear", None)
-        if clear is not None:
-            clear()
 
 
 def _arm(server: OpenAIStubServer, fault: Fault, monkeypatch: pytest.MonkeyPatch) -> None:

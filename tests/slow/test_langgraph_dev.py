@@ -1,191 +1,37 @@
 """The Studio path: ``langgraph dev`` serves the graphs of langgraph.json; ``langgraph_sdk`` drives them.
 
-The server runs as a subprocess from the repository root, bound to 127.0.0.1 on a free port, with
-the offline policy, no API keys, tracing off and a fresh cache directory, so its first run builds
-the bundled sample index (20 to 40 s on two cores) the way a new user's first Studio run does.
-
-No ``--allow-blocking``: the in-memory server flags blocking calls made on its event loop
-(blockbuster) and fails the run. Our graphs comply instead: sync nodes and edges run in LangGraph's
-executor, and the model nodes prepare their call (index loading, token counting) in a worker
-thread before awaiting the model (``arag_graph.nodes.model_node``). Running without the flag is
-what keeps that true. ``--no-reload`` keeps the file watcher from restarting the server when
-tests write files.
+The server (tests/slow/devserver.py, one per session from tests/slow/conftest.py) is started as the
+README says, with the offline policy, no API keys, tracing off and a fresh cache directory, so its
+first run builds the bundled sample index the way a new user's first Studio run does.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from langgraph_sdk import get_sync_client
-from langgraph_sdk.client import SyncLangGraphClient
+
+from tests.slow.devserver import CONFIG, LOOPBACK, DevServer, listening_addresses
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "langgraph.json"
 QUESTIONS = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))
 QUESTION = QUESTIONS[0]["question"]
 CAP = 3  # below the offline policy's plan for this question, so the cap decides the step count
-STARTUP_TIMEOUT = 180.0
-RUN_TIMEOUT = 300.0
-_DROPPED_ENV_PREFIXES = ("LANGSMITH_", "LANGCHAIN_", "OPENAI_", "ARAG_")
-
-
-@dataclass
-class DevServer:
-    """A running ``langgraph dev`` process and where to reach it."""
-
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log_tail(self, chars: int = 20_000) -> str:
-        text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
-        return text[-chars:]
-
-    def client(self) -> SyncLangGraphClient:
-        return get_sync_client(url=self.url, timeout=RUN_TIMEOUT)
-
-    @contextmanager
-    def log_on_failure(self) -> Iterator[None]:
-        """Print the server's log when the block fails (pytest shows a failing test's stdout)."""
-        try:
-            yield
-        except BaseException:
-            print(f"----- langgraph dev log ({self.log_path}) -----\n{self.log_tail()}")
-            raise
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def server_env(cache: Path) -> dict[str, str]:
-    """The test's environment minus any model or tracing setting, plus the offline set-up."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED_ENV_PREFIXES)}
-    env.update(
-        {
-            "ARAG_CACHE_DIR": str(cache),
-            "ARAG_MODEL": "offline",
-            "LANGSMITH_TRACING": "false",
-            "ANONYMIZED_TELEMETRY": "False",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONPATH": str(REPO),
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
-def wait_until_ready(server: DevServer, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            pytest.fail(f"langgraph dev exited with {server.process.returncode}:\n{server.log_tail()}")
-        try:
-            if httpx.get(f"{server.url}/ok", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"langgraph dev not ready after {timeout:.0f} s:\n{server.log_tail()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """End the server's whole process group (uvicorn workers included), politely first."""
-    if process.poll() is not None:
-        return
-    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-@pytest.fixture(scope="module")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    executable = Path(sys.executable).with_name("langgraph")
-    if not executable.exists():
-        pytest.skip("langgraph-cli is not installed next to this Python (pip install 'langgraph-cli[inmem]')")
-    workdir = tmp_path_factory.mktemp("langgraph-dev")
-    port = free_port()
-    command = [
-        str(executable),
-        "dev",
-        "--config",
-        str(CONFIG),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-browser",
-        "--no-reload",
-    ]
-    log_path = workdir / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=server_env(workdir / "cache"),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so the teardown reaches every child
-        )
-    server = DevServer(f"http://127.0.0.1:{port}", process, log_path)
-    try:
-        wait_until_ready(server, STARTUP_TIMEOUT)
-        yield server
-    finally:
-        stop(process)
-
-
-def listening_addresses(port: int) -> set[str]:
-    """Local addresses with a socket listening on ``port`` (from /proc, Linux only)."""
-    found: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            address, hex_port = fields[1].rsplit(":", 1)
-            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
-                found.add(address)
-    return found
 
 
 # -----------------------------------------------------------------------------------------------
 
 
 def test_server_binds_to_localhost_only(dev_server: DevServer) -> None:
-    port = int(dev_server.url.rsplit(":", 1)[1])
-    addresses = listening_addresses(port)
+    """Started without ``--host`` (as the README says), the server listens on loopback only."""
+    addresses = listening_addresses(dev_server.port)
     if not addresses:
         pytest.skip("cannot read listening sockets from /proc on this system")
-    assert addresses == {"0100007F"}, addresses  # 127.0.0.1, little-endian hex
+    assert addresses <= LOOPBACK, addresses  # never 0.0.0.0 or another interface
 
 
 def test_both_graphs_are_served_with_their_configuration_forms(dev_server: DevServer) -> None:

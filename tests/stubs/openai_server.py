@@ -154,6 +154,26 @@ def _seconds(value: float) -> str:
 
 
 # -----------------------------------------------------------------------------------------------
+# Clients
+
+
+def forget_pooled_openai_clients() -> None:
+    """Drop langchain-openai's process-wide httpx clients (cached per base URL and timeout).
+
+    Its async client stays bound to the event loop it first ran on (langchain-ai/langchain#35783,
+    open upstream): when the OS hands a later test's stand-in the port of an earlier one, an
+    ``asyncio.run`` there would get a client of a closed loop ("Event loop is closed"). Private
+    names, so a release that renames them only brings back that rare collision.
+    """
+    from langchain_openai.chat_models import _client_utils
+
+    for name in ("_cached_async_httpx_client", "_cached_sync_httpx_client"):
+        clear = getattr(getattr(_client_utils, name, None), "cache_clear", None)
+        if clear is not None:
+            clear()
+
+
+# -----------------------------------------------------------------------------------------------
 # Request views
 
 
