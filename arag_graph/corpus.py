@@ -397,6 +397,8 @@ def _finish(source: Path, documents: list[Document], unit: str) -> list[Document
             f"{source}: none of its {len(documents)} {unit}{'s' if len(documents) != 1 else ''} has any "
             "text; give a corpus with at least one non-empty document"
         )
+    for number, document in enumerate(kept):
+        _check_unicode(source, number, document)
     seen: set[str] = set()
     for document in kept:
         if document.id is None:
@@ -405,6 +407,28 @@ def _finish(source: Path, documents: list[Document], unit: str) -> list[Document
             raise CorpusError(f"{source}: the id {_show(document.id)} is used twice; give every document a unique id")
         seen.add(document.id)
     return kept
+
+
+def _check_unicode(source: Path, number: int, document: Document) -> None:
+    """Refuse text that cannot be encoded: a JSON escape of half a surrogate pair (``\\ud800``).
+
+    JSON allows such escapes but they are not Unicode characters; the encoder, Chroma and the
+    token counter all fail on them. Invalid bytes in the file are refused the same way (see
+    :func:`_read_text`), so this keeps one rule: a corpus is valid Unicode text.
+    """
+    for name, value in (("text", document.text), ("title", document.title), ("id", document.id)):
+        if value is None or value.isascii():
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            label = f"id {_show(document.id)}" if document.id is not None else f"document {number}"
+            if document.title is not None and name != "title":
+                label += f", title {_show(document.title)}"
+            raise CorpusError(
+                f"{source}: {label} has an unpaired surrogate ({value[exc.start]!r}) at character {exc.start} of "
+                f"its {name}, which is not valid Unicode; fix or remove that escape"
+            ) from None
 
 
 def _kind(value: Any) -> str:

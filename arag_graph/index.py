@@ -467,6 +467,7 @@ def build_index(
     model_id = embedding_model_id(embeddings)
     sentence_docs, sentence_texts = sentence_inputs(chunks, contextual_headers)
 
+    created = not root.exists()
     with _build_lock(root):
         build = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         build_dir = root / BUILDS / build
@@ -517,6 +518,9 @@ def build_index(
             _point_current(root, build)
         except BaseException:
             _drop_build(build_dir)
+            if created and _current_build(root) is None:
+                # A first build that failed leaves no directory behind, as if never started.
+                shutil.rmtree(root, ignore_errors=True)
             raise
         _remove_stale_builds(root, keep=build)
     return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
