@@ -21,8 +21,10 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -251,8 +253,8 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "summary.json", out / "summary.md"
-    json_path.write_text(json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    md_path.write_text(summary_markdown(rows), encoding="utf-8")
+    _replace(json_path, (json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    _replace(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
 
 
@@ -400,7 +402,16 @@ def _save(figure: Any, axes: Any, title: str, path: Path) -> None:
     axes.set_title(title, fontsize=11)
     axes.legend(fontsize=8, loc="best")
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
-    figure.savefig(path, dpi=120, metadata={"Title": " ".join(title.split())})
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120, metadata={"Title": " ".join(title.split())})
+    _replace(path, buffer.getvalue())
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write through a temporary file and a rename: a run killed mid-write leaves the old file whole."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:

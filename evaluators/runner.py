@@ -23,6 +23,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -240,21 +241,26 @@ class PredictionFile:
             return True
 
 
-def _fingerprint(plan: EvalPlan, index: Any) -> dict[str, Any]:
-    """What must not change between a run and its resumption."""
-    return {
+def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
+    """What must not change between a run and its resumption (without ``index``: what is known before it)."""
+    known = {
         "dataset_sha256": hashlib.sha256(plan.dataset.read_bytes()).hexdigest(),
-        "corpus_hash": index.manifest.corpus_hash,
-        "embedding_model": index.manifest.embedding_model,
         "model": plan.model,
         "judge": plan.judge,
         "top_k": plan.top_k,
         "context": plan.extra_context,
     }
+    if index is not None:
+        known |= {"corpus_hash": index.manifest.corpus_hash, "embedding_model": index.manifest.embedding_model}
+    return known
 
 
-def check_resume(plan: EvalPlan, index: Any) -> None:
-    """Refuse to mix results of different evaluations in one output directory."""
+def check_resume(plan: EvalPlan, index: Any | None) -> None:
+    """Refuse to mix results of different evaluations in one output directory.
+
+    Called twice: without the index before any work (a changed dataset, model, judge or top-k fails
+    at once), then with it, which also compares the corpus and the encoder and records the run.
+    """
     run_file = plan.out / RUN_FILE
     current = _fingerprint(plan, index)
     if run_file.exists():
@@ -268,6 +274,8 @@ def check_resume(plan: EvalPlan, index: Any) -> None:
                 f"{plan.out} holds results of another evaluation ({', '.join(changed)} differ); "
                 "use another --out or delete that directory"
             )
+    if index is None:
+        return
     plan.out.mkdir(parents=True, exist_ok=True)
     meta = {"fingerprint": current, "plan": _plan_dict(plan), "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
     tmp = run_file.with_suffix(".tmp")
@@ -365,13 +373,17 @@ class SettingRun:
         done = self.file.records.get(question.id)
         if done is not None:
             return {**done["prediction"], "metrics": done["metrics"]}
+        from evaluators.judge import local_tracing_guard
+
         started = time.perf_counter()
         try:
-            state = self.graph.invoke(
-                {"question": question.question},
-                {"metadata": self.metadata(question)},
-                context=self.context,
-            )
+            # Local evaluation (no upload): no LangChainTracer may post the graph's runs anywhere.
+            with local_tracing_guard():
+                state = self.graph.invoke(
+                    {"question": question.question},
+                    {"metadata": self.metadata(question)},
+                    context=self.context,
+                )
         except Exception as exc:  # a graph bug must not stop the evaluation: record it as an error
             from arag_graph.safety import redact
 
@@ -483,13 +495,41 @@ def execute(
         "experiment_prefix": f"{run.setting.graph}-{run.setting.key}",
         "client": client,
     }
-    if upload:
-        assert dataset_name is not None
-        evaluate(target, data=dataset_name, upload_results=True, **common)
-    else:
-        pending = [q for q in questions if q.id not in run.file.records]
-        if pending:
-            evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
+    with _quiet_langsmith():
+        if upload:
+            assert dataset_name is not None
+            evaluate(target, data=dataset_name, upload_results=True, **common)
+        else:
+            pending = [q for q in questions if q.id not in run.file.records]
+            if pending:
+                evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
+
+
+@contextlib.contextmanager
+def _quiet_langsmith() -> Iterator[None]:
+    """Keep ``langsmith.evaluate``'s console output out of the way of ours.
+
+    It prints "Starting evaluation of experiment" (or the experiment's URL) to stdout, where
+    ``arag eval`` writes only its summary, so that goes to stderr; and it shows its own progress
+    bar per experiment, which would interleave with the runner's single bar over all settings (and
+    ignore ``--quiet``), so its tqdm is replaced by a pass-through. ``_load_tqdm`` is private: when
+    a langsmith release renames it, only the extra bar comes back.
+    """
+    import sys
+
+    from langsmith.evaluation import _runner
+
+    original = getattr(_runner, "_load_tqdm", None)
+    if original is not None:
+        _runner._load_tqdm = lambda: lambda items: items
+    try:
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
+            warnings.filterwarnings("ignore", message=".*upload_results.*")
+            yield
+    finally:
+        if original is not None:
+            _runner._load_tqdm = original
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,6 +557,7 @@ def run_evaluation(plan: EvalPlan, *, progress: bool = True, embeddings: Any = N
     from evaluators.report import summarize, write_plots, write_summary
 
     questions = check_plan(plan)
+    check_resume(plan, None)
     settings = settings_for(plan)
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
@@ -537,6 +578,8 @@ def run_evaluation(plan: EvalPlan, *, progress: bool = True, embeddings: Any = N
         for run in runs:
             run.on_done = tick
             execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
+    if upload:
+        client.flush()  # runs go up from a background thread; the process may exit right after
     wanted = {q.id for q in questions}
     records = [r for run in runs for qid, r in run.file.records.items() if qid in wanted]
     rows = summarize(records)

@@ -14,6 +14,21 @@ what it would have uploaded. It speaks the ingestion endpoints of the langsmith 
 - ``POST /runs/batch``: JSON ``{"post": [...], "patch": [...]}``;
 - ``POST /runs`` and ``PATCH /runs/<id>``: one run at a time (older clients, non-batched mode).
 
+And, in memory, the resources ``langsmith.evaluate`` uploads an experiment with (what
+``Client`` 0.15 calls from ``evaluate``, ``create_dataset``, ``create_examples``, ``list_examples``,
+``create_project``, ``update_project`` and ``create_feedback``):
+
+- datasets: ``GET /datasets`` (by ``name`` or all), ``GET /datasets/<id>``, ``POST /datasets``
+  (409 on a duplicate name, as LangSmith);
+- examples: ``POST /examples/bulk``, ``POST /examples``, ``GET /examples`` (by ``dataset`` and
+  ``id``, paginated with ``offset``/``limit``), ``GET /examples/<id>``;
+- experiments (sessions, "projects"): ``POST /sessions``, ``GET /sessions`` (by ``name``),
+  ``GET``/``PATCH /sessions/<id>``;
+- feedback: ``POST /feedback`` and ``feedback.<id>`` parts of a multipart run upload.
+
+:attr:`LangSmithRecorder.datasets`, :attr:`~LangSmithRecorder.examples`,
+:attr:`~LangSmithRecorder.sessions` and :attr:`~LangSmithRecorder.feedback` hold what was stored.
+
 :attr:`LangSmithRecorder.runs` merges each run's creation and its updates into one
 :class:`RecordedRun`. Every raw body stays in :attr:`~tests.stubs._http.StubServer.requests`, so a
 test can also check that a secret never appears in anything the client sent.
@@ -25,9 +40,12 @@ import io
 import json
 import re
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
 from requests_toolbelt.multipart.decoder import MultipartDecoder
 
@@ -108,6 +126,15 @@ class LangSmithRecorder(StubServer):
         self.ingest: Ingest = ingest
         self._runs_lock = threading.Lock()
         self._runs: dict[str, RecordedRun] = {}
+        self.tenant_id = str(uuid.uuid4())
+        self.datasets: dict[str, JSONDict] = {}
+        """Datasets by id, as created through ``POST /datasets``."""
+        self.examples: dict[str, JSONDict] = {}
+        """Examples by id, in creation order."""
+        self.sessions: dict[str, JSONDict] = {}
+        """Tracer sessions (projects, experiments) by id."""
+        self.feedback: list[JSONDict] = []
+        """Feedback items in arrival order (``key``, ``score``, ``run_id``, ...)."""
 
     @property
     def url(self) -> str:
@@ -168,8 +195,124 @@ class LangSmithRecorder(StubServer):
             update = {**(request.json() or {}), "id": path.rsplit("/", 1)[-1]}
             self._ingest("patch", [update])
             exchange.send_json(202, {})
+        elif path.startswith(("/datasets", "/examples", "/sessions", "/feedback")):
+            status, payload = self._resource(method, path, parse_qs(request.query), request.json())
+            exchange.send_json(status, payload)
         else:
             super().handle(exchange)
+
+    # -- datasets, examples, sessions, feedback (what evaluate() uploads) --------------------------
+    def experiments(self) -> list[JSONDict]:
+        """Sessions that are experiments: those run against a dataset."""
+        with self._runs_lock:
+            return [s for s in self.sessions.values() if s.get("reference_dataset_id")]
+
+    def examples_of(self, dataset_id: str) -> list[JSONDict]:
+        with self._runs_lock:
+            return [e for e in self.examples.values() if e["dataset_id"] == dataset_id]
+
+    def _resource(self, method: str, path: str, query: Mapping[str, list[str]], body: Any) -> tuple[int, Any]:
+        parts = path.strip("/").split("/")
+        kind, item = parts[0], (parts[1] if len(parts) > 1 else None)
+        with self._runs_lock:
+            if kind == "datasets":
+                return self._datasets(method, item, query, body)
+            if kind == "examples":
+                return self._examples(method, item, query, body)
+            if kind == "sessions":
+                return self._sessions(method, item, query, body)
+            if kind == "feedback" and method == "POST" and item is None:
+                self.feedback.append(dict(body or {}))
+                return 200, dict(body or {})
+        return 404, {"detail": f"no route for {method} {path}"}
+
+    def _datasets(self, method: str, item: str | None, query: Mapping[str, list[str]], body: Any) -> tuple[int, Any]:
+        if method == "GET" and item is None:
+            names = query.get("name")
+            found = [d for d in self.datasets.values() if not names or d["name"] in names]
+            return 200, _page(found, query)
+        if method == "GET" and item in self.datasets:
+            return 200, self.datasets[item]
+        if method == "POST" and item is None:
+            body = dict(body or {})
+            if any(d["name"] == body.get("name") for d in self.datasets.values()):
+                return 409, {"detail": f"Dataset {body.get('name')} already exists"}
+            dataset = {
+                "id": str(body.get("id") or uuid.uuid4()),
+                "name": body.get("name"),
+                "description": body.get("description"),
+                "data_type": body.get("data_type") or "kv",
+                "created_at": _now(),
+                "modified_at": _now(),
+                "example_count": 0,
+                "session_count": 0,
+                "metadata": (body.get("extra") or {}).get("metadata"),
+            }
+            self.datasets[dataset["id"]] = dataset
+            return 200, dataset
+        return 404, {"detail": f"dataset {item} not found"}
+
+    def _examples(self, method: str, item: str | None, query: Mapping[str, list[str]], body: Any) -> tuple[int, Any]:
+        if method == "POST" and item in (None, "bulk"):
+            many = body if item == "bulk" else [body]
+            created = []
+            for raw in many or []:
+                dataset_id = str(raw.get("dataset_id"))
+                if dataset_id not in self.datasets:
+                    return 404, {"detail": f"dataset {dataset_id} not found"}
+                example = {
+                    "id": str(raw.get("id") or uuid.uuid4()),
+                    "dataset_id": dataset_id,
+                    "inputs": raw.get("inputs"),
+                    "outputs": raw.get("outputs"),
+                    "metadata": raw.get("metadata"),
+                    "created_at": raw.get("created_at") or _now(),
+                    "modified_at": _now(),
+                }
+                self.examples[example["id"]] = example
+                self.datasets[dataset_id]["example_count"] += 1
+                created.append(example)
+            return 200, created if item == "bulk" else created[0]
+        if method == "GET" and item is None:
+            datasets, ids = query.get("dataset"), query.get("id")
+            found = [
+                e
+                for e in self.examples.values()
+                if (not datasets or e["dataset_id"] in datasets) and (not ids or e["id"] in ids)
+            ]
+            return 200, _page(found, query)
+        if method == "GET" and item in self.examples:
+            return 200, self.examples[item]
+        return 404, {"detail": f"example {item} not found"}
+
+    def _sessions(self, method: str, item: str | None, query: Mapping[str, list[str]], body: Any) -> tuple[int, Any]:
+        if method == "GET" and item is None:
+            names = query.get("name")
+            found = [s for s in self.sessions.values() if not names or s["name"] in names]
+            return 200, _page(found, query)
+        if method == "GET" and item in self.sessions:
+            return 200, self.sessions[item]
+        if method == "POST" and item is None:
+            body = dict(body or {})
+            session = {
+                "id": str(body.get("id") or uuid.uuid4()),
+                "name": body.get("name"),
+                "description": body.get("description"),
+                "extra": body.get("extra"),
+                "reference_dataset_id": body.get("reference_dataset_id"),
+                "start_time": _now(),
+                "end_time": None,
+                "tenant_id": self.tenant_id,
+            }
+            if session["reference_dataset_id"] in self.datasets:
+                self.datasets[session["reference_dataset_id"]]["session_count"] += 1
+            self.sessions[session["id"]] = session
+            return 200, session
+        if method == "PATCH" and item in self.sessions:
+            session = self.sessions[item]
+            session.update({k: v for k, v in dict(body or {}).items() if v is not None})
+            return 200, session
+        return 404, {"detail": f"session {item} not found"}
 
     def info(self) -> JSONDict:
         """What ``GET /info`` answers: the upload format of :attr:`ingest`, small batches."""
@@ -195,8 +338,12 @@ class LangSmithRecorder(StubServer):
             if match is None:
                 continue
             operation, _, rest = match.group("name").partition(".")
+            if operation == "feedback" and part.content:
+                with self._runs_lock:
+                    self.feedback.append(json.loads(part.content))
+                continue
             if operation not in ("post", "patch"):
-                continue  # attachments and feedback are not runs
+                continue  # attachments are not runs
             run_id, _, key = rest.partition(".")
             value = json.loads(part.content) if part.content else None
             entry = operations.setdefault((operation, run_id), {"id": run_id})
@@ -229,3 +376,14 @@ def plain_body(request: RecordedRequest) -> bytes:
 
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(request.raw), read_across_frames=True)
     return reader.read()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _page(items: list[JSONDict], query: Mapping[str, list[str]]) -> list[JSONDict]:
+    """``offset``/``limit`` paging, as the client's ``_get_paginated_list`` walks it."""
+    offset = int((query.get("offset") or ["0"])[0])
+    limit = int((query.get("limit") or ["100"])[0])
+    return items[offset : offset + limit]
