@@ -30,10 +30,11 @@ def record(
 ) -> dict[str, Any]:
     """Note what one test did.
 
-    ``trials``: runs or processes started; ``faults``: faults injected; ``survived``: faults after
-    which the run still ended as the contract says (answer or one-line error, old index loadable,
-    ...); ``inputs``: inputs tried (malformed files, questions); ``lost``: records, runs or index
-    states lost or corrupted (must be 0: tests assert it before recording).
+    ``trials``: runs or processes started; ``faults``: faults injected (a kill, a model fault, a
+    malformed input, a hostile chunk, a key-quoting error); ``survived``: faults after which the run
+    still ended as the contract says (answer or one-line error, old index loadable, ...);
+    ``inputs``: inputs tried (malformed or generated files, questions); ``lost``: records, runs or
+    index states lost or corrupted (must be 0: tests assert it before recording).
     """
     entry: dict[str, Any] = {
         "area": area,

@@ -66,7 +66,7 @@ def test_fifty_concurrent_offline_runs_in_threads_match_their_runs_alone(
     for i, (question, out) in enumerate(zip(questions, outs, strict=True)):
         check_own_reads(out, f"thread run {i}")
         assert fingerprint(out) == alone[question], f"thread run {i} differs from the same question run alone"
-    record("concurrency", "in-process threads offline", trials=RUNS, survived=RUNS, seconds=round(seconds, 2))
+    record("concurrency", "in-process threads offline", trials=RUNS, seconds=round(seconds, 2))
 
 
 @pytest.mark.parametrize("how", ["threads", "asyncio"])
@@ -102,4 +102,4 @@ def test_fifty_concurrent_model_runs_keep_their_read_sets_apart(
         check_shared_chunk_run(out, i, shared, own)
     assert len(openai_server.completions) == 3 * RUNS
     models._chat_openai.cache_clear()
-    record("concurrency", f"in-process {how} ChatOpenAI", trials=RUNS, survived=RUNS, seconds=round(seconds, 2))
+    record("concurrency", f"in-process {how} ChatOpenAI", trials=RUNS, seconds=round(seconds, 2))

@@ -136,7 +136,7 @@ def test_arag_index_refuses_a_bad_corpus_in_one_line_and_creates_nothing(case: s
     check_one_line(lines[0], corpus)
     assert needle in lines[0], lines[0]
     assert not out.exists(), f"{case}: --out was created: {sorted(p.name for p in out.rglob('*'))}"
-    record("malformed_inputs", f"arag index {case}", inputs=1, survived=1)
+    record("malformed_inputs", f"arag index {case}", inputs=1, faults=1, survived=1)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_a_bad_corpus_leaves_an_existing_index_byte_for_byte(case: str, existing
     assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
     assert snapshot(existing_index) == before
     assert len(load_index(existing_index, embeddings=NamedFakeEmbeddings())) == 100
-    record("malformed_inputs", f"arag index over an index: {case}", inputs=1, survived=1, lost=0)
+    record("malformed_inputs", f"arag index over an index: {case}", inputs=1, faults=1, survived=1)
 
 
 def test_a_failed_first_build_leaves_no_directory(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_odd_but_valid_unicode_builds_and_answers(tmp_path: Path) -> None:
     assert index.keyword_search(["rocket"], 3)[0].chunk_id == "emoji"
     assert index.semantic_search("a rocket launch", 1)[0].chunk_id == "emoji"
     assert index.get_chunk("nul").text == texts["nul"]
-    record("malformed_inputs", "odd but valid unicode", inputs=len(texts), survived=len(texts))
+    record("malformed_inputs", "odd but valid unicode", inputs=len(texts))
 
 
 # -----------------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def test_arag_eval_refuses_a_bad_question_file_in_one_line_before_any_work(
     assert needle in lines[0], lines[0]
     assert not out.exists()
     assert snapshot(_isolated_cache / "indexes") == cached  # no index was built for a run that cannot start
-    record("malformed_inputs", f"arag eval --dataset {case}", inputs=1, survived=1)
+    record("malformed_inputs", f"arag eval --dataset {case}", inputs=1, faults=1, survived=1)
 
 
 # -----------------------------------------------------------------------------------------------
@@ -369,4 +369,4 @@ def test_generated_inputs_were_tried() -> None:
         pytest.skip("the property tests did not run in this process")
     for kind, count in sorted(_tried.items()):
         assert count > 0
-        record("malformed_inputs", f"generated {kind}", inputs=count, survived=count)
+        record("malformed_inputs", f"generated {kind}", inputs=count)

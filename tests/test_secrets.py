@@ -109,7 +109,8 @@ def test_arag_ask_shows_no_key(
     if behaviour == "key_quoting":
         shown = json.loads(captured.out)["error"] if as_json else captured.err
         assert "HTTP 401" in shown and "***" in shown  # the key was there, and was replaced
-    record("secrets", f"arag ask {behaviour} {'json' if as_json else 'text'}", trials=1, faults=1, survived=1)
+    quoted = int(behaviour == "key_quoting")  # the fault: a provider error that quotes the key
+    record("secrets", f"arag ask {behaviour} {'json' if as_json else 'text'}", trials=1, faults=quoted, survived=quoted)
 
 
 def test_arag_ask_as_a_process_shows_no_key(openai_server: OpenAIStubServer, sample_index: Any) -> None:
@@ -167,4 +168,5 @@ def test_arag_eval_writes_no_key_anywhere(
     if behaviour == "key_quoting":  # the failures were recorded, redacted, not dropped
         errors = [r["prediction"]["error"] for r in records]
         assert all(e and "HTTP 401" in e and "***" in e for e in errors), errors
-    record("secrets", f"arag eval {behaviour}", trials=len(records), inputs=len(files), survived=len(records))
+    quoted = len(records) if behaviour == "key_quoting" else 0
+    record("secrets", f"arag eval {behaviour}", trials=len(records), faults=quoted, survived=quoted, files=len(files))

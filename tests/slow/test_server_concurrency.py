@@ -54,7 +54,7 @@ def test_fifty_concurrent_offline_runs_through_the_server(dev_server: DevServer)
         for i, (question, out) in enumerate(zip(questions, outs, strict=True)):
             check_own_reads(out, f"server run {i}")
             assert fingerprint(out) == alone[question], f"server run {i} differs from the same question run alone"
-    record("concurrency", "langgraph dev offline", trials=RUNS, survived=RUNS, seconds=round(seconds, 2))
+    record("concurrency", "langgraph dev offline", trials=RUNS, seconds=round(seconds, 2))
 
 
 def test_fifty_concurrent_model_runs_through_the_server(dev_server: DevServer, sample_index: Any) -> None:
@@ -71,4 +71,4 @@ def test_fifty_concurrent_model_runs_through_the_server(dev_server: DevServer, s
             check_shared_chunk_run(out, i, shared, own)
         assert len(model.completions) == 3 * RUNS
         assert not model.errors
-    record("concurrency", "langgraph dev ChatOpenAI", trials=RUNS, survived=RUNS, seconds=round(seconds, 2))
+    record("concurrency", "langgraph dev ChatOpenAI", trials=RUNS, seconds=round(seconds, 2))
