@@ -264,6 +264,17 @@ def _int_list(text: str, flag: str) -> list[int]:
     return values
 
 
+def _settings(pairs: Sequence[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` pairs; the graphs' configuration classes coerce and check the values."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise AragError(f"--set {pair!r}: give KEY=VALUE, e.g. --set tools=no_chunk_read")
+        values[key.strip()] = value.strip()
+    return values
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from evaluators.runner import EvalPlan, run_evaluation
 
@@ -288,6 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         top_k=args.top_k,
         dataset_format=args.format,
         upload=False if args.no_upload else None,
+        extra_context=_settings(args.settings),
     )
     run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty())
     print((out / "summary.md").read_text(encoding="utf-8"))
@@ -409,6 +421,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5, as in the paper)")
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="settings",
+        metavar="KEY=VALUE",
+        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
 

@@ -83,11 +83,12 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
     out: list[Setting] = []
     for name in plan.graphs:
-        spec = get_graph_spec(name)
-        has_cap = "max_steps" in spec.config.__dataclass_fields__
-        caps = plan.max_steps if (plan.max_steps and has_cap) else [None]
+        fields = get_graph_spec(name).config.__dataclass_fields__
+        # --set values the graph has are part of its setting, so tables and file names show them.
+        base = {k: v for k, v in plan.extra_context.items() if k in fields}
+        caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
         for cap in caps:
-            out.append(Setting(name, {} if cap is None else {"max_steps": cap}))
+            out.append(Setting(name, base if cap is None else {**base, "max_steps": cap}))
     return out
 
 
@@ -135,9 +136,38 @@ def check_plan(plan: EvalPlan) -> list[Question]:
         raise AragError(f"--workers {plan.workers} must be at least 1")
     if plan.max_steps is not None and any(s < 1 for s in plan.max_steps):
         raise AragError(f"--max-steps {plan.max_steps}: step caps must be positive integers, e.g. 5,10,15,20")
+    check_settings(plan)
     questions = load_plan_questions(plan)
     _check_credentials(plan)
     return questions
+
+
+_RESERVED = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
+_RESERVED |= {"index_path": "--index"}
+
+
+def check_settings(plan: EvalPlan) -> None:
+    """``--set KEY=VALUE`` values: a field of some chosen graph, valid for every graph that has it.
+
+    A value a graph cannot take (``tools=bogus``) would otherwise fail once per question, deep in
+    the run; the graphs' own configuration classes coerce and check it here instead.
+    """
+    if not plan.extra_context:
+        return
+    for key, flag in _RESERVED.items():
+        if key in plan.extra_context:
+            raise AragError(f"--set {key}=...: use {flag} for that")
+    known: set[str] = set()
+    for name in plan.graphs:
+        known |= set(get_graph_spec(name).config.__dataclass_fields__)
+    unknown = sorted(set(plan.extra_context) - known)
+    if unknown:
+        raise AragError(
+            f"--set {unknown[0]}: none of the graphs {', '.join(plan.graphs)} has that setting; "
+            f"choose from {', '.join(sorted(known - set(_RESERVED)))}"
+        )
+    for name in plan.graphs:
+        config_for(name, **plan.extra_context)  # raises a one-line AragError naming the field
 
 
 # ---------------------------------------------------------------------------------------------

@@ -198,6 +198,25 @@ def test_without_a_sweep_there_is_no_step_plot(
     assert all(r["prediction"]["retrieved_tokens"] == 0 and r["prediction"]["steps"] == 0 for r in direct)
 
 
+def test_set_runs_an_ablation_and_names_it_in_the_outputs(
+    hotpot_slice: tuple[Path, Path], hotpot_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, questions = hotpot_slice
+    out = tmp_path / "ablation"
+    argv = eval_args(questions, out, "--graphs", "arag,naive_rag", "--limit", "2", "--index", str(hotpot_index.path))
+    code, _, err = run([*argv, "--set", "tools=no_chunk_read", "--max-steps", "4"], capsys)
+    assert code == 0, err
+    # Only arag has a tool set: naive_rag runs unchanged, and neither has a step cap in common.
+    files = sorted(p.name for p in (out / "predictions").glob("*.jsonl"))
+    assert files == ["arag__max_steps-4_tools-no_chunk_read.jsonl", "naive_rag__default.jsonl"]
+    records = read_jsonl(out / "predictions" / files[0])
+    tools = {step["tool"] for r in records for step in r["prediction"]["trajectory"]}
+    assert tools and "chunk_read" not in tools
+    assert all(r["setting"] == {"tools": "no_chunk_read", "max_steps": 4} for r in records)
+    rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert [r["setting_key"] for r in rows] == ["max_steps=4,tools=no_chunk_read", "default"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Resume in-process (the kill test with a real process is in tests/slow)
 
@@ -299,6 +318,22 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], list[str]], tuple[str, ...]]] = {
     "bad limit": (lambda d: ["--dataset", str(d / "questions.json"), "--limit", "0"], ("--limit 0",)),
     "bad workers": (lambda d: ["--dataset", str(d / "questions.json"), "--workers", "0"], ("--workers 0",)),
     "a corpus as the dataset": (lambda d: ["--dataset", str(d / "corpus.json")], ("corpus.json", "list of question")),
+    "a setting no graph has": (
+        lambda d: ["--dataset", str(d / "questions.json"), "--set", "colour=blue"],
+        ("--set colour", "tools"),
+    ),
+    "a setting value the graph rejects": (
+        lambda d: ["--dataset", str(d / "questions.json"), "--set", "tools=bogus"],
+        ("tools='bogus'", "no_chunk_read"),
+    ),
+    "a setting that has its own flag": (
+        lambda d: ["--dataset", str(d / "questions.json"), "--set", "top_k=3"],
+        ("--top-k",),
+    ),
+    "a setting without a value": (
+        lambda d: ["--dataset", str(d / "questions.json"), "--set", "tools"],
+        ("KEY=VALUE",),
+    ),
 }
 
 
