@@ -6,6 +6,7 @@ default so a bare invocation works. Fields shared by all graphs live in :class:`
 
 from __future__ import annotations
 
+import functools
 import os
 import typing
 from dataclasses import dataclass, field, fields
@@ -65,6 +66,13 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
     return value
 
 
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """Resolved field annotations per configuration class (resolving them is slow, and a run
+    builds its configuration in every node and edge)."""
+    return typing.get_type_hints(cls)
+
+
 @dataclass(kw_only=True)
 class GraphConfig:
     """Settings every graph understands."""
@@ -90,7 +98,7 @@ class GraphConfig:
         A bad value fails here, at the start of a run, with one line naming the field and what it
         accepts, instead of as a type error deep inside a node.
         """
-        hints = typing.get_type_hints(type(self))
+        hints = _field_types(type(self))
         for f in fields(self):
             setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
         self.top_k = max(1, min(20, self.top_k))  # same clamp as the tools' top_k
