@@ -109,3 +109,29 @@ def test_streamed_follow_up_on_the_same_thread(dev_server: DevServer) -> None:
         assert state["answer"].strip()
         asked = [m["content"] for m in state["messages"] if m["type"] == "human"]
         assert asked.index(QUESTION) < asked.index(follow_up)  # one history, in order
+
+
+GRAPH_IDS = list(json.loads(CONFIG.read_text(encoding="utf-8"))["graphs"])
+RETRIEVES = {g for g in GRAPH_IDS if g != "direct"}  # direct answers without retrieval
+
+
+@pytest.mark.parametrize("graph_id", GRAPH_IDS)
+def test_every_graph_of_langgraph_json_runs_through_the_server(dev_server: DevServer, graph_id: str) -> None:
+    """Each graph answers with the shared output fields, and cites only chunks it retrieved."""
+    client = dev_server.client()
+    with dev_server.log_on_failure():
+        thread = client.threads.create()
+        out: dict[str, Any] = client.runs.wait(  # type: ignore[assignment]
+            thread["thread_id"], graph_id, input={"question": QUESTION}, context={"top_k": 3}
+        )
+        assert out.get("error") is None, out.get("error")
+        assert out["answer"].strip()
+        assert {"answer", "citations", "retrieved_tokens", "steps", "trajectory", "read_chunks"} <= set(out)
+        assert out["retrieved_tokens"] == sum(s["tokens"] for s in out["trajectory"])
+        if graph_id in RETRIEVES:
+            assert out["steps"] >= 1 and out["retrieved_tokens"] > 0
+            assert out["citations"], f"{graph_id} cited nothing"
+            shown = {cid for step in out["trajectory"] for cid in step["chunk_ids"]}
+            assert set(out["citations"]) <= shown  # cited chunks were returned by its own retrieval
+        else:
+            assert out["steps"] == 0 and out["retrieved_tokens"] == 0 and out["citations"] == []
