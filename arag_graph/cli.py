@@ -308,6 +308,54 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# arag sample-chains
+
+
+def cmd_sample_chains(args: argparse.Namespace) -> int:
+    """CoRAG's rejection sampling: N chains per question, keep those whose answer matches the gold."""
+    from arag_graph.datasets import load_questions
+    from arag_graph.rejection_sampling import rejection_sample
+
+    if args.limit is not None and args.limit < 1:
+        raise AragError(f"--limit {args.limit} is not a positive number of questions")
+    questions = load_questions(args.dataset, args.format)[: args.limit]
+    spec = default_model_spec(args.model, args.base_url)
+    index = open_index(args.index)
+    context = {"base_url": args.base_url} if args.base_url else {}
+    if args.top_k is not None:
+        context["top_k"] = args.top_k
+
+    def shown(question: Any, kept: int, stats: Any) -> None:
+        if not args.json:
+            print(f"[{stats.questions}/{len(questions)}] {question.id}: kept {kept} of {args.n}")
+
+    stats = rejection_sample(
+        questions,
+        index=index,
+        model=spec,
+        out=args.out,
+        n=args.n,
+        temperature=args.temperature,
+        max_steps=args.max_steps,
+        match=args.match,
+        context=context,
+        max_concurrency=args.workers,
+        on_question=shown,
+    )
+    summary = {"model": spec, **stats.as_dict()}
+    if args.json:
+        _print_json(summary)
+    else:
+        print(
+            f"kept {stats.kept} of {stats.chains} chains ({stats.acceptance_rate:.0%}); "
+            f"{stats.skipped} question(s) done earlier; {stats.failed} failed -> {args.out}"
+        )
+        if not stats.temperature_applied:
+            print("note: this model samples deterministically (no temperature), so its chains repeat")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # arag demo
 
 
@@ -431,6 +479,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)"
+    )
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    p.add_argument("--format", default=None, help="question format (default: detect)")
+    p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
+    p.add_argument("--out", required=True, help="JSON Lines file the kept chains are appended to (resumable)")
+    p.add_argument("--model", default=None, help="an OpenAI-compatible model name, or offline")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
+    p.add_argument("--n", type=int, default=4, help="chains sampled per question (default 4)")
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature, above 0 (default 0.7)")
+    p.add_argument("--max-steps", type=int, default=3, help="CoRAG step cap S (default 3)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per retrieval (default 5)")
+    p.add_argument("--match", choices=["contain", "em"], default="contain", help="answer check (default contain)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--workers", type=int, default=1, help="chains of a question run at once (default 1)")
+    p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
+    p.set_defaults(func=cmd_sample_chains)
 
     p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy")
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")

@@ -288,3 +288,64 @@ def test_process_search_json(sample_index: HierarchicalIndex, sample_path: str) 
     assert done.stderr == ""  # no model-loading progress bar either
     hits = json.loads(done.stdout)["hits"]
     assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in sample_index.semantic_search(query, 2)]
+
+
+# --------------------------------------------------------------------------------------------
+# arag sample-chains (CoRAG rejection sampling)
+
+OFFLINE_TWO_STEPS = ["--model", "offline", "--max-steps", "2", "--json"]
+
+
+def test_sample_chains_keeps_matching_chains_and_resumes(
+    sample_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sample = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(sample[:2]), encoding="utf-8")
+    out = tmp_path / "chains.jsonl"
+    argv = ["sample-chains", "--dataset", str(questions), "--index", sample_path, "--out", str(out)]
+    argv += ["--model", "offline", "--n", "2", "--max-steps", "2", "--json"]
+
+    code, stdout, _ = run(argv, capsys)
+    first = json.loads(stdout)
+    assert code == 0 and (first["questions"], first["chains"], first["skipped"]) == (2, 4, 0)
+    assert first["temperature_applied"] is False  # the offline policy is deterministic, and says so
+
+    # The same run again skips both questions; nothing is sampled or written twice.
+    code, stdout, _ = run(argv, capsys)
+    again = json.loads(stdout)
+    assert code == 0 and (again["skipped"], again["chains"]) == (2, 0)
+    progress = [json.loads(line) for line in (tmp_path / "chains.progress.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in progress] == [q["_id"] for q in sample[:2]]
+
+    # A gold answer the policy's chain does reach is kept: take the answer it gave as the gold.
+    code, stdout, _ = run(
+        ["ask", sample[0]["question"], "--index", sample_path, "--graph", "corag", *OFFLINE_TWO_STEPS],
+        capsys,
+    )
+    answer = json.loads(stdout)["answer"]
+    assert code == 0 and answer
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([{**sample[0], "answer": answer}]), encoding="utf-8")
+    kept_out = tmp_path / "kept.jsonl"
+    code, stdout, _ = run(
+        [*argv[:2], str(gold), *argv[3:6], str(kept_out), *argv[7:]],
+        capsys,
+    )
+    assert code == 0 and json.loads(stdout)["kept"] == 2
+    records = [json.loads(line) for line in kept_out.read_text(encoding="utf-8").splitlines()]
+    assert [r["final_answer"] for r in records] == [answer, answer]
+    assert all(r["queries"] and r["chain"][0]["chunk_ids"] for r in records)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--temperature", "0"], "temperature above zero"), (["--n", "0"], "n >= 1"), (["--limit", "0"], "--limit")],
+)
+def test_sample_chains_bad_settings_are_one_line(
+    extra: list[str], message: str, sample_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = str(REPO / "arag_graph" / "data" / "sample" / "questions.json")
+    argv = ["sample-chains", "--dataset", dataset, "--index", sample_path, "--out", str(tmp_path / "o.jsonl")]
+    line = assert_one_error_line(*run([*argv, "--model", "offline", *extra], capsys))
+    assert message in line and not (tmp_path / "o.jsonl").exists()
