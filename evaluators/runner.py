@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import threading
@@ -345,14 +346,32 @@ def prediction_of(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _takes_inputs(evaluator: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(evaluator).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "inputs" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def score(
-    prediction: dict[str, Any], reference: dict[str, Any], evaluators: Sequence[Callable[..., Any]]
+    prediction: dict[str, Any],
+    reference: dict[str, Any],
+    evaluators: Sequence[Callable[..., Any]],
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run each evaluator once; a key whose evaluator fails is recorded as None, never guessed."""
+    """Run each evaluator once; a key whose evaluator fails is recorded as None, never guessed.
+
+    ``inputs`` (the example's ``{"question": ...}``) goes to the evaluators that take it, as
+    ``langsmith.evaluate`` would pass it: the LLM judge grades against the question it was asked.
+    """
     metrics: dict[str, Any] = {}
     for evaluator in evaluators:
         try:
-            result = evaluator(outputs=prediction, reference_outputs=reference)
+            if inputs is not None and _takes_inputs(evaluator):
+                result = evaluator(outputs=prediction, reference_outputs=reference, inputs=inputs)
+            else:
+                result = evaluator(outputs=prediction, reference_outputs=reference)
         except Exception:
             name = getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
             metrics.setdefault(name, None)
@@ -419,7 +438,7 @@ class SettingRun:
 
             state = {"error": redact(f"graph failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
         prediction = prediction_of(state)
-        metrics = score(prediction, self.reference(question), self.evaluators)
+        metrics = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
         record = {
             "question_id": question.id,
             "question": question.question,
@@ -592,7 +611,7 @@ def run_evaluation(plan: EvalPlan, *, progress: bool = True, embeddings: Any = N
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
     judge = resolve_judge(plan.judge, plan.base_url) if plan.judge else None
-    evaluators = default_evaluators(embeddings=embeddings or index.embeddings, judge=judge)
+    evaluators = default_evaluators(embeddings=embeddings or index.embeddings, judge=judge, model=plan.model)
     upload = upload_enabled(plan)
     client = None if upload else _offline_client()
     dataset_name = None

@@ -24,7 +24,9 @@ from PIL import Image
 from arag_graph.cli import main
 from arag_graph.index import HierarchicalIndex
 from evaluators.runner import load_records
+from tests.stubs._http import RecordedRequest
 from tests.stubs.langsmith_recorder import LangSmithRecorder
+from tests.stubs.openai_server import OpenAIStubServer, Reply, text
 
 pytestmark = pytest.mark.integration
 
@@ -217,6 +219,62 @@ def test_set_runs_an_ablation_and_names_it_in_the_outputs(
     assert [r["setting_key"] for r in rows] == ["max_steps=4,tools=no_chunk_read", "default"]
 
 
+def test_a_model_and_a_judge_behind_an_openai_compatible_server(
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: HierarchicalIndex,
+    tmp_path: Path,
+    openai_server: OpenAIStubServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LLM-Acc is computed when a judge is given, usage and cost come from the model's metadata."""
+    from arag_graph import models
+
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-arag-eval-SENTINEL-0123")
+    models._chat_openai.cache_clear()
+    _, questions = hotpot_slice  # question 1 asks about Gallu (gold "a spirit"), question 2 is a yes/no one
+
+    def responder(request: RecordedRequest) -> Reply:
+        # The judge must see the question (the runner passes it as the example's inputs).
+        about_gallu = "Gallu" in request.text
+        if "response_format" in (request.json() or {}):  # the judge's structured-output request
+            return text(json.dumps({"reason": "compared with the gold answer", "correct": about_gallu}))
+        return text("Lilu is a spirit." if about_gallu else "I cannot tell.")
+
+    openai_server.script(responder)
+    out = tmp_path / "model"
+    argv = eval_args(questions, out, "--graphs", "direct,naive_rag", "--limit", "2", "--index", str(hotpot_index.path))
+    argv[argv.index("offline")] = "gpt-4o-mini"
+    code, stdout, err = run([*argv, "--judge", "gpt-4o-mini", "--base-url", openai_server.url], capsys)
+    models._chat_openai.cache_clear()
+    assert code == 0, err
+
+    records = load_records(out)
+    assert len(records) == 4
+    for record in records:
+        gallu = "Gallu" in record["question"]
+        assert record["metrics"]["llm_acc"] == (1.0 if gallu else 0.0)
+        assert record["metrics"]["contain_acc"] == (1.0 if gallu else 0.0)
+        assert record["metrics"]["input_tokens"] > 0 and record["metrics"]["cost_usd"] > 0
+    rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert [(r["graph"], r["llm_acc"], r["counts"]["llm_acc"]) for r in rows] == [
+        ("direct", 0.5, 2),
+        ("naive_rag", 0.5, 2),
+    ]
+    table = table_rows((out / "summary.md").read_text(encoding="utf-8"))
+    assert [t["LLM-Acc (%)"] for t in table] == ["50.0", "50.0"]
+    assert all(r["cost_usd_total"] > 0 and r["input_tokens_total"] > 0 for r in rows)
+    assert all(t["cost (USD)"] != "n/a" for t in table)  # the column is there, priced from usage
+    assert "sk-test-arag-eval-SENTINEL" not in stdout + err
+    assert all(
+        "SENTINEL" not in p.read_text(encoding="utf-8")
+        for p in out.rglob("*")
+        if p.suffix in (".json", ".jsonl", ".md")
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Resume in-process (the kill test with a real process is in tests/slow)
 
@@ -353,8 +411,8 @@ def test_bad_inputs_fail_fast_with_one_line(
     argv = ["eval", "--graphs", "arag", "--model", "offline", "--out", str(tmp_path / "out"), "--quiet"]
     # The later flag wins in argparse, so a case may override --graphs or --model.
     line = assert_one_error_line(*run([*argv, *given], capsys))
-    for text in expected:
-        assert text in line, line
+    for part in expected:
+        assert part in line, line
     assert not (tmp_path / "out").exists()  # nothing written
 
 
