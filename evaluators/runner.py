@@ -398,10 +398,20 @@ class SettingRun:
 
         self.plan, self.setting, self.index, self.gold, self.evaluators = plan, setting, index, gold, evaluators
         self.file = PredictionFile(plan.out / PREDICTIONS / setting.file_name)
-        model = resolve_chat_model(plan.model, base_url=plan.base_url, index=index)
+        values = {"top_k": plan.top_k, "model": plan.model, "base_url": plan.base_url}
+        self.context = config_for(setting.graph, **{**values, **plan.extra_context, **setting.values})
+        # Graphs use a model instance as given, so the run's sampling settings (temperature 0, the
+        # 16,384-token output limit, --set reasoning_effort=...) are applied here, as graphs do
+        # themselves when they resolve the model from their configuration.
+        model = resolve_chat_model(
+            plan.model,
+            base_url=plan.base_url,
+            temperature=self.context.temperature,
+            max_tokens=self.context.max_tokens,
+            reasoning_effort=self.context.reasoning_effort or None,
+            index=index,
+        )
         self.graph = build_graph(setting.graph, index=index, model=model)
-        values = {"top_k": plan.top_k, "model": plan.model, **plan.extra_context, **setting.values}
-        self.context = config_for(setting.graph, **values)
         self.on_done = on_done
 
     def metadata(self, question: Question) -> dict[str, Any]:

@@ -247,9 +247,17 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
     out = tmp_path / "model"
     argv = eval_args(questions, out, "--graphs", "direct,naive_rag", "--limit", "2", "--index", str(hotpot_index.path))
     argv[argv.index("offline")] = "gpt-4o-mini"
-    code, stdout, err = run([*argv, "--judge", "gpt-4o-mini", "--base-url", openai_server.url], capsys)
+    argv += ["--judge", "gpt-4o-mini", "--base-url", openai_server.url, "--set", "reasoning_effort=low"]
+    code, stdout, err = run(argv, capsys)
     models._chat_openai.cache_clear()
     assert code == 0, err
+
+    # The graphs' model calls carry the run's settings: the paper's output limit, the --set effort.
+    calls = [c.body for c in openai_server.completions if "response_format" not in c.body]
+    assert len(calls) == 4  # direct and naive_rag: one answer call per question each
+    for body in calls:
+        assert body.get("max_completion_tokens", body.get("max_tokens")) == 16384, body
+        assert body.get("reasoning_effort") == "low" and "temperature" not in body
 
     records = load_records(out)
     assert len(records) == 4
