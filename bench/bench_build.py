@@ -26,19 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from benchenv import RESULTS, ROOT
 
-from arag_graph.chunking import chunk_documents  # noqa: E402
-from arag_graph.corpus import load_corpus  # noqa: E402
-from arag_graph.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings  # noqa: E402
-from arag_graph.index import build_index, sentence_inputs  # noqa: E402
+from arag_graph.chunking import chunk_documents
+from arag_graph.corpus import load_corpus
+from arag_graph.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index import build_index, sentence_inputs
 
 DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
-RESULTS = ROOT / "bench" / "results"
 
 
 def load_plain_model() -> Any:

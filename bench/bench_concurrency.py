@@ -31,23 +31,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ["LANGSMITH_TRACING"] = "false"
+from benchenv import RESULTS, ROOT
 
-from arag_graph.agent import build_arag_graph  # noqa: E402
-from arag_graph.chunking import chunk_documents  # noqa: E402
-from arag_graph.corpus import load_corpus  # noqa: E402
-from arag_graph.datasets import load_questions  # noqa: E402
-from arag_graph.errors import AragError  # noqa: E402
-from arag_graph.index import HierarchicalIndex, build_index, corpus_hash, load_index  # noqa: E402
-from arag_graph.sample import cache_dir  # noqa: E402
+from arag_graph.agent import build_arag_graph
+from arag_graph.chunking import chunk_documents
+from arag_graph.corpus import load_corpus
+from arag_graph.datasets import load_questions
+from arag_graph.errors import AragError
+from arag_graph.index import HierarchicalIndex, build_index, corpus_hash, load_index
+from arag_graph.sample import cache_dir
 
 DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
-RESULTS = ROOT / "bench" / "results"
 SEARCH_TOOLS = ("keyword_search", "semantic_search")
 
 

@@ -25,17 +25,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchenv import RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from arag_graph.documents import Chunk  # noqa: E402
-from arag_graph.keywords import KeywordIndex, keyword_score  # noqa: E402
+from arag_graph.documents import Chunk
+from arag_graph.keywords import KeywordIndex, keyword_score
 
 DEFAULT_DATA = (
     Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "2wiki-corpus" / "corpus.json"
 )
-RESULTS = ROOT / "bench" / "results"
 TOP_K = 5
 # Words too common to be a model's keyword on their own (two-word spans may still contain them).
 STOPWORDS = frozenset(re.findall(r"\w+", """

@@ -33,19 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchenv import RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
-from arag_graph.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings  # noqa: E402
-from arag_graph.index import HierarchicalIndex, build_index, load_index  # noqa: E402
-from arag_graph.offline import salient_spans  # noqa: E402
+from arag_graph.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index import HierarchicalIndex, build_index, load_index
+from arag_graph.offline import salient_spans
 
 DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
-RESULTS = ROOT / "bench" / "results"
 TOP_K = 5
 TARGET = 0.76
 BACKEND_TOLERANCE = 0.01  # a faster backend is kept only within one point of the torch recall@5

@@ -6,11 +6,11 @@ faults injected and survived, inputs tried and records lost, per area, with the 
 the exact command. Nothing is counted that did not run: the figures are the sums of the records
 the passing tests wrote, and a failing test makes the report say so (and the script exit 1).
 
-    python bench/bench_reliability.py            # all areas, about 4 minutes on 2 cores
+    python bench/bench_reliability.py            # all areas, about 7 minutes on 2 cores
     python bench/bench_reliability.py --fast     # without tests/slow (no index kills, no server)
 
-The evaluation-kill trials (``arag eval`` killed and resumed) live in tests/test_eval_runner.py
-and are reported with the evaluation runner, not here.
+The evaluation-kill area runs tests/slow/test_eval_kill.py (5 trials); bench/bench_eval_kill.py runs
+more of the same trials and writes their per-kill detail to bench/results/reliability-eval.md.
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ FAST = [
 ]
 SLOW = [
     "tests/slow/test_index_kills.py",
+    "tests/slow/test_eval_kill.py",
     "tests/slow/test_server_concurrency.py",
     "tests/slow/test_langgraph_dev.py::test_server_binds_to_localhost_only",
 ]
 AREAS = {
     "index_kills": "Index builds: `arag index` SIGKILLed while rebuilding an existing index",
+    "eval_kills": "Evaluations: `arag eval` SIGKILLed and rerun (final predictions equal an uninterrupted run)",
     "model_faults": "Model faults through the OpenAI-compatible stand-in (every graph × fault; streamed; CLI)",
     "concurrency": "Concurrent runs on one index (in-process and through `langgraph dev`)",
     "malformed_inputs": "Malformed corpora and question files (hand-made and hypothesis-generated)",
@@ -94,6 +96,14 @@ def details(entries: list[dict[str, Any]]) -> list[str]:
             + ", ".join(f"{k['killed_at']} ({k['kind']}: {k['outcome']})" for k in e["kills"])
             + "."
         )
+    for e in entries:
+        if e["area"] == "eval_kills":
+            lines.append(
+                f"- Evaluation kills (seed {e['seed']}): {e['trials']} trials, {e['faults']} SIGKILLs that hit a "
+                f"running `arag eval` ({e['kills_mid_run']} with predictions on disk, {e['kills_during_startup']} "
+                f"during start-up; {e['kills_after_finish']} more came after the rerun had finished); "
+                f"{e['inputs']} predictions per trial, {e['lost']} lost, none duplicated or different."
+            )
     cells = [e for e in entries if e["area"] == "model_faults" and not e["case"].startswith("cli/")]
     if cells:
         graphs = sorted({e["case"].split("/")[0] for e in cells})
@@ -151,7 +161,8 @@ def write(report: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         "",
         *details(entries),
         "",
-        "Not here: `arag eval` killed and resumed (tests/test_eval_runner.py, the evaluation runner's own report).",
+        "More evaluation-kill trials, kill by kill: bench/results/reliability-eval.md "
+        "(`python bench/bench_eval_kill.py --trials 10`).",
         "",
     ]
     (RESULTS / "reliability.md").write_text("\n".join(lines))

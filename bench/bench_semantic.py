@@ -37,14 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchenv import RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from arag_graph.vectorstore import HNSW_CONFIG, connect_sentence_store
 
-from arag_graph.vectorstore import HNSW_CONFIG, connect_sentence_store  # noqa: E402
-
-RESULTS = ROOT / "bench" / "results"
 DIM = 384
 LATENT = 32  # dimensions of the shared within-topic latent space (the data's intrinsic dimension)
 NOISE = 0.3  # norm of the isotropic noise, next to 1 for the topic centre and 0.8 for the latent part
