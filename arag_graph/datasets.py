@@ -510,8 +510,13 @@ def _resolve(question: Question, titles: _Lookup, texts: _Lookup | None) -> tupl
     missing: list[str] = []
     for index, title in enumerate(question.supporting_titles):
         ids = titles.get(title)
-        if not ids and texts is not None and question.supporting_texts:
-            ids = texts.get(question.supporting_texts[index])
+        if texts is not None and question.supporting_texts:
+            # The passage's own text is the more specific key: MuSiQue-style corpora hold several
+            # paragraphs under one title, and only the supporting one is gold. A long document cut
+            # into several chunks is not found by its whole text, so its title's chunks stand.
+            by_text = texts.get(question.supporting_texts[index])
+            if by_text:
+                ids = tuple(i for i in by_text if i in ids) or by_text
         if ids:
             found.extend(ids)
         else:
@@ -527,8 +532,9 @@ def gold_chunk_ids(
     """Chunk ids of the question's supporting passages, for retrieval recall.
 
     Each passage is looked up by title (exactly, then after NFC and whitespace normalisation) and,
-    when that fails and ``text_to_ids`` is given, by its text. Passages found nowhere are left out;
-    :func:`missing_support` reports them.
+    when ``text_to_ids`` is given and the question carries the passage's text, by that text, which
+    wins: several passages may share a title, and only the supporting one is gold. Passages found
+    nowhere are left out; :func:`missing_support` reports them.
     """
     texts = _Lookup(text_to_ids, _text_key) if text_to_ids is not None else None
     found, _ = _resolve(question, _Lookup(title_to_ids, _title_key), texts)

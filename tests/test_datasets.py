@@ -423,9 +423,16 @@ def test_gold_chunk_ids_exact_then_normalised_title() -> None:
     assert gold_chunk_ids(QUESTION, {"alû": ["c1"]}) == ()  # titles stay case-sensitive
 
 
-def test_gold_chunk_ids_falls_back_to_text() -> None:
+def test_gold_chunk_ids_by_text_first_then_title() -> None:
     text_to_ids = {"Lilu is a spirit.  It is old.\n": ["c7"], "Alû is a demon.": ["c5"]}
-    assert gold_chunk_ids(QUESTION, {"Alû": ["c1"]}, text_to_ids) == ("c1", "c7")
+    # The passage text is the more specific key: it wins over a title that names another chunk.
+    assert gold_chunk_ids(QUESTION, {"Alû": ["c1"]}, text_to_ids) == ("c5", "c7")
+    # A text not in the index (a long document cut into chunks) leaves the title's chunks.
+    assert gold_chunk_ids(QUESTION, {"Alû": ["c1", "c2"]}, {"Lilu is a spirit. It is old.": ["c7"]}) == (
+        "c1",
+        "c2",
+        "c7",
+    )
     assert gold_chunk_ids(QUESTION, {}, {"Lilu is a spirit.It is old.": ["c7", "c7"]}) == ("c7",)
 
 
@@ -449,4 +456,16 @@ def test_passage_maps_from_chunks() -> None:
     title_to_ids, text_to_ids = passage_maps(chunks)
     assert title_to_ids == {"Alû": ["c1", "c2"]}
     assert text_to_ids["Lilu is a spirit. It is old."] == ["c3"]
-    assert gold_chunk_ids(QUESTION, title_to_ids, text_to_ids) == ("c1", "c2", "c3")
+    # Two passages share the title "Alû"; only the one whose text the question cites is gold.
+    assert gold_chunk_ids(QUESTION, title_to_ids, text_to_ids) == ("c1", "c3")
+
+
+def test_musique_paragraphs_sharing_a_title_count_only_the_supporting_one(tmp_path: Path) -> None:
+    paragraphs = [
+        {"idx": 0, "title": "Green Bay", "paragraph_text": "Green Bay is a city in Wisconsin.", "is_supporting": False},
+        {"idx": 1, "title": "Green Bay", "paragraph_text": "The Packers play in Green Bay.", "is_supporting": True},
+    ]
+    item = {"id": "m1", "question": "Where do the Packers play?", "answer": "Green Bay", "paragraphs": paragraphs}
+    (question,) = load_questions(write_json(tmp_path / "musique.json", [item]))
+    chunks = [Chunk(id=str(i), text=p["paragraph_text"], title=p["title"]) for i, p in enumerate(paragraphs)]
+    assert gold_chunk_ids(question, *passage_maps(chunks)) == ("1",)
