@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arag_graph.offline import content_words, salient_spans
 
@@ -29,7 +29,34 @@ T = TypeVar("T", bound=BaseModel)
 # Schemas
 
 
-class Sufficiency(BaseModel):
+def _model_facing_schema(schema: dict[str, Any], cls: type) -> None:
+    """Make the JSON schema a model receives say only what the model needs.
+
+    Pydantic would send the class docstring (written for developers, with the offline policy's
+    rules: a real model told to emit "one triplet per sentence" would do so) as the description,
+    and each field's default. Defaults stay in the Python model, which validates lenient replies;
+    they leave the JSON schema because OpenAI's strict structured outputs have refused the
+    ``default`` keyword, and every field is required there anyway.
+    """
+    instructions = getattr(cls, "instructions", "")
+    if instructions:
+        schema["description"] = instructions
+    else:
+        schema.pop("description", None)
+    for field_schema in schema.get("properties", {}).values():
+        field_schema.pop("default", None)
+
+
+class ModelFacing(BaseModel):
+    """Base of every schema sent to a model for structured output (CoRAG, SRAG, the LLM judge)."""
+
+    instructions: ClassVar[str] = ""
+    """The schema's description as the model sees it (the docstring is for developers)."""
+
+    model_config = ConfigDict(json_schema_extra=_model_facing_schema)
+
+
+class Sufficiency(ModelFacing):
     """CoRAG's intermediate check: is what was retrieved enough to answer?
 
     Offline rule: the question's salient spans (names, years) and content words are looked up in
@@ -42,6 +69,8 @@ class Sufficiency(BaseModel):
     reformulation reads and rejection-sampled training chains keep as the step's sub-answer.
     """
 
+    instructions: ClassVar[str] = "Whether the passages retrieved so far are enough to answer the question."
+
     reasoning: str = Field(
         default="",
         description="What the passages establish so far towards the answer, in one or two sentences "
@@ -52,7 +81,7 @@ class Sufficiency(BaseModel):
     confidence: float = Field(default=0.0, ge=0.0, le=1.0, description="Confidence in the judgement, 0 to 1.")
 
 
-class Reformulation(BaseModel):
+class Reformulation(ModelFacing):
     """CoRAG's next query, aimed at the missing information.
 
     Offline rule: the missing information (the question's names and words the passages lack),
@@ -61,16 +90,20 @@ class Reformulation(BaseModel):
     reformulation a near-repeat of the first query, which CoRAG's loop detection stops.
     """
 
+    instructions: ClassVar[str] = "The next search query, aimed at the information that is still missing."
+
     query: str = Field(description="A search query for the missing information.")
 
 
-class SubQuestion(BaseModel):
+class SubQuestion(ModelFacing):
+    instructions: ClassVar[str] = "One step of the decomposition."
+
     id: int = Field(description="1-based number of the sub-question.")
     question: str = Field(description="The sub-question. Refer to the answer of an earlier sub-question as [answer N].")
     depends_on: list[int] = Field(default_factory=list, description="Numbers of earlier sub-questions it needs.")
 
 
-class Decomposition(BaseModel):
+class Decomposition(ModelFacing):
     """SRAG's decomposition of a multi-hop question into sub-questions with dependencies.
 
     Offline rule: a question in which "and"/"or" joins two named entities ("Were A and B born in the
@@ -80,17 +113,24 @@ class Decomposition(BaseModel):
     question is a single sub-question.
     """
 
+    instructions: ClassVar[str] = (
+        "The question broken into the sub-questions needed to answer it, each answerable from one "
+        "passage, in an order in which each can be answered."
+    )
+
     sub_questions: list[SubQuestion] = Field(description="Sub-questions in the order they can be answered.")
 
 
-class Triplet(BaseModel):
+class Triplet(ModelFacing):
+    instructions: ClassVar[str] = "One fact stated by the passage."
+
     subject: str
     predicate: str
     object: str
     relevance: float = Field(default=1.0, ge=0.0, le=1.0, description="Relevance to the sub-question, 0 to 1.")
 
 
-class Triplets(BaseModel):
+class Triplets(ModelFacing):
     """SRAG's (subject, predicate, object) facts extracted from one passage.
 
     Offline rule: one triplet per sentence of the passage: subject = the passage title, predicate =
@@ -99,15 +139,22 @@ class Triplets(BaseModel):
     about Ed Wood).
     """
 
+    instructions: ClassVar[str] = (
+        "The facts stated by the passage that bear on the sub-question, as (subject, predicate, object) "
+        "triplets; none if the passage says nothing relevant."
+    )
+
     triplets: list[Triplet] = Field(default_factory=list)
 
 
-class Route(BaseModel):
+class Route(ModelFacing):
     """SRAG's optional router: does the question need several hops?
 
     Offline rule: multi-hop when the decomposition rule gives more than one sub-question or the
     question names more than one entity.
     """
+
+    instructions: ClassVar[str] = "Whether answering the question needs facts from more than one passage."
 
     multi_hop: bool = Field(description="True if answering needs facts from more than one passage.")
 

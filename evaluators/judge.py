@@ -34,14 +34,15 @@ import html
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from arag_graph.errors import ModelSpecError
+from arag_graph.structured import ModelFacing
 from evaluators.answers import _golds, _prediction
 
 __all__ = [
@@ -61,12 +62,14 @@ JUDGE_API_KEY_ENV = "ARAG_JUDGE_API_KEY"
 """A key for the judge alone (else ``ARAG_API_KEY``/``OPENAI_API_KEY`` as for ``--model``)."""
 
 
-class JudgeVerdict(BaseModel):
+class JudgeVerdict(ModelFacing):
     """The judge's decision on one prediction.
 
     ``reason`` comes first on purpose: providers generate structured fields in schema order, so the
     model writes its comparison before committing to a verdict rather than justifying one after.
     """
+
+    instructions: ClassVar[str] = "Your verdict on the prediction."
 
     reason: str = Field(
         description="One or two sentences: which key information of the gold answer the prediction "

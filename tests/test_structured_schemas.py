@@ -1,0 +1,88 @@
+"""What a real model receives for structured output: the schemas as sent over the wire.
+
+CoRAG, SRAG and the judge ask providers for structured replies. The request must carry a schema
+written for the model (not the developer docstrings with the offline policy's rules) that
+OpenAI's strict structured outputs accept (no ``default`` keyword, every property required).
+Checked on the request ``ChatOpenAI`` actually sends to the OpenAI-compatible stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
+
+from arag_graph.structured import (
+    Decomposition,
+    ModelFacing,
+    Reformulation,
+    Route,
+    SubQuestion,
+    Sufficiency,
+    Triplet,
+    Triplets,
+    structured_call,
+)
+from evaluators.judge import JudgeVerdict
+from tests.stubs.openai_server import OpenAIStubServer, text
+
+EXAMPLES: list[BaseModel] = [
+    Sufficiency(reasoning="Ed Wood was American.", is_sufficient=True, missing_info="", confidence=0.9),
+    Reformulation(query="Scott Derrickson nationality"),
+    Decomposition(sub_questions=[SubQuestion(id=1, question="Who directed Sinister?", depends_on=[])]),
+    Triplets(triplets=[Triplet(subject="Ed Wood", predicate="born in", object="1924", relevance=0.8)]),
+    Route(multi_hop=True),
+    JudgeVerdict(reason="It states the gold answer.", correct=True),
+]
+
+
+def _walk(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a JSON schema, nested definitions included."""
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _walk(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _walk(value)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_the_schema_sent_to_the_model_is_written_for_it_and_strict_mode_valid(
+    example: BaseModel, openai_server: OpenAIStubServer
+) -> None:
+    schema_class = type(example)
+    openai_server.script([text(example.model_dump_json())])
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key="sk-test-schema", max_retries=0)
+
+    value, problem = structured_call(model, schema_class, [HumanMessage("Q?")], question="Q?")
+
+    assert problem is None and value == example
+    (request,) = openai_server.completions
+    response_format = request.body["response_format"]
+    assert response_format["type"] == "json_schema"
+    schema = response_format["json_schema"]["schema"]
+    sent = json.dumps(schema)
+    assert isinstance(example, ModelFacing)
+    assert schema["description"] == schema_class.instructions  # type: ignore[attr-defined]
+    for developer_text in ("Offline rule", "``", "offline policy"):
+        assert developer_text not in sent
+    for node in _walk(schema):
+        assert "default" not in node, node
+        if node.get("type") == "object" and "properties" in node:
+            assert sorted(node["required"]) == sorted(node["properties"]), node
+            assert node.get("additionalProperties") is False
+
+
+def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:
+    """Defaults left the JSON schema, not the Python model: partial replies from non-strict servers
+    still validate (a missing required field still does not)."""
+    assert Sufficiency.model_validate({"is_sufficient": False}).confidence == 0.0
+    assert Triplet.model_validate({"subject": "a", "predicate": "b", "object": "c"}).relevance == 1.0
+    with pytest.raises(ValueError):
+        Sufficiency.model_validate({"reasoning": "no verdict"})
