@@ -150,8 +150,8 @@ def usage_from_messages(messages: Iterable[Any]) -> Usage | None:
 
     None, not zeros, because "the provider did not say" must stay distinguishable from "free".
     Serialised messages (dicts with a ``usage_metadata`` field) count too. Only calls whose reply
-    is in ``messages`` are counted: a graph's side calls (structured sub-steps, HyDE) are included
-    only if the graph keeps their replies in its state.
+    is in ``messages`` are counted; ``arag eval`` counts a run's side calls (structured sub-steps,
+    HyDE) too, with a usage callback on the run (evaluators/runner.py).
     """
     total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     found = False

@@ -30,6 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import UsageMetadataCallbackHandler
+from langchain_core.messages import AIMessage
+
 from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.errors import AragError, DatasetError
 from arag_graph.registry import config_for, get_graph_spec
@@ -322,13 +325,21 @@ def _plan_dict(plan: EvalPlan) -> dict[str, Any]:
 # Running one (graph, setting)
 
 
-def _usage(messages: Sequence[Any]) -> dict[str, int] | None:
+def _usage(messages: Sequence[Any], calls: UsageMetadataCallbackHandler | None = None) -> dict[str, int] | None:
+    """Token usage of the run: every model call the callback saw, else what the state's messages carry.
+
+    The callback counts the calls whose replies never reach ``messages`` (CoRAG's sufficiency
+    checks and reformulations, SRAG's decomposition and triplet extraction, HyDE passages), so
+    graphs with side calls are not made to look cheaper than they are.
+    """
     from evaluators.retrieval import usage_from_messages
 
+    if calls is not None and calls.usage_metadata:
+        return usage_from_messages(AIMessage(content="", usage_metadata=u) for u in calls.usage_metadata.values())
     return usage_from_messages(messages)
 
 
-def prediction_of(state: dict[str, Any]) -> dict[str, Any]:
+def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | None = None) -> dict[str, Any]:
     """The fields of a graph's final state that evaluators and reports use (JSON-safe)."""
     return {
         "answer": state.get("answer") or "",
@@ -342,7 +353,7 @@ def prediction_of(state: dict[str, Any]) -> dict[str, Any]:
             for step in state.get("trajectory") or []
         ],
         "error": state.get("error"),
-        "usage": _usage(state.get("messages") or []),
+        "usage": _usage(state.get("messages") or [], calls),
     }
 
 
@@ -435,19 +446,20 @@ class SettingRun:
         from evaluators.judge import local_tracing_guard
 
         started = time.perf_counter()
+        calls = UsageMetadataCallbackHandler()  # one per run: usage of every model call, side calls too
         try:
             # Local evaluation (no upload): no LangChainTracer may post the graph's runs anywhere.
             with local_tracing_guard():
                 state = self.graph.invoke(
                     {"question": question.question},
-                    {"metadata": self.metadata(question)},
+                    {"metadata": self.metadata(question), "callbacks": [calls]},
                     context=self.context,
                 )
         except Exception as exc:  # a graph bug must not stop the evaluation: record it as an error
             from arag_graph.safety import redact
 
             state = {"error": redact(f"graph failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
-        prediction = prediction_of(state)
+        prediction = prediction_of(state, calls)
         metrics = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
         record = {
             "question_id": question.id,

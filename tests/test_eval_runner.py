@@ -283,6 +283,57 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
     )
 
 
+STRUCTURED_REPLIES = {
+    "Sufficiency": {"reasoning": "Lilu is a spirit.", "is_sufficient": True, "missing_info": "", "confidence": 0.9},
+    "Reformulation": {"query": "Lilu"},
+    "Decomposition": {"sub_questions": [{"id": 1, "question": "What is Lilu?", "depends_on": []}]},
+    "Triplets": {"triplets": [{"subject": "Lilu", "predicate": "is", "object": "a spirit", "relevance": 0.9}]},
+    "Route": {"multi_hop": True},
+}
+
+
+@pytest.mark.parametrize("graph", ["corag", "srag"])
+def test_usage_counts_every_model_call_of_a_run_side_calls_included(
+    graph: str,
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: HierarchicalIndex,
+    tmp_path: Path,
+    openai_server: OpenAIStubServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CoRAG's sufficiency checks and SRAG's decomposition and triplets never reach the state's
+    messages; their tokens must be in the run's usage and cost all the same."""
+    from arag_graph import models
+
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-usage")
+    models._chat_openai.cache_clear()
+
+    def responder(request: RecordedRequest) -> Reply:
+        schema = ((request.json() or {}).get("response_format") or {}).get("json_schema") or {}
+        if schema:
+            return text(json.dumps(STRUCTURED_REPLIES[schema["name"]]))
+        return text("Lilu is a spirit.")
+
+    openai_server.script(responder)
+    _, questions = hotpot_slice
+    argv = eval_args(questions, tmp_path / graph, "--graphs", graph, "--limit", "1", "--index", str(hotpot_index.path))
+    argv[argv.index("offline")] = "gpt-4o-mini"
+    code, _, err = run([*argv, "--base-url", openai_server.url], capsys)
+    models._chat_openai.cache_clear()
+    assert code == 0, err
+
+    bodies = [c.body for c in openai_server.completions]
+    side_calls = [b for b in bodies if "response_format" in b]
+    assert side_calls and len(bodies) > len(side_calls)  # structured steps, then the answer
+    (record,) = load_records(tmp_path / graph)
+    # The stand-in bills about a token per four characters of the request's messages.
+    assert record["prediction"]["usage"]["input_tokens"] == sum(len(json.dumps(b["messages"])) // 4 for b in bodies)
+    assert record["metrics"]["input_tokens"] == record["prediction"]["usage"]["input_tokens"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Resume in-process (the kill test with a real process is in tests/slow)
 
