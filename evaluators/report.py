@@ -90,7 +90,8 @@ def _metrics_of(record: Mapping[str, Any]) -> dict[str, Any]:
 def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One summary row per (graph, setting_key); see the module docstring for the rules.
 
-    Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``, the mean of
+    Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``,
+    ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value), the mean of
     every metric under its own key (``None`` when unavailable), ``counts`` (records per mean),
     ``cost_usd_total``, ``input_tokens_total`` and ``output_tokens_total``.
     """
@@ -126,6 +127,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "model": ", ".join(group["models"]),
             "n": len(recs),
             "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
+            "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
         }
         counts: dict[str, int] = {}
         values_of: dict[str, list[float]] = {}
@@ -204,6 +206,8 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     models = _models(rows)
     with_cost = any(row.get("cost_usd_total") is not None for row in rows)
     columns = [*_COLUMNS, ("errors", "errors", "int")]
+    if any(row.get("with_warnings") for row in rows):
+        columns.append(("with_warnings", "runs with warnings", "int"))
     if with_cost:
         columns.append(("cost_usd_total", "cost (USD)", "usd"))
     header = ["graph", "setting", "n", *(title for _, title, _ in columns)]
@@ -243,8 +247,18 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "- Answer similarity: cosine of the embeddings of prediction and gold answer (ARAGOG).",
         "- Retrieved tokens: corpus tokens (o200k_base) returned to the model per question, mean. Steps: "
         "retrieval tool steps per question, mean. Errors: runs that failed (scored as wrong).",
-        "",
     ]
+    if any(row.get("with_warnings") for row in rows):
+        lines.append(
+            "- Runs with warnings: runs in which a step fell back to a safe default (a structured output "
+            "the model did not give, a HyDE passage that failed): their predictions.jsonl records say which."
+        )
+    if with_cost:
+        lines.append(
+            "- Cost: every model call of the runs (structured sub-steps and HyDE included), priced from the "
+            "provider's usage metadata; the judge's calls are not included."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 

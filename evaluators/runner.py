@@ -353,6 +353,9 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
             for step in state.get("trajectory") or []
         ],
         "error": state.get("error"),
+        # CoRAG/SRAG note here each structured step that fell back to its safe value (a provider
+        # refusing the schema would otherwise degrade a whole comparison without a trace).
+        "warnings": [str(w) for w in state.get("warnings") or []],
         "usage": _usage(state.get("messages") or [], calls),
     }
 

@@ -332,6 +332,46 @@ def test_usage_counts_every_model_call_of_a_run_side_calls_included(
     # The stand-in bills about a token per four characters of the request's messages.
     assert record["prediction"]["usage"]["input_tokens"] == sum(len(json.dumps(b["messages"])) // 4 for b in bodies)
     assert record["metrics"]["input_tokens"] == record["prediction"]["usage"]["input_tokens"]
+    assert record["prediction"]["warnings"] == []  # every structured reply was valid
+
+
+def test_structured_fallbacks_are_recorded_with_the_prediction(
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: HierarchicalIndex,
+    tmp_path: Path,
+    openai_server: OpenAIStubServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A provider that never gives a valid sufficiency verdict degrades CoRAG; the results say so."""
+    from arag_graph import models
+
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fallbacks")
+    models._chat_openai.cache_clear()
+
+    def responder(request: RecordedRequest) -> Reply:
+        schema = ((request.json() or {}).get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "Sufficiency":
+            return text('{"reasoning": "cut off')
+        if schema:
+            return text(json.dumps(STRUCTURED_REPLIES[schema["name"]]))
+        return text("Lilu is a spirit.")
+
+    openai_server.script(responder)
+    _, questions = hotpot_slice
+    out = tmp_path / "fallbacks"
+    argv = eval_args(questions, out, "--graphs", "corag", "--limit", "1", "--index", str(hotpot_index.path))
+    argv[argv.index("offline")] = "gpt-4o-mini"
+    code, _, err = run([*argv, "--base-url", openai_server.url], capsys)
+    models._chat_openai.cache_clear()
+    assert code == 0, err
+    (record,) = load_records(out)
+    assert record["prediction"]["warnings"] and all("fell back" in w for w in record["prediction"]["warnings"])
+    (row,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert row["with_warnings"] == 1
+    assert "runs with warnings" in (out / "summary.md").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -166,6 +166,20 @@ def test_markdown_table(tmp_path: Path) -> None:
     assert OFFLINE_LABEL in text
     assert "never estimated" in text
     assert "cost (USD)" not in text  # no row has a cost
+    assert "runs with warnings" not in text  # no run noted a fallback
+
+
+def test_runs_whose_steps_fell_back_are_counted_and_shown() -> None:
+    records = [record("corag", {}, "q1"), record("corag", {}, "q2"), record("srag", {}, "q1")]
+    records[1]["prediction"]["warnings"] = ["step 1: the sufficiency check fell back to 'not sufficient' (...)"]
+    rows = summarize(records)
+    assert [(r["graph"], r["with_warnings"]) for r in rows] == [("corag", 1), ("srag", 0)]
+    text = summary_markdown(rows)
+    assert "| errors | runs with warnings |" in text
+    assert "| corag | default | 2 |" in text and text.split("| corag | default | 2 |")[1].split("\n")[0].endswith(
+        "| 0 | 1 |"
+    )
+    assert "fell back to a safe default" in text
 
 
 def test_model_label() -> None:
