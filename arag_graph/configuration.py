@@ -29,7 +29,7 @@ _RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("message_token_budget", 1, None),
     ("window", 0, None),
     ("loop_similarity", 0.0, 1.0),
-    ("max_context_tokens", 1, None),
+    ("max_context_tokens", 0, None),
     ("relevance_threshold", 0.0, 1.0),
     ("max_sub_questions", 1, None),
 )
@@ -190,8 +190,11 @@ class CoragConfig(GraphConfig):
     """Embed a model-written hypothetical answer passage for each query (dense and hybrid)."""
     loop_similarity: float = 0.9
     """A reformulated query this similar (token Jaccard) to an earlier one counts as a loop and stops the chain."""
-    max_context_tokens: int = 12_000
-    """Cap on passage tokens given to the final answer (best-scored passages first), to keep context in check."""
+    max_context_tokens: int = 0
+    """Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole union, as in CoRAG.
+
+    With S=3 and top_k=5 the union stays near 15 chunks; set a cap for corpora of long chunks or small-context models.
+    """
 
 
 @dataclass(kw_only=True)

@@ -28,9 +28,10 @@ Why a chain stops is kept in ``stop_reason`` (and said in words in ``stop_detail
 ``recursion_limit``
     the caller's LangGraph recursion limit leaves no room for another round (raise it for long chains).
 
-Context growth is kept in check by ``max_context_tokens``: the check, the reformulation and the
-answer all see the union of passages *best first* (reciprocal-rank fusion of every step's ranking,
-so a chunk found by several queries rises), cut at that many o200k tokens.
+The check, the reformulation and the answer all see the union of the chain's passages *best
+first* (reciprocal-rank fusion of every step's ranking, so a chunk found by several queries rises).
+By default the whole union, as CoRAG answers from it; ``max_context_tokens`` cuts it at that many
+o200k tokens for corpora of long chunks or models with small contexts.
 
 Structured outputs go through :func:`arag_graph.structured.structured_call`: a bad reply is retried
 once and then read as "not sufficient" (check) or as the question itself (reformulation, which then
@@ -163,7 +164,7 @@ class CoragOutputState(OutputState, total=False):
     stop_reason: StopReason | Literal[""]
     stop_detail: str
     context_chunks: list[str]
-    """Chunks given to the final answer, best first, after the ``max_context_tokens`` cut."""
+    """Chunks given to the final answer, best first (after the ``max_context_tokens`` cut, if one is set)."""
     warnings: list[str]
     """Structured outputs that fell back to their safe value, a failed HyDE call, and the like."""
 

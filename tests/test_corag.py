@@ -160,6 +160,16 @@ def test_context_cap_keeps_the_best_that_fit() -> None:
     assert [p.chunk_id for p in tiny] == ["big"] and count_tokens(tiny[0].text) <= 10
 
 
+def test_by_default_the_answer_sees_the_whole_union() -> None:
+    """CoRAG answers from the union of the chain's chunks: no cap unless one is configured."""
+    from arag_graph.configuration import CoragConfig
+
+    found = [_found(str(i), "word " * 1000) for i in range(15)]  # S=3 x top_k=5 chunks of 1,000 tokens
+    chain = [{"chunk_ids": [str(i) for i in range(15)]}]
+    default_cap = CoragConfig().max_context_tokens
+    assert len(context_passages(chain, found, default_cap)) == 15  # type: ignore[arg-type]
+
+
 def test_prompts_keep_every_field_readable_by_the_offline_rules() -> None:
     found = [Passage(str(i), f"Title {i}", f"First part {i}.\n\nSecond part {i}.", 1.0) for i in range(3)]
     check = sufficiency_messages("Who is X?\nReally?", found)
