@@ -515,25 +515,36 @@ def _examples(questions: Sequence[Question], dataset_id: uuid.UUID, run: Setting
 
 
 def langsmith_dataset(client: Any, plan: EvalPlan, questions: Sequence[Question], gold: dict[str, list[str]]) -> str:
-    """Create the LangSmith dataset for these questions, or reuse it when it already exists."""
+    """Create the LangSmith dataset for these questions, or reuse it when it already exists.
+
+    The name carries a digest of the questions and their gold, so a reused dataset holds these
+    questions; a run killed between creating the dataset and adding its examples left it short,
+    so the examples it lacks are added before any experiment runs on it.
+    """
     digest = hashlib.sha256(
         json.dumps([[q.id, q.question, list(q.answers), gold.get(q.id, [])] for q in questions]).encode()
     ).hexdigest()[:10]
     name = f"arag-{_slug(plan.dataset.parent.name)}-{_slug(plan.dataset.stem)}-{len(questions)}q-{digest}"
     if client.has_dataset(dataset_name=name):
-        return name
-    dataset = client.create_dataset(name, description=f"Questions of {plan.dataset.name} for arag-graph evaluations")
-    client.create_examples(
-        dataset_id=dataset.id,
-        examples=[
-            {
-                "inputs": {"question": q.question, "question_id": q.id},
-                "outputs": {"answers": list(q.answers), "gold_chunk_ids": gold.get(q.id, [])},
-                "metadata": {"type": q.type},
-            }
-            for q in questions
-        ],
-    )
+        dataset = client.read_dataset(dataset_name=name)
+        present = {(e.inputs or {}).get("question_id") for e in client.list_examples(dataset_id=dataset.id)}
+    else:
+        description = f"Questions of {plan.dataset.name} for arag-graph evaluations"
+        dataset = client.create_dataset(name, description=description)
+        present = set()
+    missing = [q for q in questions if q.id not in present]
+    if missing:
+        client.create_examples(
+            dataset_id=dataset.id,
+            examples=[
+                {
+                    "inputs": {"question": q.question, "question_id": q.id},
+                    "outputs": {"answers": list(q.answers), "gold_chunk_ids": gold.get(q.id, [])},
+                    "metadata": {"type": q.type},
+                }
+                for q in missing
+            ],
+        )
     return name
 
 

@@ -706,6 +706,45 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
     assert len(langsmith_recorder.experiments()) == 4
 
 
+def test_a_dataset_left_short_by_a_killed_run_is_completed_before_experiments(
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: HierarchicalIndex,
+    tmp_path: Path,
+    langsmith_recorder: LangSmithRecorder,
+    langsmith_env: Callable[[dict[str, str]], None],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from langsmith import Client
+
+    _, questions = hotpot_slice
+    langsmith_env({"LANGSMITH_API_KEY": LANGSMITH_KEY, "LANGSMITH_ENDPOINT": langsmith_recorder.url})
+    argv = eval_args(
+        questions, tmp_path / "out", "--graphs", "naive_rag", "--limit", "3", "--index", str(hotpot_index.path)
+    )
+    create_examples = Client.create_examples
+
+    def killed_half_way(self: Client, **kwargs: Any) -> Any:  # the process dies after the first example
+        kwargs["examples"] = kwargs["examples"][:1]
+        create_examples(self, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "create_examples", killed_half_way)
+    assert run(argv, capsys)[0] != 0  # the CLI turns the interrupt into a non-zero exit
+    (dataset,) = langsmith_recorder.datasets.values()
+    assert len(langsmith_recorder.examples_of(dataset["id"])) == 1
+
+    monkeypatch.setattr(Client, "create_examples", create_examples)
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    assert len(langsmith_recorder.datasets) == 1
+    examples = langsmith_recorder.examples_of(dataset["id"])
+    assert sorted(e["inputs"]["question_id"] for e in examples) == sorted(question_ids(questions, 3))
+    (experiment,) = langsmith_recorder.experiments()
+    roots = [r for r in langsmith_recorder.roots() if r.data.get("session_name") == experiment["name"]]
+    assert sorted(str(r.data.get("reference_example_id")) for r in roots) == sorted(e["id"] for e in examples)
+
+
 @pytest.mark.parametrize("setup", ["no key", "key with --no-upload"])
 def test_without_upload_the_evaluation_runs_locally_and_touches_no_network(
     setup: str,
