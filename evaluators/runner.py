@@ -97,15 +97,20 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
 
 
 def find_corpus(dataset: Path, given: Path | None) -> Path:
-    """The corpus paired with a question file: ``--corpus``, else ``corpus.json`` or ``<stem>_corpus.json``."""
+    """The corpus paired with a question file: ``--corpus``, else one beside it.
+
+    ``corpus.json`` (HippoRAG/LinearRAG folders), ``<stem>_corpus.json`` (several sets in one
+    folder) or ``chunks.json`` (A-RAG's dataset folders), in that order.
+    """
     if given is not None:
         if not given.exists():
             raise AragError(f"{given}: corpus not found; check --corpus")
         return given
-    for candidate in (dataset.parent / "corpus.json", dataset.with_name(f"{dataset.stem}_corpus.json")):
-        if candidate.exists():
-            return candidate
-    raise AragError(f"{dataset}: no corpus found beside it (corpus.json or {dataset.stem}_corpus.json); pass --corpus")
+    names = ("corpus.json", f"{dataset.stem}_corpus.json", "chunks.json")
+    for name in names:
+        if (dataset.parent / name).exists():
+            return dataset.parent / name
+    raise AragError(f"{dataset}: no corpus found beside it ({', '.join(names)}); pass --corpus")
 
 
 def _check_credentials(plan: EvalPlan) -> None:

@@ -427,6 +427,36 @@ def test_a_larger_limit_adds_questions_to_the_same_output(
     assert json.loads((out / "summary.json").read_text(encoding="utf-8"))[0]["n"] == 5
 
 
+def test_an_arag_dataset_folder_evaluates_with_its_chunks_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A-RAG's own layout: questions.json beside chunks.json ("id:text" strings), no --corpus needed."""
+    folder = tmp_path / "arag-set"
+    folder.mkdir()
+    chunks = [
+        "0:Paris is the capital and largest city of France.",
+        "1:Mars has two moons, Phobos and Deimos.",
+        "2:The Eiffel Tower stands on the Champ de Mars in Paris.",
+        "3:Phobos is the larger of the two moons of Mars.",
+    ]
+    (folder / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
+    questions = [
+        {"id": "q1", "question": "What is the capital of France?", "answer": "Paris", "question_type": "fact"},
+        {"id": "q2", "question": "Which is the larger moon of Mars?", "answer": ["Phobos"]},
+    ]
+    (folder / "questions.json").write_text(json.dumps(questions), encoding="utf-8")
+    out = tmp_path / "out"
+    argv = eval_args(folder / "questions.json", out, "--graphs", "naive_rag")
+    code, _, err = run([*argv, "--index", str(tmp_path / "index")], capsys)
+    assert code == 0, err
+    records = load_records(out)
+    assert sorted(r["question_id"] for r in records) == ["q1", "q2"]
+    assert all(
+        r["prediction"]["citations"] and set(r["prediction"]["citations"]) <= {"0", "1", "2", "3"} for r in records
+    )
+    assert {r["question_id"]: r["metrics"]["contain_acc"] for r in records} == {"q1": 1.0, "q2": 1.0}
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad inputs: one line, non-zero exit, before any work
 
