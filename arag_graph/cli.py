@@ -125,20 +125,46 @@ def cmd_read(args: argparse.Namespace) -> int:
 # arag ask
 
 
-def default_model_spec(explicit: str | None, base_url: str | None) -> str:
-    """``--model`` if given; else ``$ARAG_MODEL``; else gpt-4o-mini with a key, ``offline`` without."""
+NO_KEY_NOTICE = "arag: no API key set (OPENAI_API_KEY): using the offline no-LLM policy"
+
+
+def choose_model_spec(explicit: str | None, base_url: str | None) -> tuple[str, str | None]:
+    """The model spec to run, and the notice to show once the run goes ahead (None: nothing to say).
+
+    ``--model`` if given; else ``$ARAG_MODEL``; else gpt-4o-mini with a key, ``offline`` without,
+    which the CLI says in one line. Nothing is printed here: a command first checks all of its input,
+    so that bad input ends in its one error line only.
+    """
     import os
 
-    from arag_graph.models import has_credentials
+    from arag_graph.models import OFFLINE, has_credentials
 
     if explicit:
-        return explicit
+        return explicit, None
     if os.environ.get("ARAG_MODEL"):
-        return os.environ["ARAG_MODEL"]
+        return os.environ["ARAG_MODEL"], None
     if has_credentials(base_url):
-        return "gpt-4o-mini"
-    print("arag: no API key set (OPENAI_API_KEY): using the offline no-LLM policy", file=sys.stderr)
-    return "offline"
+        return "gpt-4o-mini", None
+    return OFFLINE, NO_KEY_NOTICE
+
+
+def announce(notice: str | None) -> None:
+    """Print ``choose_model_spec``'s notice (on stderr), once every check has passed."""
+    if notice:
+        print(notice, file=sys.stderr)
+
+
+def check_model_spec(spec: str, base_url: str | None) -> Any:
+    """The chat model of a spec that needs no index (None for ``offline``, which reads the index).
+
+    Raises the one-line :class:`ModelSpecError` for a malformed spec or a missing key before any index
+    is loaded or built.
+    """
+    from arag_graph.models import OFFLINE, resolve_chat_model
+
+    if spec.strip() == OFFLINE:
+        return None
+    return resolve_chat_model(spec, base_url=base_url)
 
 
 def open_index(path: str | None) -> Any:
@@ -223,18 +249,36 @@ def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, An
     }
 
 
+def check_run_limits(max_steps: int | None, top_k: int | None) -> None:
+    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default)."""
+    from arag_graph.tools import TOP_K_MAX
+
+    if max_steps is not None and max_steps < 0:
+        raise AragError(f"--max-steps {max_steps} is not a step cap; give 0 or more tool steps, e.g. --max-steps 15")
+    if top_k is not None and top_k < 1:
+        raise AragError(
+            f"--top-k {top_k} is not a number of chunks; give 1 to {TOP_K_MAX} chunks per search, e.g. --top-k 5"
+        )
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     from arag_graph.models import resolve_chat_model
-    from arag_graph.registry import get_graph_spec
+    from arag_graph.registry import config_for, get_graph_spec
 
+    # Every check comes before the first line of output: bad input prints its one error line only.
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
-    spec = default_model_spec(args.model, args.base_url)
-    index = open_index(args.index)
-    model = resolve_chat_model(spec, base_url=args.base_url, index=index)
+    check_run_limits(args.max_steps, args.top_k)
+    spec, notice = choose_model_spec(args.model, args.base_url)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url}
+    config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
+    model = check_model_spec(spec, args.base_url)
+    index = open_index(args.index)
+    if model is None:
+        model = resolve_chat_model(spec, base_url=args.base_url, index=index)
+    announce(notice)
     if not args.json:
         print(f"graph {args.graph}, model {spec}, index {index.path}")
     state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
@@ -276,11 +320,11 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evaluators.runner import EvalPlan, run_evaluation
+    from evaluators.runner import EvalPlan, check_plan, check_resume, find_corpus, run_evaluation
 
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     dataset = Path(args.dataset)
-    model = default_model_spec(args.model, args.base_url)
+    model, notice = choose_model_spec(args.model, args.base_url)
     out = (
         Path(args.out) if args.out else Path("runs") / f"{dataset.parent.name}-{dataset.stem}-{model.replace('/', '_')}"
     )
@@ -301,6 +345,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
     )
+    # The run's fail-fast checks (run_evaluation repeats them) before the no-key notice, so that bad
+    # input prints its one error line only: graphs, settings, questions, model, output directory, and
+    # the corpus when the index is to be built from one.
+    check_plan(plan)
+    check_resume(plan, None)
+    if not (plan.index is not None and plan.corpus is None and (plan.index / "CURRENT").exists()):
+        find_corpus(plan.dataset, plan.corpus)
+    announce(notice)
     run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty())
     print((out / "summary.md").read_text(encoding="utf-8"))
     print(f"predictions, summary and plots: {out}")
@@ -314,33 +366,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_sample_chains(args: argparse.Namespace) -> int:
     """CoRAG's rejection sampling: N chains per question, keep those whose answer matches the gold."""
     from arag_graph.datasets import load_questions
-    from arag_graph.rejection_sampling import rejection_sample
+    from arag_graph.rejection_sampling import check_settings, rejection_sample
 
     if args.limit is not None and args.limit < 1:
         raise AragError(f"--limit {args.limit} is not a positive number of questions")
     questions = load_questions(args.dataset, args.format)[: args.limit]
-    spec = default_model_spec(args.model, args.base_url)
+    check_run_limits(args.max_steps, args.top_k)
+    spec, notice = choose_model_spec(args.model, args.base_url)
+    check_model_spec(spec, args.base_url)  # chains resolve the spec themselves; a bad one would fail each
     index = open_index(args.index)
     context = {"base_url": args.base_url} if args.base_url else {}
     if args.top_k is not None:
         context["top_k"] = args.top_k
+    settings: dict[str, Any] = {"n": args.n, "temperature": args.temperature, "max_steps": args.max_steps}
+    settings |= {"match": args.match, "context": context}
+    check_settings(**settings)
+    announce(notice)
 
     def shown(question: Any, kept: int, stats: Any) -> None:
         if not args.json:
             print(f"[{stats.questions}/{len(questions)}] {question.id}: kept {kept} of {args.n}")
 
     stats = rejection_sample(
-        questions,
-        index=index,
-        model=spec,
-        out=args.out,
-        n=args.n,
-        temperature=args.temperature,
-        max_steps=args.max_steps,
-        match=args.match,
-        context=context,
-        max_concurrency=args.workers,
-        on_question=shown,
+        questions, index=index, model=spec, out=args.out, **settings, max_concurrency=args.workers, on_question=shown
     )
     summary = {"model": spec, **stats.as_dict()}
     if args.json:
@@ -363,8 +411,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Build the sample index if needed, then answer sample questions with the offline policy."""
     from arag_graph.datasets import load_questions
     from arag_graph.models import resolve_chat_model
+    from arag_graph.registry import get_graph_spec
     from arag_graph.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
 
+    if args.questions < 1:
+        raise AragError(f"--questions {args.questions}: give 1 or more sample questions, e.g. --questions 3")
+    get_graph_spec(args.graph)
     path = Path(args.index) if args.index else default_sample_index_path()
     print(f"sample index: {path} (100 HotpotQA passages; built on first run)")
     index = ensure_sample_index(path, progress=sys.stderr.isatty())

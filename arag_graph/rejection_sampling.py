@@ -115,6 +115,25 @@ def chain_record(
     }
 
 
+def check_settings(
+    *, n: int, temperature: float, max_steps: int, match: str, context: Mapping[str, Any] | None = None
+) -> CoragConfig:
+    """The chains' configuration, or the one-line :class:`AragError` of a setting that cannot work.
+
+    Separate from :func:`rejection_sample` so the CLI can check everything before it prints a line.
+    """
+    if n < 1:
+        raise AragError(f"rejection sampling needs n >= 1 chains per question, got {n}")
+    if temperature <= 0:
+        raise AragError(
+            f"rejection sampling needs a temperature above zero to get different chains, got {temperature}; "
+            "use for example 0.7"
+        )
+    if match not in MATCH_RULES:
+        raise AragError(f"unknown match rule {match!r}; use 'contain' (Contain-Acc) or 'em' (exact match)")
+    return CoragConfig.from_context({**(context or {}), "max_steps": max_steps, "temperature": temperature})
+
+
 def rejection_sample(
     questions: Iterable[Question],
     *,
@@ -138,16 +157,7 @@ def rejection_sample(
     question run at once. ``on_question(question, kept, stats)`` is called after each question, for
     progress display. Raises :class:`AragError` for a setting that cannot work.
     """
-    if n < 1:
-        raise AragError(f"rejection sampling needs n >= 1 chains per question, got {n}")
-    if temperature <= 0:
-        raise AragError(
-            f"rejection sampling needs a temperature above zero to get different chains, got {temperature}; "
-            "use for example 0.7"
-        )
-    if match not in MATCH_RULES:
-        raise AragError(f"unknown match rule {match!r}; use 'contain' (Contain-Acc) or 'em' (exact match)")
-    cfg = CoragConfig.from_context({**(context or {}), "max_steps": max_steps, "temperature": temperature})
+    cfg = check_settings(n=n, temperature=temperature, max_steps=max_steps, match=match, context=context)
     sampler, applied = _at_temperature(model, temperature, cfg)
     graph = build_corag_graph(index, sampler)
     is_match = _matcher(match)

@@ -349,3 +349,207 @@ def test_sample_chains_bad_settings_are_one_line(
     argv = ["sample-chains", "--dataset", dataset, "--index", sample_path, "--out", str(tmp_path / "o.jsonl")]
     line = assert_one_error_line(*run([*argv, "--model", "offline", *extra], capsys))
     assert message in line and not (tmp_path / "o.jsonl").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# arag demo and arag ask: the offline policy without a key, tool calls as they happen, and bad input
+# that is checked before anything is printed (one error line, no notice, no header)
+
+QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+NO_KEY_NOTICE = "arag: no API key set (OPENAI_API_KEY): using the offline no-LLM policy"
+CALL = re.compile(r"  -> (\w+)\((.*)\)")
+RESULT = re.compile(r"  <- (\w+): (\d+) tokens, chunks (.+?)( \(error\))?")
+
+
+@pytest.fixture
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No API key, no server and no default model in the environment: the CLI falls back to offline."""
+    for name in ("OPENAI_API_KEY", "ARAG_API_KEY", "OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=["no-key", "key"])
+def key_or_not(request: pytest.FixtureRequest, no_key: None, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways the default model is chosen: offline (with its notice) or gpt-4o-mini (never reached)."""
+    if request.param == "key":
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    return str(request.param)
+
+
+def tool_lines(out: str) -> list[tuple[str, str, str]]:
+    """The ``-> tool(args)`` and ``<- tool: N tokens, ...`` lines, in order, as (arrow, tool, detail)."""
+    lines: list[tuple[str, str, str]] = []
+    for line in out.splitlines():
+        if call := CALL.fullmatch(line):
+            lines.append(("->", call.group(1), call.group(2)))
+        elif result := RESULT.fullmatch(line):
+            lines.append(("<-", result.group(1), result.group(2)))
+    return lines
+
+
+def test_demo_builds_the_sample_index_and_answers_with_citations(
+    no_key: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "sample"
+    code, out, _ = run(["demo", "--index", str(target), "--questions", "1"], capsys)
+    assert code == 0, out
+    index = load_index(target)  # built by the demo
+    assert index.manifest.chunks == 100
+    first = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))[0]
+    assert f"[1/1] {first['question']}" in out and "[2/" not in out
+    assert "offline, a deterministic no-LLM policy" in out
+    steps = tool_lines(out)
+    assert steps and [arrow for arrow, _, _ in steps] == ["->", "<-"] * (len(steps) // 2)
+    assert all(steps[i][1] == steps[i + 1][1] for i in range(0, len(steps), 2))  # each result follows its call
+    assert "chunk_read" in {tool for _, tool, _ in steps}
+    answer = re.search(r"^  answer: (.+)$", out, flags=re.MULTILINE)
+    cited = re.search(r"^  citations: (.+?)   \(gold answer: ", out, flags=re.MULTILINE)
+    assert answer and cited, out
+    ids = cited.group(1).split(", ")
+    assert ids and all(index.get_chunk(i) is not None for i in ids)
+    shown = {c for line in out.splitlines() if (m := RESULT.fullmatch(line)) for c in m.group(3).split(", ")}
+    assert set(ids) <= shown  # the answer cites chunks the trajectory retrieved
+    assert out.index("  answer: ") > out.rindex("  <- ")
+    assert re.search(rf"^  steps: {len(steps) // 2}, retrieved tokens: \d+$", out, flags=re.MULTILINE), out
+
+
+def test_ask_without_a_key_uses_the_offline_policy_and_says_so_once(
+    no_key: None, sample_index: HierarchicalIndex, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["ask", QUESTION, "--index", sample_path, "--json"], capsys)
+    assert code == 0, err
+    assert err.splitlines() == [NO_KEY_NOTICE]
+    assert out.count("\n") == 1
+    record = json.loads(out)
+    assert record["model"] == "offline" and record["graph"] == "arag" and record["error"] is None
+    assert {"answer", "citations", "steps", "retrieved_tokens", "read_chunks", "trajectory"} <= set(record)
+    assert record["answer"] and record["citations"]
+    assert record["steps"] == len(record["trajectory"]) > 0
+    assert record["retrieved_tokens"] == sum(s["tokens"] for s in record["trajectory"]) > 0
+    assert all({"tool", "args", "tokens"} <= set(s) for s in record["trajectory"])
+    assert set(record["citations"]) <= set(record["read_chunks"]) | set(record["retrieved_chunks"])
+    assert all(sample_index.get_chunk(c) is not None for c in record["citations"])
+
+
+def test_ask_text_shows_each_tool_call_then_its_result_before_the_answer(
+    no_key: None, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["ask", QUESTION, "--index", sample_path, "--json"], capsys)
+    assert code == 0
+    trajectory = json.loads(out)["trajectory"]
+
+    code, out, err = run(["ask", QUESTION, "--index", sample_path], capsys)
+    assert code == 0, err
+    assert err.splitlines() == [NO_KEY_NOTICE]
+    lines = out.splitlines()
+    assert lines[0] == f"graph arag, model offline, index {sample_path}"
+    expected: list[tuple[str, str, str]] = []
+    for step in trajectory:  # the same deterministic run: call, then its result, step by step
+        expected.append(("->", step["tool"], json.dumps(step["args"], ensure_ascii=False)))
+        expected.append(("<-", step["tool"], str(step["tokens"])))
+    assert tool_lines(out) == expected
+    assert len(expected) >= 4  # more than one step, so the order is tested
+    answer_at = lines.index(next(line for line in lines if line.startswith("answer: ")))
+    assert all(line.startswith(("  -> ", "  <- ")) for line in lines[1 : answer_at - 1]), out
+    assert lines[answer_at - 1] == ""
+    assert re.fullmatch(r"citations: \S.*", lines[answer_at + 1])
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t\n"], ids=["empty", "spaces", "whitespace"])
+def test_ask_empty_question(
+    question: str, key_or_not: str, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = assert_one_error_line(*run(["ask", question, "--index", sample_path], capsys))
+    assert "the question is empty" in line and "arag ask" in line
+
+
+def test_ask_missing_index(key_or_not: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-index"
+    line = assert_one_error_line(*run(["ask", QUESTION, "--index", str(missing)], capsys))
+    assert str(missing) in line and "arag index" in line
+
+
+@pytest.mark.parametrize("index", ["sample", "missing"])
+def test_ask_malformed_model_spec(
+    index: str, no_key: None, sample_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = sample_path if index == "sample" else str(tmp_path / "no-index")
+    line = assert_one_error_line(*run(["ask", QUESTION, "--index", where, "--model", "bad spec!"], capsys))
+    # The spec is checked before the index is opened: the cheap check names the first problem.
+    assert "cannot read model spec 'bad spec!'" in line and "offline" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-steps", "-3"], "--max-steps -3"),
+        (["--max-steps", "-1", "--json"], "--max-steps -1"),
+        (["--top-k", "0"], "--top-k 0"),
+        (["--top-k", "-5", "--json"], "--top-k -5"),
+    ],
+    ids=["max-steps", "max-steps-json", "top-k-zero", "top-k-negative-json"],
+)
+def test_ask_bad_limits(
+    extra: list[str], message: str, key_or_not: str, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = assert_one_error_line(*run(["ask", QUESTION, "--index", sample_path, *extra], capsys))
+    assert message in line and "e.g." in line
+
+
+@pytest.mark.parametrize("flag", ["--max-steps", "--top-k"])
+def test_ask_non_numeric_limits_are_usage_errors(
+    flag: str, no_key: None, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["ask", QUESTION, "--index", sample_path, flag, "many"], capsys)
+    assert code == 2 and out == ""
+    assert re.fullmatch(rf"arag ask: error: argument {flag}: invalid int value: 'many'; see `arag ask --help`\n", err)
+
+
+def test_ask_unknown_graph(key_or_not: str, sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from arag_graph.registry import graph_names
+
+    line = assert_one_error_line(*run(["ask", QUESTION, "--index", sample_path, "--graph", "nope"], capsys))
+    assert "unknown graph 'nope'" in line
+    assert all(name in line for name in graph_names())
+
+
+SAMPLE_QUESTIONS = str(REPO / "arag_graph" / "data" / "sample" / "questions.json")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--questions", "0"], "--questions 0"),
+        (["demo", "--graph", "nope"], "unknown graph 'nope'"),
+        (["sample-chains", "--dataset", SAMPLE_QUESTIONS, "--n", "0"], "n >= 1"),
+        (["sample-chains", "--dataset", SAMPLE_QUESTIONS, "--max-steps", "-2"], "--max-steps -2"),
+        (["sample-chains", "--dataset", SAMPLE_QUESTIONS, "--model", "bad spec!"], "cannot read model spec"),
+        (["sample-chains", "--dataset", SAMPLE_QUESTIONS, "--model", "gpt-4o-mini"], "OPENAI_API_KEY"),
+        (["eval", "--dataset", "no-such-questions.json", "--graphs", "arag"], "question file not found"),
+        (["eval", "--dataset", SAMPLE_QUESTIONS, "--graphs", "arag,nope"], "unknown graph 'nope'"),
+        (["eval", "--dataset", SAMPLE_QUESTIONS, "--graphs", "arag", "--corpus", "no-corpus.json"], "--corpus"),
+    ],
+    ids=[
+        "demo-questions",
+        "demo-graph",
+        "chains-n",
+        "chains-max-steps",
+        "chains-bad-spec",
+        "chains-no-key",
+        "eval-dataset",
+        "eval-graph",
+        "eval-corpus",
+    ],
+)
+def test_other_commands_check_input_before_the_no_key_notice(
+    argv: list[str], message: str, no_key: None, sample_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if argv[0] == "sample-chains":
+        argv = [*argv, "--index", sample_path, "--out", str(tmp_path / "chains.jsonl")]
+    elif argv[0] == "eval":
+        argv = [*argv, "--out", str(tmp_path / "run"), "--no-upload", "--quiet"]
+    else:
+        argv = [*argv, "--index", str(tmp_path / "sample")]
+    line = assert_one_error_line(*run(argv, capsys))
+    assert message in line
+    assert not any(tmp_path.iterdir())  # nothing built, sampled or written
