@@ -44,7 +44,7 @@ from arag_graph.pipeline import (
     start_update,
 )
 from arag_graph.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
-from arag_graph.runtime import IndexLike, RunResources, make_resolver
+from arag_graph.runtime import IndexLike, RunResources, make_resolver, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, TrajectoryStep
 from arag_graph.tools import ALL_TOOLS, ContextTracker, create_retrieval_tools
 
@@ -60,6 +60,10 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "naive": ("semantic_search",),
     "none": (),
 }
+
+
+SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
+"""The tools that take ``top_k``: the configuration's ``top_k`` fills it when a call leaves it out."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -125,7 +129,7 @@ def build_arag_graph(
         return calls, budget, ContextTracker(state.get("read_chunks") or [])
 
     def tool_result(
-        call: dict[str, Any], available: dict[str, BaseTool], tracker: ContextTracker, own: dict[str, BaseTool]
+        call: dict[str, Any], available: dict[str, BaseTool], tracker: ContextTracker, top_k: int
     ) -> tuple[dict[str, Any] | ToolMessage, TrajectoryStep]:
         """Either a tool-call dict ready to run, or the error message answering a bad call."""
         name_, call_id = call.get("name") or "", call.get("id") or ""
@@ -146,8 +150,13 @@ def build_arag_graph(
             text = f"Error: there is no tool named {name_!r}. Available tools: {', '.join(available)}."
             return ToolMessage(text, tool_call_id=call_id, name=name_ or "unknown", status="error"), step
         args = call.get("args") if isinstance(call.get("args"), dict) else {}
-        injected = {} if name_ in own else {"tracker": tracker}  # only our tools take the read set
-        return {"type": "tool_call", "name": name_, "id": call_id, "args": {**args, **injected}}, step
+        if name_ in own_tools:  # the caller's tools take their arguments as the model gave them
+            return {"type": "tool_call", "name": name_, "id": call_id, "args": args}, step
+        if name_ in SEARCH_TOOLS and args.get("top_k") is None:
+            # The configured top_k is the searches' default; a model may still ask for more or fewer.
+            args = {**args, "top_k": top_k}
+            step["args"] = args  # the trajectory shows the search that ran
+        return {"type": "tool_call", "name": name_, "id": call_id, "args": {**args, "tracker": tracker}}, step
 
     def run_tool(tool: BaseTool, call: dict[str, Any], res: RunResources, config: RunnableConfig) -> ToolMessage:
         """Run one tool call; a tool that raises answers with an error message instead of ending the run."""
@@ -201,7 +210,7 @@ def build_arag_graph(
             if i >= budget:
                 messages.append(_cap_message(call))
                 continue
-            prepared, step = tool_result(call, available, tracker, own_tools)
+            prepared, step = tool_result(call, available, tracker, res.cfg.top_k)
             if isinstance(prepared, dict):
                 prepared = run_tool(available[prepared["name"]], with_hyde(prepared, res, config), res, config)
             messages.append(prepared)
@@ -265,8 +274,7 @@ def build_arag_graph(
     builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
-    graph = builder.compile(checkpointer=checkpointer, name=name)
-    return graph.with_config(run_name=name, metadata={"graph": name})
+    return traced_graph(builder.compile(checkpointer=checkpointer, name=name), name, index, config_schema)
 
 
 def _cap_message(call: dict[str, Any]) -> ToolMessage:

@@ -25,7 +25,7 @@ from arag_graph.nodes import ModelCall, model_node
 from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
 from arag_graph.prompts import CONTEXT_ANSWER_PROMPT, DIRECT_ANSWER_PROMPT
 from arag_graph.retrievers import Passage, passages, retrieve
-from arag_graph.runtime import IndexLike, make_resolver
+from arag_graph.runtime import IndexLike, make_resolver, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, question_of
 
 
@@ -62,9 +62,7 @@ def build_direct_graph(
     builder.add_conditional_edges("start", _after_start, {"go": "answer", "error": END})
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer, name="direct").with_config(
-        run_name="direct", metadata={"graph": "direct"}
-    )
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), "direct", index, DirectConfig)
 
 
 def build_naive_rag_graph(
@@ -108,9 +106,8 @@ def build_naive_rag_graph(
     builder.add_edge("retrieve", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer, name="naive_rag").with_config(
-        run_name="naive_rag", metadata={"graph": "naive_rag"}
-    )
+    graph = builder.compile(checkpointer=checkpointer, name="naive_rag")
+    return traced_graph(graph, "naive_rag", index, NaiveRagConfig)
 
 
 def _as_dict(p: Passage) -> dict[str, Any]:

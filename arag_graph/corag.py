@@ -67,7 +67,7 @@ from arag_graph.nodes import ModelCall, model_node
 from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
 from arag_graph.prompts import CONTEXT_ANSWER_PROMPT
 from arag_graph.retrievers import RRF_K, Passage, passages, retrieve
-from arag_graph.runtime import IndexLike, make_resolver
+from arag_graph.runtime import IndexLike, make_resolver, traced_graph
 from arag_graph.safety import describe_model_error
 from arag_graph.state import InputState, OutputState, RunState, question_of
 from arag_graph.structured import FALLBACKS, Reformulation, Sufficiency, astructured_call, structured_call
@@ -534,6 +534,4 @@ def build_corag_graph(
     builder.add_conditional_edges("reformulate", _next("retrieve"), ["retrieve", "answer"])
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer, name="corag").with_config(
-        run_name="corag", metadata={"graph": "corag"}
-    )
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), "corag", index, CoragConfig)

@@ -242,7 +242,7 @@ class OfflinePolicy(BaseChatModel):
                 continue
             args = make_args()
             if args:
-                return step, tool, args if tool == "chunk_read" else {**args, "top_k": 5}
+                return step, tool, args  # no top_k: the graph's configured top_k applies
         return None
 
     @staticmethod

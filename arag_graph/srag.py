@@ -66,7 +66,7 @@ from arag_graph.nodes import ModelCall, model_node
 from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
 from arag_graph.prompts import CONTEXT_ANSWER_PROMPT
 from arag_graph.retrievers import Passage, passages, retrieve
-from arag_graph.runtime import IndexLike, RunResources, make_resolver
+from arag_graph.runtime import IndexLike, RunResources, make_resolver, traced_graph
 from arag_graph.safety import describe_model_error
 from arag_graph.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 from arag_graph.structured import (
@@ -840,6 +840,4 @@ def build_srag_graph(
     builder.add_edge("aggregate", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer, name="srag").with_config(
-        run_name="srag", metadata={"graph": "srag"}
-    )
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), "srag", index, SragConfig)

@@ -7,16 +7,18 @@ import operator
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from arag_graph.agent import build_arag_graph, build_arag_naive_graph
-from arag_graph.prompts import SYNTHESIS_INSTRUCTION
+from arag_graph.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
 from arag_graph.tokens import count_tokens
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, forever, scripted, tool_call
+from tests.stubs.openai_server import OpenAIStubServer, text
+from tests.stubs.openai_server import tool_call as stub_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -57,6 +59,28 @@ def test_tools_are_bound_one_call_per_turn(sample_index: Any) -> None:
     first = model.log[0]["kwargs"]
     assert first["tools"] == ["keyword_search", "semantic_search", "chunk_read"]
     assert first["parallel_tool_calls"] is False
+
+
+def test_configured_top_k_is_the_searches_default_and_a_model_may_override_it(sample_index: Any) -> None:
+    turn = calls(
+        tool_call("semantic_search", query="Leland North Carolina"),  # no top_k: the configured one
+        tool_call("keyword_search", keywords=["Leland"], top_k=3),  # the model's own choice stands
+    )
+    model = scripted(turn, "Answer: done")
+    out = build_arag_graph(sample_index, model).invoke({"question": "Q?"}, context={"top_k": 2, "max_steps": 5})
+    semantic, keyword = out["trajectory"]
+    assert semantic["args"]["top_k"] == 2 and len(semantic["chunk_ids"]) == 2
+    assert keyword["args"]["top_k"] == 3 and 2 < len(keyword["chunk_ids"]) <= 3
+
+
+@pytest.mark.parametrize("top_k", [2, 7])
+def test_offline_policy_searches_with_the_configured_top_k(sample_index: Any, top_k: int) -> None:
+    out = build_arag_graph(sample_index, "offline").invoke(
+        {"question": "Where was Maximum Overdrive filmed?"}, context={"top_k": top_k}
+    )
+    searches = [s for s in out["trajectory"] if s["tool"] in ("keyword_search", "semantic_search")]
+    assert searches and all(s["args"]["top_k"] == top_k for s in searches)
+    assert max(len(s["chunk_ids"]) for s in searches) == top_k
 
 
 def test_several_calls_in_one_turn_run_in_order_and_count_each(sample_index: Any) -> None:
@@ -278,3 +302,107 @@ def test_hyde_embeds_a_hypothetical_passage_for_semantic_search(sample_index: An
     assert without["trajectory"][0]["chunk_ids"] != expected
     assert "query_vector" not in with_hyde["trajectory"][0]["args"]
     assert len(hyde.log) == len(plain.log) + 1  # one extra call wrote the passage
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration reaching the model and the index
+
+
+def test_system_prompt_override_replaces_the_built_in_one_in_every_request(sample_index: Any) -> None:
+    """Agent and forced-synthesis requests alike start with the configured prompt, and only it."""
+    override = "You are a terse test assistant. Cite chunk IDs in square brackets."
+
+    def run(context: dict[str, Any]) -> ScriptedChatModel:
+        model = scripted(calls(tool_call("keyword_search", keywords=["Leland"])), "Answer: Leland")
+        build_arag_graph(sample_index, model).invoke({"question": "Where?"}, context={"max_steps": 1, **context})
+        return model
+
+    overridden, default = run({"system_prompt": override}), run({})
+    assert len(overridden.log) == 2  # one agent request, then the synthesis forced at the cap
+    assert overridden.log[1]["messages"][-1].content == SYNTHESIS_INSTRUCTION
+    for request in overridden.log:
+        systems = [m for m in request["messages"] if isinstance(m, SystemMessage)]
+        assert [m.content for m in systems] == [override]
+        assert request["messages"][0] is systems[0]
+    built_in = agent_system_prompt(["keyword_search", "semantic_search", "chunk_read"])
+    assert built_in != override
+    assert [r["messages"][0].content for r in default.log] == [built_in, built_in]
+
+
+@pytest.fixture(scope="module")
+def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A one-passage index (real encoder) with a word the sample does not have."""
+    from arag_graph.documents import Document
+    from arag_graph.index import build_index
+
+    passage = Document(
+        "The Quillfeather Lighthouse stands on the island of Varnholm. It was built in 1871 by Edda Morrow.",
+        id="quill",
+        title="Quillfeather Lighthouse",
+    )
+    return build_index([passage], tmp_path_factory.mktemp("tiny") / "index", progress=False)
+
+
+def _search_both_indexes() -> ScriptedChatModel:
+    """A model that searches a word of each index once, then answers: the hits tell which index ran."""
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return AIMessage("Answer: found")
+        return calls(tool_call("keyword_search", keywords=["Quillfeather", "Leland"]))
+
+    return ScriptedChatModel(messages=iter([]), reply=reply)
+
+
+def test_index_path_comes_from_the_environment_unless_the_configuration_gives_one(
+    sample_index: Any, tiny_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As graphs/arag.py serves it: built without an index, the run reads ``$ARAG_INDEX`` (at run
+    time, not when the graph was built); ``index_path`` in the configuration wins over it."""
+    from arag_graph.registry import build_graph
+
+    graph = build_graph("arag", model=_search_both_indexes())  # no index, like graphs/arag.py
+    monkeypatch.setenv("ARAG_INDEX", str(tiny_index.path))
+
+    from_env = graph.invoke({"question": "Which lighthouse?"})
+    assert from_env["error"] is None
+    assert from_env["trajectory"][0]["chunk_ids"] == ["quill"]
+    assert "Quillfeather" in next(m for m in from_env["messages"] if isinstance(m, ToolMessage)).content
+
+    configured = graph.invoke({"question": "Which town?"}, context={"index_path": str(sample_index.path)})
+    assert configured["error"] is None
+    hits = configured["trajectory"][0]["chunk_ids"]
+    assert hits and "quill" not in hits
+    assert all(sample_index.get_chunk(c) for c in hits)
+    assert "Leland" in next(m for m in configured["messages"] if isinstance(m, ToolMessage)).content
+
+
+@pytest.mark.parametrize("effort", ["low", "high"])
+def test_reasoning_effort_reaches_agent_and_synthesis_requests(
+    effort: str, sample_index: Any, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model spec string resolved by the graph itself (ChatOpenAI over HTTP): the configured effort
+    is in the body of the tool-calling request and of the forced synthesis; without it, neither has one."""
+    from arag_graph import models
+
+    monkeypatch.setattr(models, "MAX_RETRIES", 0)
+    graph = build_arag_graph(sample_index, "gpt-4o-mini")
+
+    def run(context: dict[str, Any]) -> list[dict[str, Any]]:
+        models._chat_openai.cache_clear()
+        openai_server.script([stub_tool_call("keyword_search", {"keywords": ["Leland"]}), text("Answer: Leland")])
+        start = len(openai_server.completions)
+        out = graph.invoke({"question": "Where?"}, context={"base_url": openai_server.url, "max_steps": 1, **context})
+        models._chat_openai.cache_clear()
+        assert out["error"] is None and out["steps"] == 1 and out["answer"] == "Leland"
+        bodies = [c.body for c in openai_server.completions[start:]]
+        assert len(bodies) == 2
+        assert bodies[0]["tools"] and "tools" not in bodies[1]  # agent request, then forced synthesis
+        assert bodies[1]["messages"][-1]["content"] == SYNTHESIS_INSTRUCTION
+        return bodies
+
+    for body in run({"reasoning_effort": effort}):
+        assert body["reasoning_effort"] == effort
+        assert "temperature" not in body  # reasoning models take an effort instead
+    for body in run({}):
+        assert "reasoning_effort" not in body
