@@ -24,7 +24,7 @@ from arag_graph.hyde import hyde_vector
 from arag_graph.nodes import ModelCall, model_node
 from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
 from arag_graph.prompts import CONTEXT_ANSWER_PROMPT, DIRECT_ANSWER_PROMPT
-from arag_graph.retrievers import Passage, passages, retrieve
+from arag_graph.retrievers import Passage, passages, retrieve, sentence_windows
 from arag_graph.runtime import IndexLike, make_resolver, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, question_of
 
@@ -76,8 +76,11 @@ def build_naive_rag_graph(
         cfg: NaiveRagConfig = res.cfg
         question = question_of(state)
         vector = hyde_vector(res.index, res.model, question, res.trace(config, "hyde_model")) if cfg.hyde else None
-        hits = retrieve(res.index, question, cfg.top_k, cfg.retriever, query_vector=vector)
-        found = passages(res.index, hits, cfg.window if cfg.sentence_window else None)
+        if cfg.sentence_window and cfg.retriever == "dense":  # ARAGOG: the top-k sentences, each in its window
+            found = sentence_windows(res.index, question, cfg.top_k, cfg.window, query_vector=vector)
+        else:  # chunks; with hybrid and sentence windows, each chunk cut to windows around its dense matches
+            hits = retrieve(res.index, question, cfg.top_k, cfg.retriever, query_vector=vector)
+            found = passages(res.index, hits, cfg.window if cfg.sentence_window else None)
         args = {"query": question, "retriever": cfg.retriever, "top_k": cfg.top_k}
         update = retrieval_update(state, "retrieve", args, found)
         update["passages"] = [_as_dict(p) for p in found]

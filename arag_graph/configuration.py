@@ -173,7 +173,7 @@ class NaiveRagConfig(GraphConfig):
     hyde: bool = False
     """Embed a model-written hypothetical answer passage instead of the question (dense and hybrid)."""
     sentence_window: bool = False
-    """Give the model the matched sentences with ``window`` neighbours each side instead of whole chunks."""
+    """ARAGOG's sentence windows: the top_k sentences, each with ``window`` neighbours each side, instead of chunks."""
     window: int = 3
     """Neighbouring sentences kept on each side in sentence-window mode (ARAGOG found 3 best)."""
 

@@ -289,6 +289,21 @@ class HierarchicalIndex:
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
         return results
 
+    def _query_vector(self, query: str, query_vector: Sequence[float] | None) -> list[float]:
+        return list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+
+    def top_sentences(
+        self, query: str, n: int = 5, *, query_vector: Sequence[float] | None = None
+    ) -> list[tuple[str, int, float]]:
+        """The ``n`` sentences nearest to ``query``: ``(chunk_id, position in the chunk, cosine)``, best first.
+
+        The sentence level on its own, for retrieval that works on sentences rather than chunks
+        (ARAGOG's sentence windows); ``semantic_search`` aggregates the same matches to chunks.
+        """
+        if n <= 0 or len(self.store) == 0:
+            return []
+        return self.sentences.query(self._query_vector(query, query_vector), n)
+
     def semantic_search(
         self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
     ) -> list[SearchHit]:
@@ -300,7 +315,7 @@ class HierarchicalIndex:
         """
         if top_k <= 0 or len(self.store) == 0:
             return []
-        vector = list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+        vector = self._query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
         while True:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from arag_graph.documents import Chunk
 from arag_graph.index import HierarchicalIndex, SearchHit
 
 Retriever = Literal["dense", "bm25", "hybrid"]
@@ -106,10 +107,11 @@ def retrieve(
 
 
 def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | None = None) -> list[Passage]:
-    """Whole chunks, or with ``window`` the matched sentences with ``window`` neighbours each side.
+    """Whole chunks, or with ``window`` each hit's matched sentences with ``window`` neighbours each side.
 
     Sentence windows need sentence positions, which dense hits carry; a hit without them (BM25)
-    falls back to its whole chunk.
+    falls back to its whole chunk. For ARAGOG's method proper (the top-k *sentences*, each in its
+    window) see :func:`sentence_windows`; this form serves hits that come ranked as chunks (hybrid).
     """
     out: list[Passage] = []
     for hit in hits:
@@ -119,15 +121,49 @@ def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | 
         if window is None or not hit.positions or not chunk.sentences:
             out.append(Passage(chunk.id, chunk.title, chunk.text, hit.score))
             continue
-        keep: set[int] = set()
-        for p in hit.positions:
-            keep.update(range(max(0, p - window), min(len(chunk.sentences), p + window + 1)))
-        runs: list[list[int]] = []
-        for p in sorted(keep):
-            if runs and p == runs[-1][-1] + 1:
-                runs[-1].append(p)
-            else:
-                runs.append([p])
-        text = " ... ".join(chunk.text[chunk.sentences[r[0]][0] : chunk.sentences[r[-1]][1]] for r in runs)
-        out.append(Passage(chunk.id, chunk.title, text, hit.score))
+        out.append(Passage(chunk.id, chunk.title, window_text(chunk, hit.positions, window), hit.score))
+    return out
+
+
+def window_text(chunk: Chunk, positions: Iterable[int], window: int) -> str:
+    """The sentences at ``positions`` with ``window`` neighbours each side, runs joined by " ... "."""
+    keep: set[int] = set()
+    for p in positions:
+        keep.update(range(max(0, p - window), min(len(chunk.sentences), p + window + 1)))
+    runs: list[list[int]] = []
+    for p in sorted(keep):
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return " ... ".join(chunk.text[chunk.sentences[r[0]][0] : chunk.sentences[r[-1]][1]] for r in runs)
+
+
+def sentence_windows(
+    index: HierarchicalIndex,
+    query: str,
+    top_k: int,
+    window: int,
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[Passage]:
+    """ARAGOG's sentence-window retrieval: the ``top_k`` sentences nearest the query, each with its window.
+
+    Windows in one chunk are merged into one passage (overlapping windows joined), and passages come
+    in the order of their best sentence. Retrieving sentences rather than chunks is the point: the
+    model reads a few precise windows, not the chunks they happen to sit in.
+    """
+    positions: dict[str, list[int]] = {}
+    best: dict[str, float] = {}
+    for chunk_id, position, similarity in index.top_sentences(query, top_k, query_vector=query_vector):
+        positions.setdefault(chunk_id, []).append(position)
+        best.setdefault(chunk_id, similarity)
+    out: list[Passage] = []
+    for chunk_id, found in positions.items():
+        chunk = index.get_chunk(chunk_id)
+        if chunk is None:
+            continue
+        valid = [p for p in found if p < len(chunk.sentences)]
+        text = window_text(chunk, valid, window) if valid else chunk.text
+        out.append(Passage(chunk.id, chunk.title, text, best[chunk_id]))
     return out
