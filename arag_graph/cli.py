@@ -242,6 +242,7 @@ def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, An
                 "args": s.get("args"),
                 "tokens": s.get("tokens", 0),
                 "chunk_ids": s.get("chunk_ids", []),
+                "error": bool(s.get("error", False)),  # the step answered the model with an error message
             }
             for s in state.get("trajectory", [])
         ],
