@@ -321,7 +321,7 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evaluators.runner import EvalPlan, check_plan, check_resume, find_corpus, run_evaluation
+    from evaluators.runner import EvalPlan, run_evaluation
 
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     dataset = Path(args.dataset)
@@ -346,15 +346,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
     )
-    # The run's fail-fast checks (run_evaluation repeats them) before the no-key notice, so that bad
-    # input prints its one error line only: graphs, settings, questions, model, output directory, and
-    # the corpus when the index is to be built from one.
-    check_plan(plan)
-    check_resume(plan, None)
-    if not (plan.index is not None and plan.corpus is None and (plan.index / "CURRENT").exists()):
-        find_corpus(plan.dataset, plan.corpus)
-    announce(notice)
-    run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty())
+    run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice))
     print((out / "summary.md").read_text(encoding="utf-8"))
     print(f"predictions, summary and plots: {out}")
     return 0

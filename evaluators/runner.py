@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import UsageMetadataCallbackHandler
-from langchain_core.messages import AIMessage
 
 from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.errors import AragError, DatasetError
@@ -183,6 +182,11 @@ def check_settings(plan: EvalPlan) -> None:
 # Index: built once per corpus, reused while it matches
 
 
+def _reuses_built_index(plan: EvalPlan) -> bool:
+    """True when ``--index`` names a built index and no ``--corpus`` asks for another build."""
+    return plan.index is not None and plan.corpus is None and (plan.index / "CURRENT").exists()
+
+
 def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool) -> tuple[Any, dict[str, list[str]]]:
     """Load or build the index and map every question to its gold chunk IDs.
 
@@ -194,7 +198,7 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.index import build_index, corpus_hash, load_index
     from arag_graph.sample import cache_dir
 
-    if plan.index is not None and plan.corpus is None and (plan.index / "CURRENT").exists():
+    if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
         chunks = index.store.chunks
     else:
@@ -340,7 +344,7 @@ def _usage(messages: Sequence[Any], calls: UsageMetadataCallbackHandler | None =
     from evaluators.retrieval import usage_from_messages
 
     if calls is not None and calls.usage_metadata:
-        return usage_from_messages(AIMessage(content="", usage_metadata=u) for u in calls.usage_metadata.values())
+        return usage_from_messages({"usage_metadata": u} for u in calls.usage_metadata.values())
     return usage_from_messages(messages)
 
 
@@ -640,14 +644,29 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[], None]]:
         yield tick
 
 
-def run_evaluation(plan: EvalPlan, *, progress: bool = True, embeddings: Any = None) -> list[dict[str, Any]]:
-    """Run the plan and write predictions, ``summary.json``, ``summary.md`` and plots; returns summary rows."""
+def run_evaluation(
+    plan: EvalPlan,
+    *,
+    progress: bool = True,
+    embeddings: Any = None,
+    on_checked: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run the plan and write predictions, ``summary.json``, ``summary.md`` and plots; returns summary rows.
+
+    ``on_checked`` is called once the inputs passed their fail-fast checks (graphs, settings,
+    questions, credentials, output directory, corpus present), before any work: the CLI says
+    there which model runs, so that bad input prints its one error line only.
+    """
     from evaluators import default_evaluators
     from evaluators.judge import resolve_judge
     from evaluators.report import summarize, write_plots, write_summary
 
     questions = check_plan(plan)
     check_resume(plan, None)
+    if not _reuses_built_index(plan):
+        find_corpus(plan.dataset, plan.corpus)
+    if on_checked is not None:
+        on_checked()
     settings = settings_for(plan)
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
