@@ -26,11 +26,11 @@ import httpx
 import pytest
 
 from arag_graph.agent import build_arag_graph
-from arag_graph.cli import main
 from arag_graph.errors import AragError
 from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
 from arag_graph.sample import sample_corpus_path, sample_questions_path
 from arag_graph.vectorstore import CHROMA_URL_ENV, valid_collection_name
+from tests.cli_run import run_cli
 from tests.fakes import NamedFakeEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -137,16 +137,6 @@ def server_index_dir(chroma_server: ChromaServer, tmp_path_factory: pytest.TempP
 def server_index(server_index_dir: Path) -> HierarchicalIndex:
     """The server index loaded back from its directory (the manifest names URL and collection)."""
     return load_index(server_index_dir)
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def active_manifest(root: Path) -> dict[str, Any]:

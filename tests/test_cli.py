@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.cli import main
 from arag_graph.index import HierarchicalIndex, load_index
 from arag_graph.tools import TOP_K_MAX
+from tests.cli_run import assert_one_error_line
+from tests.cli_run import run_cli as run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,25 +39,6 @@ PASSAGES = [
         "text": "The Nile is a river in Africa. It flows into the Mediterranean Sea.",
     },
 ]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()  # drop anything earlier output left behind
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse usage errors exit from inside parse_args
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_error_line(code: int, out: str, err: str) -> str:
-    assert code != 0
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("arag: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from arag_graph.cli import main
 from arag_graph.index import HierarchicalIndex
 from evaluators.runner import load_records
+from tests.cli_run import assert_one_error_line
+from tests.cli_run import run_cli as run
 from tests.stubs._http import RecordedRequest
 from tests.stubs.langsmith_recorder import LangSmithRecorder
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
@@ -32,16 +33,6 @@ pytestmark = pytest.mark.integration
 
 METRIC_KEYS = {"contain_acc", "exact_match", "f1", "evidence_recall", "evidence_precision", "retrieved_tokens", "steps"}
 LANGSMITH_KEY = "lsv2_test_arag_eval_SENTINEL_0123456789"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def eval_args(questions: Path, out: Path, *extra: str) -> list[str]:
@@ -219,21 +210,34 @@ def test_set_runs_an_ablation_and_names_it_in_the_outputs(
     assert [r["setting_key"] for r in rows] == ["max_steps=4,tools=no_chunk_read", "default"]
 
 
+@pytest.fixture
+def model_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A sentinel OpenAI key and nothing else that picks a model; the client cache is cleared around the test."""
+    from arag_graph import models
+
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    key = "sk-test-arag-eval-SENTINEL-0123"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    models._chat_openai.cache_clear()
+    yield key
+    models._chat_openai.cache_clear()
+
+
+def with_model(argv: list[str], base_url: str, model: str = "gpt-4o-mini") -> list[str]:
+    """``eval_args``'s arguments with ``model`` behind ``base_url`` instead of the offline policy."""
+    return [*(model if a == "offline" else a for a in argv), "--base-url", base_url]
+
+
 def test_a_model_and_a_judge_behind_an_openai_compatible_server(
     hotpot_slice: tuple[Path, Path],
     hotpot_index: HierarchicalIndex,
     tmp_path: Path,
     openai_server: OpenAIStubServer,
-    monkeypatch: pytest.MonkeyPatch,
+    model_key: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """LLM-Acc is computed when a judge is given, usage and cost come from the model's metadata."""
-    from arag_graph import models
-
-    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-arag-eval-SENTINEL-0123")
-    models._chat_openai.cache_clear()
     _, questions = hotpot_slice  # question 1 asks about Gallu (gold "a spirit"), question 2 is a yes/no one
 
     def responder(request: RecordedRequest) -> Reply:
@@ -246,10 +250,8 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
     openai_server.script(responder)
     out = tmp_path / "model"
     argv = eval_args(questions, out, "--graphs", "direct,naive_rag", "--limit", "2", "--index", str(hotpot_index.path))
-    argv[argv.index("offline")] = "gpt-4o-mini"
-    argv += ["--judge", "gpt-4o-mini", "--base-url", openai_server.url, "--set", "reasoning_effort=low"]
+    argv = [*with_model(argv, openai_server.url), "--judge", "gpt-4o-mini", "--set", "reasoning_effort=low"]
     code, stdout, err = run(argv, capsys)
-    models._chat_openai.cache_clear()
     assert code == 0, err
 
     # The graphs' model calls carry the run's settings: the paper's output limit, the --set effort.
@@ -275,7 +277,7 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
     assert [t["LLM-Acc (%)"] for t in table] == ["50.0", "50.0"]
     assert all(r["cost_usd_total"] > 0 and r["input_tokens_total"] > 0 for r in rows)
     assert all(t["cost (USD)"] != "n/a" for t in table)  # the column is there, priced from usage
-    assert "sk-test-arag-eval-SENTINEL" not in stdout + err
+    assert model_key not in stdout + err
     assert all(
         "SENTINEL" not in p.read_text(encoding="utf-8")
         for p in out.rglob("*")
@@ -292,6 +294,19 @@ STRUCTURED_REPLIES = {
 }
 
 
+def structured_responder(replies: dict[str, str] | None = None) -> Callable[[RecordedRequest], Reply]:
+    """Replies to structured requests by schema name (``replies`` overrides), plain text otherwise."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        schema = ((request.json() or {}).get("response_format") or {}).get("json_schema") or {}
+        if not schema:
+            return text("Lilu is a spirit.")
+        name = schema["name"]
+        return text((replies or {}).get(name) or json.dumps(STRUCTURED_REPLIES[name]))
+
+    return respond
+
+
 @pytest.mark.parametrize("graph", ["corag", "srag"])
 def test_usage_counts_every_model_call_of_a_run_side_calls_included(
     graph: str,
@@ -299,30 +314,15 @@ def test_usage_counts_every_model_call_of_a_run_side_calls_included(
     hotpot_index: HierarchicalIndex,
     tmp_path: Path,
     openai_server: OpenAIStubServer,
-    monkeypatch: pytest.MonkeyPatch,
+    model_key: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """CoRAG's sufficiency checks and SRAG's decomposition and triplets never reach the state's
     messages; their tokens must be in the run's usage and cost all the same."""
-    from arag_graph import models
-
-    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-usage")
-    models._chat_openai.cache_clear()
-
-    def responder(request: RecordedRequest) -> Reply:
-        schema = ((request.json() or {}).get("response_format") or {}).get("json_schema") or {}
-        if schema:
-            return text(json.dumps(STRUCTURED_REPLIES[schema["name"]]))
-        return text("Lilu is a spirit.")
-
-    openai_server.script(responder)
+    openai_server.script(structured_responder())
     _, questions = hotpot_slice
     argv = eval_args(questions, tmp_path / graph, "--graphs", graph, "--limit", "1", "--index", str(hotpot_index.path))
-    argv[argv.index("offline")] = "gpt-4o-mini"
-    code, _, err = run([*argv, "--base-url", openai_server.url], capsys)
-    models._chat_openai.cache_clear()
+    code, _, err = run(with_model(argv, openai_server.url), capsys)
     assert code == 0, err
 
     bodies = [c.body for c in openai_server.completions]
@@ -340,32 +340,15 @@ def test_structured_fallbacks_are_recorded_with_the_prediction(
     hotpot_index: HierarchicalIndex,
     tmp_path: Path,
     openai_server: OpenAIStubServer,
-    monkeypatch: pytest.MonkeyPatch,
+    model_key: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A provider that never gives a valid sufficiency verdict degrades CoRAG; the results say so."""
-    from arag_graph import models
-
-    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fallbacks")
-    models._chat_openai.cache_clear()
-
-    def responder(request: RecordedRequest) -> Reply:
-        schema = ((request.json() or {}).get("response_format") or {}).get("json_schema") or {}
-        if schema.get("name") == "Sufficiency":
-            return text('{"reasoning": "cut off')
-        if schema:
-            return text(json.dumps(STRUCTURED_REPLIES[schema["name"]]))
-        return text("Lilu is a spirit.")
-
-    openai_server.script(responder)
+    openai_server.script(structured_responder({"Sufficiency": '{"reasoning": "cut off'}))
     _, questions = hotpot_slice
     out = tmp_path / "fallbacks"
     argv = eval_args(questions, out, "--graphs", "corag", "--limit", "1", "--index", str(hotpot_index.path))
-    argv[argv.index("offline")] = "gpt-4o-mini"
-    code, _, err = run([*argv, "--base-url", openai_server.url], capsys)
-    models._chat_openai.cache_clear()
+    code, _, err = run(with_model(argv, openai_server.url), capsys)
     assert code == 0, err
     (record,) = load_records(out)
     assert record["prediction"]["warnings"] and all("fell back" in w for w in record["prediction"]["warnings"])
@@ -459,15 +442,6 @@ def test_an_arag_dataset_folder_evaluates_with_its_chunks_json(
 
 # ---------------------------------------------------------------------------------------------
 # Bad inputs: one line, non-zero exit, before any work
-
-
-def assert_one_error_line(code: int, out: str, err: str) -> str:
-    assert code != 0
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("arag: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 def _drop_a_supporting_passage(folder: Path) -> str:
