@@ -321,7 +321,7 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evaluators.runner import EvalPlan, run_evaluation
+    from arag_graph.evaluators.runner import EvalPlan, run_evaluation
 
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     dataset = Path(args.dataset)

@@ -2,7 +2,7 @@
 
 For every QA pair, sample ``n`` retrieval chains with the ``corag`` graph at a temperature above
 zero, keep the chains whose final answer matches a gold alias (Contain-Acc's substring rule or
-CoRAG's exact match, from :mod:`evaluators.answers`), and append each kept chain as one JSON Lines
+CoRAG's exact match, from :mod:`arag_graph.evaluators.answers`), and append each kept chain as one JSON Lines
 record: the question and its gold answers, the chain of queries with each step's intermediate
 reasoning (the sufficiency check's ``reasoning``, this graph's sub-answer) and chunk IDs, and the
 final answer with its citations.
@@ -215,7 +215,7 @@ def _at_temperature(model: BaseChatModel | str, temperature: float, cfg: CoragCo
 
 def _matcher(match: MatchRule) -> Callable[[str, tuple[str, ...]], bool]:
     # Imported here: the library itself does not load the evaluation package.
-    from evaluators.answers import contain_match, exact_match
+    from arag_graph.evaluators.answers import contain_match, exact_match
 
     return contain_match if match == "contain" else exact_match
 

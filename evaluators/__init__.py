@@ -8,9 +8,9 @@ example's ``inputs`` for the question) returning ``{"key", "score", "comment"}``
 ``{"answers": [...], "gold_chunk_ids": [...]}``. A score of ``None`` means unavailable (no judge,
 no gold chunk ids, no usage metadata) and is never replaced by an estimate.
 
-Modules: :mod:`evaluators.answers` (Contain-Acc, EM, F1), :mod:`evaluators.judge` (LLM-Acc),
-:mod:`evaluators.retrieval` (evidence recall/precision, tokens, steps, usage, cost),
-:mod:`evaluators.similarity` (answer similarity) and :mod:`evaluators.report` (summary, plots).
+Modules: :mod:`arag_graph.evaluators.answers` (Contain-Acc, EM, F1), :mod:`arag_graph.evaluators.judge` (LLM-Acc),
+:mod:`arag_graph.evaluators.retrieval` (evidence recall/precision, tokens, steps, usage, cost),
+:mod:`arag_graph.evaluators.similarity` (answer similarity) and :mod:`arag_graph.evaluators.report` (summary, plots).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from evaluators.answers import (
+from arag_graph.evaluators.answers import (
     ANSWER_EVALUATORS,
     answer_scores,
     contain_acc_evaluator,
@@ -30,8 +30,8 @@ from evaluators.answers import (
     normalize_answer,
     token_f1,
 )
-from evaluators.judge import JudgeVerdict, judge_prompt, make_llm_acc_evaluator, resolve_judge
-from evaluators.retrieval import (
+from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, make_llm_acc_evaluator, resolve_judge
+from arag_graph.evaluators.retrieval import (
     cost_usd,
     evidence_precision_evaluator,
     evidence_recall_evaluator,
@@ -42,7 +42,7 @@ from evaluators.retrieval import (
     steps_evaluator,
     usage_from_messages,
 )
-from evaluators.similarity import answer_similarity, make_answer_similarity_evaluator
+from arag_graph.evaluators.similarity import answer_similarity, make_answer_similarity_evaluator
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings

@@ -43,7 +43,7 @@ from pydantic import Field, ValidationError
 
 from arag_graph.errors import ModelSpecError
 from arag_graph.structured import ModelFacing
-from evaluators.answers import _golds, _prediction
+from arag_graph.evaluators.answers import _golds, _prediction
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",

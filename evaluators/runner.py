@@ -11,7 +11,7 @@ How a run is organised:
 - Execution goes through ``langsmith.evaluate``: with a LangSmith key the runs and scores become an
   experiment per (graph, setting) on a dataset created (or reused) from the questions; without one
   the same call runs locally with ``upload_results=False``. Scores are computed once, by the
-  evaluators in :mod:`evaluators`, and stored in the record; LangSmith receives them from there.
+  evaluators in :mod:`arag_graph.evaluators`, and stored in the record; LangSmith receives them from there.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _check_credentials(plan: EvalPlan) -> None:
     if plan.model != OFFLINE:
         resolve_chat_model(plan.model, base_url=plan.base_url)  # raises a one-line ModelSpecError
     if plan.judge:
-        from evaluators.judge import resolve_judge
+        from arag_graph.evaluators.judge import resolve_judge
 
         resolve_judge(plan.judge, plan.base_url)
 
@@ -341,7 +341,7 @@ def _usage(messages: Sequence[Any], calls: UsageMetadataCallbackHandler | None =
     checks and reformulations, SRAG's decomposition and triplet extraction, HyDE passages), so
     graphs with side calls are not made to look cheaper than they are.
     """
-    from evaluators.retrieval import usage_from_messages
+    from arag_graph.evaluators.retrieval import usage_from_messages
 
     if calls is not None and calls.usage_metadata:
         return usage_from_messages({"usage_metadata": u} for u in calls.usage_metadata.values())
@@ -455,7 +455,7 @@ class SettingRun:
         done = self.file.records.get(question.id)
         if done is not None:
             return {**done["prediction"], "metrics": done["metrics"]}
-        from evaluators.judge import local_tracing_guard
+        from arag_graph.evaluators.judge import local_tracing_guard
 
         started = time.perf_counter()
         calls = UsageMetadataCallbackHandler()  # one per run: usage of every model call, side calls too
@@ -657,9 +657,9 @@ def run_evaluation(
     questions, credentials, output directory, corpus present), before any work: the CLI says
     there which model runs, so that bad input prints its one error line only.
     """
-    from evaluators import default_evaluators
-    from evaluators.judge import resolve_judge
-    from evaluators.report import summarize, write_plots, write_summary
+    from arag_graph.evaluators import default_evaluators
+    from arag_graph.evaluators.judge import resolve_judge
+    from arag_graph.evaluators.report import summarize, write_plots, write_summary
 
     questions = check_plan(plan)
     check_resume(plan, None)

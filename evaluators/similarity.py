@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from evaluators.answers import _golds, _prediction
+from arag_graph.evaluators.answers import _golds, _prediction
 
 __all__ = ["answer_similarity", "cosine", "make_answer_similarity_evaluator"]
 

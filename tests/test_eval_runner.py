@@ -1,6 +1,6 @@
 """``arag eval`` end to end with the offline policy on a slice of HotpotQA-100.
 
-The runner (:mod:`evaluators.runner`) and the command are tested together, in-process through
+The runner (:mod:`arag_graph.evaluators.runner`) and the command are tested together, in-process through
 :func:`arag_graph.cli.main`: a step-cap sweep writes one predictions file per (graph, setting), the
 summary and both plots, with LLM-Acc reported unavailable (no judge); a rerun resumes without
 duplicates; bad inputs fail before any work with one line; an index is built by the same command and
@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from arag_graph.index import HierarchicalIndex
-from evaluators.runner import load_records
+from arag_graph.evaluators.runner import load_records
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.stubs._http import RecordedRequest
@@ -73,7 +73,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("work started before the bad input was reported")
 
     monkeypatch.setattr("arag_graph.index.build_index", refuse)
-    monkeypatch.setattr("evaluators.runner.SettingRun.__init__", refuse)
+    monkeypatch.setattr("arag_graph.evaluators.runner.SettingRun.__init__", refuse)
 
 
 @pytest.fixture
@@ -556,7 +556,7 @@ def test_a_different_evaluation_into_the_same_out_is_refused_before_any_work(
     questions = json.loads((slice_dir / "questions.json").read_text(encoding="utf-8"))
     other.write_text(json.dumps(questions[1:]), encoding="utf-8")
     monkeypatch.setattr(
-        "evaluators.runner.prepare_index", lambda *_a, **_k: pytest.fail("the index was prepared before the check")
+        "arag_graph.evaluators.runner.prepare_index", lambda *_a, **_k: pytest.fail("the index was prepared before the check")
     )
     line = assert_one_error_line(*run([*argv, *(c.replace("{other}", str(other)) for c in change)], capsys))
     assert str(out) in line and named in line and "--out" in line

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from arag_graph.errors import DatasetError
-from evaluators import (
+from arag_graph.evaluators import (
     ANSWER_EVALUATORS,
     answer_scores,
     contain_acc_evaluator,

@@ -17,7 +17,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from arag_graph.errors import AragError, DatasetError
-from evaluators import (
+from arag_graph.evaluators import (
     answer_similarity,
     cost_usd,
     default_evaluators,
@@ -31,7 +31,7 @@ from evaluators import (
     steps_evaluator,
     usage_from_messages,
 )
-from evaluators.retrieval import DEFAULT_PRICES, load_prices
+from arag_graph.evaluators.retrieval import DEFAULT_PRICES, load_prices
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
 # --- evidence ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from arag_graph.errors import DatasetError, ModelSpecError
-from evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
+from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
 # --- a naive judge -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from arag_graph.structured import (
     Triplets,
     structured_call,
 )
-from evaluators.judge import JudgeVerdict
+from arag_graph.evaluators.judge import JudgeVerdict
 from tests.stubs.openai_server import OpenAIStubServer, text
 
 EXAMPLES: list[BaseModel] = [
