@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -33,6 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from tokenizers import Tokenizer as FastTokenizer
 
 from arag_graph.errors import AragError
 
@@ -130,13 +132,21 @@ class SentenceEncoder(Embeddings):
     # length sorting and batching are shared, so every backend sees exactly the same batches.
     backend: Encoder = "torch"
 
-    def _tokenizer_and_length(self) -> tuple[Any, int]:
+    def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Token ids (and the model's other inputs) of every text, unpadded: the lengths give the
+        batch order, and each batch is padded only when it runs."""
         model = self.model
-        return model.tokenizer, int(model.max_seq_length)
+        # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
+        with self._tokenizer_lock:
+            encoded = model.tokenizer(
+                list(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
+            )
+        return dict(encoded)
 
-    def _run_batch(self, tokenizer: Any, encoded: Any, idx: np.ndarray) -> np.ndarray:
+    def _run_batch(self, encoded: dict[str, list[list[int]]], idx: np.ndarray) -> np.ndarray:
         import torch
 
+        tokenizer = self.model.tokenizer
         with self._tokenizer_lock:
             features = tokenizer.pad(
                 {key: [values[i] for i in idx] for key, values in encoded.items()},
@@ -174,20 +184,16 @@ class SentenceEncoder(Embeddings):
         processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
         is called after each batch with the number of texts it held, for progress bars.
         """
-        tokenizer, max_len = self._tokenizer_and_length()
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        # Tokenized once: the lengths give the batch order, and each batch is only padded later.
-        # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
-        with self._tokenizer_lock:
-            encoded = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_len)
+        encoded = self._tokenize(texts)
         lengths = np.asarray([len(i) for i in encoded["input_ids"]])
         order = np.argsort(lengths, kind="stable")
         batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
 
         def run(idx: np.ndarray) -> int:
-            out[idx] = self._run_batch(tokenizer, encoded, idx)
+            out[idx] = self._run_batch(encoded, idx)
             return len(idx)
 
         if len(batches) < 2:
@@ -351,6 +357,28 @@ def _quantize_onnx(source: Path, target: Path) -> None:
             tmp.unlink()
 
 
+def _fast_tokenizer(model_path: str) -> tuple[FastTokenizer, int, int] | None:
+    """The model's Rust tokenizer set up as sentence-transformers uses it, without loading torch.
+
+    ``tokenizer.json`` carries a fixed padding and a truncation length of its own; the model's
+    ``sentence_bert_config.json`` gives the length sentence-transformers truncates to. ``None`` when
+    either file is missing, and the caller falls back to the model's transformers tokenizer.
+    """
+    root = Path(model_path)
+    try:
+        config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
+        max_length = int(config["max_seq_length"])
+        tokenizer = FastTokenizer.from_file(str(root / "tokenizer.json"))
+    except Exception:  # unreadable or missing files; tokenizers raises plain Exception
+        return None
+    padding = tokenizer.padding or {}
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    pad_token = str(padding.get("pad_token", "[PAD]"))
+    pad_id = tokenizer.token_to_id(pad_token)
+    return tokenizer, max_length, int(padding.get("pad_id", 0) if pad_id is None else pad_id)
+
+
 class OnnxSentenceEncoder(SentenceEncoder):
     """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
 
@@ -380,6 +408,8 @@ class OnnxSentenceEncoder(SentenceEncoder):
         self._tokenizer: Any = None
         self._max_length = 0
         self._dimension = 0
+        self._pad_id = 0
+        self._inputs: list[str] = []
         self.onnx_path: Path | None = None
 
     def _paths(self) -> tuple[Path, Path]:
@@ -411,10 +441,12 @@ class OnnxSentenceEncoder(SentenceEncoder):
             self.check_available()
             import onnxruntime as ort
 
-            model = _load_sentence_transformer(self.model_path, "cpu")
+            model_path = self.model_path or _default_model_path()
             fp32, int8 = self._paths()
             target = int8 if self.quantized else fp32
-            if not target.exists():
+            model: Any = None
+            if not target.exists():  # the one-off export is the only step that needs torch
+                model = _load_sentence_transformer(self.model_path, "cpu")
                 fp32.parent.mkdir(parents=True, exist_ok=True)
                 if not fp32.exists():
                     _export_onnx(model, fp32)
@@ -426,31 +458,52 @@ class OnnxSentenceEncoder(SentenceEncoder):
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
             session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
-            getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-            self._tokenizer, self._max_length, self._dimension = (
-                model.tokenizer,
-                int(model.max_seq_length),
-                int(getter()),
-            )
+            fast = _fast_tokenizer(model_path)
+            if fast is None:  # no tokenizer.json: the model's own (transformers) tokenizer, through torch
+                model = model or _load_sentence_transformer(self.model_path, "cpu")
+                tokenizer, max_length = model.tokenizer, int(model.max_seq_length)
+                self._pad_id = int(model.tokenizer.pad_token_id or 0)
+            else:
+                tokenizer, max_length, self._pad_id = fast
+            width = session.get_outputs()[0].shape[-1]
+            if not isinstance(width, int):
+                model = model or _load_sentence_transformer(self.model_path, "cpu")
+                getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                width = int(getter())
+            self._inputs = [i.name for i in session.get_inputs()]
+            self._tokenizer, self._max_length, self._dimension = tokenizer, max_length, int(width)
             self.onnx_path = target
-            self._session = session  # last: the torch model is dropped with `model`
+            self._session = session  # last: a torch model loaded for the export is dropped with `model`
 
     @property
     def dimension(self) -> int:
         self._load()
         return self._dimension
 
-    def _tokenizer_and_length(self) -> tuple[Any, int]:
+    def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
         self._load()
-        return self._tokenizer, self._max_length
-
-    def _run_batch(self, tokenizer: Any, encoded: Any, idx: np.ndarray) -> np.ndarray:
-        names = [i.name for i in self._session.get_inputs()]
+        tokenizer = self._tokenizer
         with self._tokenizer_lock:
-            features = tokenizer.pad(
-                {key: [encoded[key][i] for i in idx] for key in names}, padding=True, return_tensors="np"
-            )
-        vectors = self._session.run(None, {n: np.asarray(features[n], dtype=np.int64) for n in names})[0]
+            if not isinstance(tokenizer, FastTokenizer):
+                encoded = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self._max_length)
+                return {name: encoded[name] for name in self._inputs}
+            encodings = tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        fields = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
+        return {name: [getattr(e, fields[name]) for e in encodings] for name in self._inputs}
+
+    def _run_batch(self, encoded: dict[str, list[list[int]]], idx: np.ndarray) -> np.ndarray:
+        rows = [encoded["input_ids"][i] for i in idx]
+        width = max(len(r) for r in rows)
+        feed = {}
+        for name in self._inputs:
+            # Right padding, as the tokenizer's own pad() does: the pad token, attention 0, segment 0.
+            filler = self._pad_id if name == "input_ids" else 0
+            array = np.full((len(idx), width), filler, dtype=np.int64)
+            for row, i in enumerate(idx):
+                values = encoded[name][i]
+                array[row, : len(values)] = values
+            feed[name] = array
+        vectors = self._session.run(None, feed)[0]
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 

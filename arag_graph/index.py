@@ -11,7 +11,8 @@ On disk an index directory looks like::
     DIR/builds/<build>/manifest.json
     DIR/builds/<build>/chunks.jsonl
     DIR/builds/<build>/keywords.*       (inverted keyword index: vocabulary, occurrence arrays)
-    DIR/builds/<build>/chroma/  (absent when the sentences live in a Chroma server)
+    DIR/builds/<build>/sentences.npy    (sentence vectors, exact search: indexes up to MATRIX_MAX_SENTENCES)
+    DIR/builds/<build>/chroma/  (sentence vectors in Chroma's HNSW, larger indexes; absent with a server)
 
 A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
 killed half-way leaves the previous index loadable; the next build removes the leftovers.
@@ -34,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from arag_graph.documents import Chunk, Document
@@ -49,6 +49,7 @@ from arag_graph.embeddings import (
 )
 from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
 from arag_graph.keywords import KeywordIndex
+from arag_graph.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceLayout, SentenceMatrix
 from arag_graph.vectorstore import (
     COLLECTION_NAME_MAX,
     SentenceStore,
@@ -70,6 +71,14 @@ SENTENCE_STORE = "sentences.json"
 _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
 KeywordMatch = Literal["word", "substring"]
+SentenceBackend = Literal["auto", "matrix", "chroma"]
+SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
+# Up to this many sentences ``auto`` keeps the vectors in one exact NumPy matrix; above it, in
+# Chroma's HNSW. Where one overtakes the other, measured with semantic_search as a whole:
+# bench/results/vs_paper.md.
+MATRIX_MAX_SENTENCES = 100_000
+# Sentences encoded and stored per step of a build: the most vectors a build holds at once.
+BUILD_BLOCK = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,19 +225,38 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
     return digest.hexdigest()
 
 
-def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
-    """The sentences to store and the texts to embed for them.
+def sentence_blocks(
+    chunks: Sequence[Chunk], contextual_headers: bool, size: int = BUILD_BLOCK
+) -> Iterator[tuple[int, list[str], list[str]]]:
+    """The sentences to store and the texts to embed for them, ``size`` at a time, in row order.
 
-    With contextual chunk headers (ARAGOG's CCH) the embedded text is ``"title: sentence"`` while
-    the stored document stays the bare sentence, so snippets never show the header.
+    Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
+    the embedded text is ``"title: sentence"`` while the stored document stays the bare sentence,
+    so snippets never show the header.
     """
     documents: list[str] = []
     embedded: list[str] = []
+    start = 0
     for c in chunks:
-        for start, end in c.sentences:
-            sentence = c.text[start:end]
+        for begin, end in c.sentences:
+            sentence = c.text[begin:end]
             documents.append(sentence)
             embedded.append(f"{c.title}: {sentence}" if contextual_headers and c.title else sentence)
+            if len(documents) >= size:
+                yield start, documents, embedded
+                start += len(documents)
+                documents, embedded = [], []
+    if documents:
+        yield start, documents, embedded
+
+
+def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
+    """All sentences to store and all texts to embed (see :func:`sentence_blocks`) at once."""
+    documents: list[str] = []
+    embedded: list[str] = []
+    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62):
+        documents += docs
+        embedded += texts
     return documents, embedded
 
 
@@ -246,7 +274,7 @@ class HierarchicalIndex:
         manifest: Manifest,
         store: ChunkStore,
         keywords: KeywordIndex,
-        sentences: SentenceStore,
+        sentences: SentenceStore | SentenceMatrix,
         embeddings: Embeddings,
     ) -> None:
         self.path = path
@@ -430,9 +458,16 @@ def build_index(
     chroma_url: str | None = None,
     collection: str | None = None,
     encoder: str | None = None,
+    backend: str = "auto",
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``backend`` says where the sentence vectors go: ``matrix`` (one exact NumPy matrix, the fastest
+    search for small and mid-sized corpora), ``chroma`` (Chroma's HNSW, for large ones) or ``auto``
+    (``matrix`` up to :data:`MATRIX_MAX_SENTENCES` sentences). A Chroma server (``chroma_url``)
+    implies ``chroma``. Vectors are encoded and stored :data:`BUILD_BLOCK` sentences at a time, so
+    a build never holds all of them in memory.
 
     ``encoder`` picks the backend of the default model (``torch``, the default; ``onnx``;
     ``onnx-int8``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
@@ -453,6 +488,10 @@ def build_index(
         raise AragError(f"{root}: exists and is not a directory; choose another --out")
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+    if backend not in SENTENCE_BACKENDS:
+        raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
+    if chroma_url and backend == "matrix":
+        raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
     if encoder is not None:
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
@@ -480,7 +519,13 @@ def build_index(
 
     embeddings = embeddings or default_embeddings()
     model_id = embedding_model_id(embeddings)
-    sentence_docs, sentence_texts = sentence_inputs(chunks, contextual_headers)
+    total = sum(len(c.sentences) for c in chunks)
+    if chroma_url:
+        chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "ids": "rows"}
+    elif backend == "chroma" or (backend == "auto" and total > MATRIX_MAX_SENTENCES):
+        chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+    else:
+        chroma_cfg = {"mode": "matrix", "path": MATRIX_FILE}
 
     created = not root.exists()
     with _build_lock(root):
@@ -492,37 +537,33 @@ def build_index(
         _remove_stale_builds(root, keep=previous)
         build_dir.mkdir(parents=True)
         try:
-            t0 = time.perf_counter()
-            vectors = _embed_with_progress(embeddings, sentence_texts, progress)
-            timings["encode_seconds"] = time.perf_counter() - t0
-
-            t0 = time.perf_counter()
             if chroma_url:
-                chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "collection": f"{prefix}-{build}"}
-            else:
-                chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+                chroma_cfg["collection"] = f"{prefix}-{build}"
             _write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
-            sentences = connect_sentence_store(chroma_cfg, build_dir, create=True)
-            sentences.add(chunks, sentence_docs, vectors)
-            timings["insert_seconds"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            sentences, dimension, encode_seconds = _store_sentences(
+                chroma_cfg, build_dir, chunks, embeddings, contextual_headers, progress
+            )
+            timings["encode_seconds"] = encode_seconds
+            timings["insert_seconds"] = time.perf_counter() - t0 - encode_seconds
 
             t0 = time.perf_counter()
             store = ChunkStore(chunks)
             store.save(build_dir / CHUNKS)
-            keywords = KeywordIndex.from_chunks(store.chunks, match=keyword_match)
+            keywords = _keyword_index(store.chunks, keyword_match, progress)
             keywords.save(build_dir)
             timings["keyword_seconds"] = time.perf_counter() - t0
 
             manifest = Manifest(
                 embedding_model=model_id,
-                embedding_dim=int(vectors.shape[1]) if vectors.size else 0,
+                embedding_dim=dimension,
                 chunk_size=chunk_size,
                 contextual_headers=contextual_headers,
                 keyword_match=keyword_match,
                 corpus_hash=corpus_hash(chunks),
                 documents=len(documents) if documents is not None else len(chunks),
                 chunks=len(chunks),
-                sentences=len(sentence_docs),
+                sentences=total,
                 chroma=chroma_cfg,
                 build_seconds=round(time.perf_counter() - started, 3),
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -568,11 +609,68 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _embed_with_progress(embeddings: Embeddings, texts: Sequence[str], progress: bool) -> np.ndarray:
+def _store_sentences(
+    config: dict[str, Any],
+    build_dir: Path,
+    chunks: Sequence[Chunk],
+    embeddings: Embeddings,
+    contextual_headers: bool,
+    progress: bool,
+) -> tuple[SentenceStore | SentenceMatrix, int, float]:
+    """Encode every sentence and store its vector, one block at a time.
+
+    Returns the opened sentence store, the vectors' dimension and the seconds spent encoding (the
+    rest is storing). Holding one block of vectors at a time keeps a build's memory flat however
+    large the corpus: the matrix is written to disk as it grows, Chroma takes one block per insert.
+    """
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(texts), desc="embedding sentences", unit="sent", disable=not progress, leave=False) as bar:
-        return embed_texts(embeddings, texts, on_batch=bar.update)
+    layout = SentenceLayout(chunks)
+    total = len(layout)
+    matrix = config["mode"] == "matrix"
+    writer = MatrixWriter(build_dir / str(config["path"]), total) if matrix else None
+    chroma = None if matrix else connect_sentence_store(config, build_dir, create=True)
+    where = "writing vectors" if matrix else "inserting into Chroma"
+    dimension, encode_seconds = 0, 0.0
+    bars = dict(total=total, unit="sent", disable=not progress, leave=False)
+    with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
+        for start, documents, texts in sentence_blocks(chunks, contextual_headers):
+            t0 = time.perf_counter()
+            vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
+            encode_seconds += time.perf_counter() - t0
+            dimension = int(vectors.shape[1])
+            if writer is not None:
+                writer.add(vectors)
+            else:
+                assert chroma is not None
+                chroma.add_rows(start, layout, documents, vectors)
+            stored.update(len(vectors))
+    if writer is not None:
+        writer.close()
+        return SentenceMatrix.open(config, build_dir, layout, dimension), dimension, encode_seconds
+    assert chroma is not None
+    chroma.layout = layout
+    return chroma, dimension, encode_seconds
+
+
+def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool) -> KeywordIndex:
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(chunks), desc="keyword index", unit="chunk", disable=not progress, leave=False) as bar:
+        return KeywordIndex.from_chunks(chunks, match=match, on_chunks=bar.update)
+
+
+def _open_sentences(
+    config: dict[str, Any], build_dir: Path, chunks: Sequence[Chunk], dimension: int
+) -> SentenceStore | SentenceMatrix:
+    """The sentence store a manifest describes: the matrix, or a Chroma collection (whose record
+    ids are row numbers in builds that say so; older builds find the chunk in each record's metadata)."""
+    if config.get("mode") == "matrix":
+        return SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), dimension)
+    sentences = connect_sentence_store(config, build_dir)
+    if config.get("ids") == "rows":
+        sentences.layout = SentenceLayout(chunks)
+    return sentences
 
 
 # --------------------------------------------------------------------------------------------
@@ -642,7 +740,7 @@ def load_index(
         raise IndexNotFoundError(
             f"{build_dir}: index files are damaged ({type(exc).__name__}: {exc}); rebuild with `arag index`"
         ) from None
-    sentences = connect_sentence_store(manifest.chroma, build_dir)
+    sentences = _open_sentences(manifest.chroma, build_dir, store.chunks, manifest.embedding_dim)
     index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
     if cache:
         with _LOADED_LOCK:

@@ -30,6 +30,7 @@ import numpy as np
 
 from arag_graph.documents import Chunk
 from arag_graph.errors import AragError, IndexNotFoundError
+from arag_graph.sentencematrix import SentenceLayout
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
@@ -73,6 +74,25 @@ class SentenceStore:
         self.client = client
         self.collection = collection
         self.config = config
+        # Set by the index when the record ids are row numbers (config "ids": "rows"): a query then
+        # fetches only ids and distances and finds each row's chunk in the layout's arrays.
+        self.layout: SentenceLayout | None = None
+
+    def add_rows(self, start: int, layout: SentenceLayout, documents: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert sentence rows ``start`` to ``start + len(vectors)``: one block of a streamed build."""
+        if len(documents) != len(vectors):
+            raise ValueError("sentence documents and vectors differ in length")
+        rows = np.arange(start, start + len(vectors))
+        described = layout.describe(rows, np.zeros(len(rows), dtype=np.float32))
+        batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+        for offset in range(0, len(rows), batch):
+            end = offset + batch
+            self.collection.add(
+                ids=[str(r) for r in rows[offset:end].tolist()],
+                embeddings=vectors[offset:end],
+                documents=list(documents[offset:end]),
+                metadatas=[{"chunk_id": c, "position": p} for c, p, _ in described[offset:end]],
+            )
 
     def add(self, chunks: Sequence[Chunk], documents: Sequence[str], vectors: np.ndarray) -> None:
         """Insert all sentences of ``chunks`` (in the order of ``documents``/``vectors``)."""
@@ -96,6 +116,11 @@ class SentenceStore:
 
     def query(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
         """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first."""
+        if self.layout is not None:
+            found = self.collection.query(query_embeddings=[list(vector)], n_results=max(1, n), include=["distances"])
+            rows = np.asarray([int(i) for i in found["ids"][0]], dtype=np.int64) if found["ids"] else np.empty(0, int)
+            distances = np.asarray(found["distances"][0] if found["distances"] else [], dtype=np.float64)
+            return self.layout.describe(rows, 1.0 - distances)
         result = self.collection.query(
             query_embeddings=[list(vector)], n_results=max(1, n), include=["metadatas", "distances"]
         )
@@ -107,6 +132,13 @@ class SentenceStore:
 
     def count(self) -> int:
         return int(self.collection.count())
+
+    def all_vectors(self) -> tuple[np.ndarray, list[tuple[str, int]]]:
+        """Every stored vector with its ``(chunk_id, position)``, for exact comparisons in tests and
+        benchmarks."""
+        got = self.collection.get(include=["embeddings", "metadatas"])
+        owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
+        return np.asarray(got["embeddings"], dtype=np.float32), owners
 
     def drop(self) -> None:
         """Delete the collection (used for server-side collections of replaced builds)."""
