@@ -49,7 +49,13 @@ from arag_graph.embeddings import (
 )
 from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
 from arag_graph.keywords import KeywordIndex
-from arag_graph.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceLayout, SentenceMatrix
+from arag_graph.sentencematrix import (
+    MATRIX_FILE,
+    MATRIX_MAX_SENTENCES,
+    MatrixWriter,
+    SentenceLayout,
+    SentenceMatrix,
+)
 from arag_graph.vectorstore import (
     COLLECTION_NAME_MAX,
     SentenceStore,
@@ -73,10 +79,6 @@ _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 KeywordMatch = Literal["word", "substring"]
 SentenceBackend = Literal["auto", "matrix", "chroma"]
 SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
-# Up to this many sentences ``auto`` keeps the vectors in one exact NumPy matrix; above it, in
-# Chroma's HNSW. Where one overtakes the other, measured with semantic_search as a whole:
-# bench/results/vs_paper.md.
-MATRIX_MAX_SENTENCES = 100_000
 # Sentences encoded and stored per step of a build: the most vectors a build holds at once.
 BUILD_BLOCK = 4096
 
@@ -226,14 +228,16 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
 
 
 def sentence_blocks(
-    chunks: Sequence[Chunk], contextual_headers: bool, size: int = BUILD_BLOCK
+    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None
 ) -> Iterator[tuple[int, list[str], list[str]]]:
-    """The sentences to store and the texts to embed for them, ``size`` at a time, in row order.
+    """The sentences to store and the texts to embed for them, ``size`` (default :data:`BUILD_BLOCK`)
+    at a time, in row order.
 
     Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
     the embedded text is ``"title: sentence"`` while the stored document stays the bare sentence,
     so snippets never show the header.
     """
+    size = size or BUILD_BLOCK
     documents: list[str] = []
     embedded: list[str] = []
     start = 0

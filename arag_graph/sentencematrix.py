@@ -30,6 +30,10 @@ from arag_graph.documents import Chunk
 from arag_graph.errors import IndexNotFoundError
 
 MATRIX_FILE = "sentences.npy"
+# Up to this many sentences an index keeps its vectors in one exact matrix by default; above it, in
+# Chroma's HNSW. Where one overtakes the other, measured with semantic_search as a whole:
+# bench/results/vs_paper.md.
+MATRIX_MAX_SENTENCES = 100_000
 
 
 class SentenceLayout:

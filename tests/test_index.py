@@ -484,9 +484,9 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
     import torch
 
-    from arag_graph.embeddings import SentenceEncoder
+    from arag_graph.embeddings import SentenceEncoder, default_embeddings
 
-    encoder = sample_index.embeddings
+    encoder = default_embeddings("torch")
     assert isinstance(encoder, SentenceEncoder)
     texts = [s for c in sample_index.store.chunks[:20] for s in c.sentence_texts()]
     threads = torch.get_num_threads()
