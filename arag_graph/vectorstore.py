@@ -117,12 +117,16 @@ class SentenceStore:
     def query(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
         """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first."""
         if self.layout is not None:
-            found = self.collection.query(query_embeddings=[list(vector)], n_results=max(1, n), include=["distances"])
+            found = self.collection.query(
+                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=max(1, n), include=["distances"]
+            )
             rows = np.asarray([int(i) for i in found["ids"][0]], dtype=np.int64) if found["ids"] else np.empty(0, int)
             distances = np.asarray(found["distances"][0] if found["distances"] else [], dtype=np.float64)
             return self.layout.describe(rows, 1.0 - distances)
         result = self.collection.query(
-            query_embeddings=[list(vector)], n_results=max(1, n), include=["metadatas", "distances"]
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=max(1, n),
+            include=["metadatas", "distances"],
         )
         metadatas = result["metadatas"][0] if result["metadatas"] else []
         distances = result["distances"][0] if result["distances"] else []
