@@ -473,8 +473,8 @@ def build_index(
     implies ``chroma``. Vectors are encoded and stored :data:`BUILD_BLOCK` sentences at a time, so
     a build never holds all of them in memory.
 
-    ``encoder`` picks the backend of the default model (``torch``, the default; ``onnx``;
-    ``onnx-int8``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
+    ``encoder`` picks the backend of the default model (``onnx-int8``, the default; ``onnx``;
+    ``torch``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
     the index embeds queries the same way. It cannot be combined with ``embeddings``.
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
