@@ -23,6 +23,8 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+# The one place the version is written: pyproject.toml reads it (setuptools' dynamic version), and
+# `arag --version` prints it.
 __version__ = "0.1.0"
 
 
