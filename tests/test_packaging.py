@@ -1,8 +1,10 @@
-"""The wheel: only ``arag_graph`` at the top level, typed, described, one version."""
+"""The wheel: only ``arag_graph`` at the top level, typed, described, one version, no unused dependency."""
 
 from __future__ import annotations
 
+import ast
 import email.parser
+import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -12,6 +14,7 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from tests.cli_run import run_cli
 
@@ -93,3 +96,29 @@ def test_arag_version_prints_the_package_version(capsys: pytest.CaptureFixture[s
 
     code, out, err = run_cli(["--version"], capsys)
     assert (code, out, err) == (0, f"arag {arag_graph.__version__}\n", "")
+
+
+def _imported_top_level(root: Path) -> set[str]:
+    names: set[str] = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_declared_dependency_is_imported(wheel: Path) -> None:
+    """A runtime dependency nothing imports only costs users an install (and its own dependencies)."""
+    from packaging.requirements import Requirement
+
+    required = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist") or []]
+    runtime = {canonicalize_name(r.name) for r in required if r.marker is None}
+    imported = _imported_top_level(REPO / "arag_graph") | _imported_top_level(REPO / "evaluators")
+    provided_by: dict[str, set[str]] = {}
+    for module, dists in importlib.metadata.packages_distributions().items():
+        for dist in dists:
+            provided_by.setdefault(canonicalize_name(dist), set()).add(module)
+    unused = sorted(name for name in runtime if not provided_by.get(name, set()) & imported)
+    assert not unused, f"declared but never imported by arag_graph: {unused}"
