@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 _NOT_SOURCE = (".git", ".venv", "indexes", "runs", "build", "dist", "*.egg-info", "__pycache__", "tests", "bench")
 
 
-def _source_copy(dest: Path) -> Path:
+def source_copy(dest: Path) -> Path:
     """A copy of the repository's sources to build from.
 
     Building in place with ``--no-build-isolation`` reuses setuptools' ``build/lib``, where files
@@ -33,7 +33,7 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
-def _build_wheel(src: Path, out: Path) -> Path:
+def build_wheel(src: Path, out: Path) -> Path:
     # No build isolation: the build backend (setuptools) is already installed, and nothing is downloaded.
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
@@ -47,7 +47,7 @@ def _build_wheel(src: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build_wheel(_source_copy(tmp_path_factory.mktemp("src") / "src"), tmp_path_factory.mktemp("wheel"))
+    return build_wheel(source_copy(tmp_path_factory.mktemp("src") / "src"), tmp_path_factory.mktemp("wheel"))
 
 
 def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
@@ -82,12 +82,12 @@ def test_wheel_is_typed_and_described(wheel: Path) -> None:
 def test_the_version_is_written_once(tmp_path: Path) -> None:
     """Bumping ``arag_graph.__version__`` alone changes the built wheel's version: no second copy
     in pyproject.toml can drift from it."""
-    src = _source_copy(tmp_path / "src")
+    src = source_copy(tmp_path / "src")
     init = src / "arag_graph" / "__init__.py"
     text, n = re.subn(r'^__version__ = "[^"]+"$', '__version__ = "9.8.7"', init.read_text(encoding="utf-8"), flags=re.M)
     assert n == 1, "arag_graph/__init__.py has no __version__ line"
     init.write_text(text, encoding="utf-8")
-    built = _build_wheel(src, tmp_path / "wheel")
+    built = build_wheel(src, tmp_path / "wheel")
     assert _metadata(built)["Version"] == "9.8.7"
 
 
