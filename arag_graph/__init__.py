@@ -15,6 +15,7 @@ _EXPORTS = {
     "Chunk": "arag_graph.documents",
     "Document": "arag_graph.documents",
     "HierarchicalIndex": "arag_graph.index",
+    "IndexRetriever": "arag_graph.langchain_retriever",
     "SearchHit": "arag_graph.index",
     "build_index": "arag_graph.index",
     "load_index": "arag_graph.index",

@@ -58,7 +58,7 @@ from arag_graph.vectorstore import (
 )
 
 if TYPE_CHECKING:
-    from arag_graph.langchain_retriever import IndexRetriever
+    from arag_graph.langchain_retriever import IndexRetriever, SearchType
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -345,7 +345,7 @@ class HierarchicalIndex:
         return results
 
     # -- LangChain ---------------------------------------------------------------------------
-    def as_retriever(self, search_type: str = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+    def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
         """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword`` or ``hybrid``; top ``k``).
 
         See :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever (``tags``, ``metadata``).

@@ -83,8 +83,11 @@ def test_documents_are_the_ranked_chunks_with_id_title_and_score(
 
 
 def test_semantic_is_the_default_and_k_defaults_to_five(sample_index: HierarchicalIndex) -> None:
+    import arag_graph
+
     retriever = sample_index.as_retriever()
-    assert isinstance(retriever, BaseRetriever)
+    assert isinstance(retriever, arag_graph.IndexRetriever) and isinstance(retriever, BaseRetriever)
+    assert sample_index.as_retriever(tags=["mine"]).tags == ["mine"]  # other settings reach the retriever
     docs = retriever.invoke(QUESTION)
     assert [d.id for d in docs] == [h.chunk_id for h in sample_index.semantic_search(QUESTION, 5)]
 
