@@ -17,6 +17,10 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
   ``errors`` counts them.
 * ``retrieved_tokens`` and ``steps`` are read from ``metrics``, else from ``prediction``.
 * Totals for cost and tokens are sums over the records that have them (``None`` when none has).
+* Every row is also broken down by question type where the records carry one (``question_type``:
+  HotpotQA's bridge/comparison, 2Wiki's types, MuSiQue's id prefix) and by hop count where the type
+  names one (MuSiQue's ``2hop``, ``3hop1``, ...), with the same rules inside each category.
+* Every record falls in one failure mode (:mod:`arag_graph.evaluators.failures`); a row counts them.
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arag_graph.datasets import hop_count
+from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
+
 __all__ = [
     "METRICS",
     "OFFLINE_LABEL",
     "model_label",
     "summarize",
+    "write_failures",
     "write_plots",
     "write_summary",
 ]
@@ -87,13 +95,61 @@ def _metrics_of(record: Mapping[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+def _aggregate(recs: Sequence[Mapping[str, Any]], metric_names: Iterable[str]) -> dict[str, Any]:
+    """Counts, means, totals and failure modes of one group of records (a row or a breakdown cell)."""
+    out: dict[str, Any] = {
+        "n": len(recs),
+        "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
+        "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+    }
+    counts: dict[str, int] = {}
+    values_of: dict[str, list[float]] = {}
+    for name in metric_names:
+        values = [v for v in (_number(_metrics_of(r).get(name)) for r in recs) if v is not None]
+        values_of[name] = values
+        counts[name] = len(values)
+        out[name] = (sum(values) / len(values)) if values else None
+    for name in _TOTALS:
+        out[f"{name}_total"] = sum(values_of[name]) if values_of.get(name) else None
+    seconds = [v for v in (_number(r.get("seconds")) for r in recs) if v is not None]
+    out["seconds_mean"] = (sum(seconds) / len(seconds)) if seconds else None
+    out["counts"] = counts
+    out["failures"] = failure_counts(recs)
+    return out
+
+
+def _breakdown(
+    recs: Sequence[Mapping[str, Any]], metric_names: Sequence[str], key_of: Any, order: Any
+) -> dict[str, dict[str, Any]]:
+    """``{category: aggregate}`` over the records whose category is known; {} when none is."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for record in recs:
+        category = key_of(record)
+        if category is not None:
+            groups.setdefault(category, []).append(record)
+    return {str(c): _aggregate(groups[c], metric_names) for c in sorted(groups, key=order)}
+
+
+def _question_type(record: Mapping[str, Any]) -> str | None:
+    value = record.get("question_type")
+    return str(value) if value not in (None, "") else None
+
+
+def _hops(record: Mapping[str, Any]) -> int | None:
+    return hop_count(_question_type(record))
+
+
 def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One summary row per (graph, setting_key); see the module docstring for the rules.
 
     Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``,
     ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value), the mean of
     every metric under its own key (``None`` when unavailable), ``counts`` (records per mean),
-    ``cost_usd_total``, ``input_tokens_total`` and ``output_tokens_total``.
+    ``cost_usd_total``, ``input_tokens_total``, ``output_tokens_total``, ``failures`` (records per
+    failure mode, :mod:`arag_graph.evaluators.failures`), and the breakdowns ``by_type`` (per question
+    type, as the data names it) and ``by_hops`` (per hop count, where the type names one, as MuSiQue's
+    do), each ``{category: {n, errors, metric means, counts, failures, ...}}`` and empty when the data
+    has no such category.
     """
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     graph_order: dict[str, int] = {}
@@ -115,6 +171,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for name, value in _metrics_of(record).items():
                 if name not in seen_metrics and (value is None or _number(value) is not None):
                     seen_metrics[name] = None
+    names = list(seen_metrics)
 
     rows = []
     ordered = sorted(groups.items(), key=lambda item: (graph_order[item[0][0]], _setting_order(item[1]["setting"])))
@@ -125,22 +182,10 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "setting_key": key,
             "setting": group["setting"],
             "model": ", ".join(group["models"]),
-            "n": len(recs),
-            "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
-            "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+            **_aggregate(recs, names),
+            "by_type": _breakdown(recs, names, _question_type, str),
+            "by_hops": _breakdown(recs, names, _hops, int),
         }
-        counts: dict[str, int] = {}
-        values_of: dict[str, list[float]] = {}
-        for name in seen_metrics:
-            values = [v for v in (_number(_metrics_of(r).get(name)) for r in recs) if v is not None]
-            values_of[name] = values
-            counts[name] = len(values)
-            row[name] = (sum(values) / len(values)) if values else None
-        for name in _TOTALS:
-            row[f"{name}_total"] = sum(values_of[name]) if values_of[name] else None
-        seconds = [v for v in (_number(r.get("seconds")) for r in recs) if v is not None]
-        row["seconds_mean"] = (sum(seconds) / len(seconds)) if seconds else None
-        row["counts"] = counts
         rows.append(row)
     return rows
 
@@ -201,8 +246,67 @@ def _escape_md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]], category: str | None = None
+) -> list[str]:
+    """Markdown lines of a table of ``rows``; with ``category``, one line per row and category.
+
+    ``category`` names a breakdown (``by_type``, ``by_hops``) whose cells are the rows' sub-rows.
+    """
+    lead = ["graph", "setting", *([_CATEGORY_HEADERS[category]] if category else []), "n"]
+    lines = [
+        "| " + " | ".join([*lead, *(title for _, title, _ in columns)]) + " |",
+        "|" + "|".join([*("---" for _ in lead[:-1]), "---:", *("---:" for _ in columns)]) + "|",
+    ]
+    for row in rows:
+        parts = [(None, row)] if category is None else list((row.get(category) or {}).items())
+        for name, part in parts:
+            cells = [
+                _escape_md(str(row.get("graph"))),
+                _escape_md(str(row.get("setting_key") or "default")),
+                *([_escape_md(str(name))] if category else []),
+                str(part.get("n", 0)),
+                *(str(part.get(key, 0)) if kind == "int" else _cell(part, key, kind) for key, _, kind in columns),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+_CATEGORY_HEADERS = {"by_type": "question type", "by_hops": "hops"}
+
+
+def _failure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    # Modes no row has beyond the usual ones (no gold ids, unscored) would be empty columns.
+    usual = ("correct", "error", "cap_reached", "not_retrieved", "not_read", "read_wrong")
+    shown = [m for m in FAILURE_MODES if m in usual or any((r.get("failures") or {}).get(m) for r in rows)]
+    columns = [(f"failures.{mode}", FAILURE_MODES[mode], "int") for mode in shown]
+    flat = [{**row, **{f"failures.{m}": (row.get("failures") or {}).get(m, 0) for m in shown}} for row in rows]
+    return [
+        "",
+        "## Where answers are lost",
+        "",
+        "Each run in one failure mode, the first that applies: correct (LLM-Acc where judged, else "
+        "Contain-Acc); error; cap reached (all steps used, made to answer); gold never retrieved (a gold "
+        "chunk never surfaced); retrieved, never read (a gold chunk seen only as a snippet); read, answer "
+        "wrong (every gold chunk read in full). Per question: `failures.md`, `failures.csv`.",
+        "",
+        *_table(flat, columns),
+    ]
+
+
+def _breakdown_lines(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> list[str]:
+    lines: list[str] = []
+    titles = {"by_type": "By question type", "by_hops": "By number of hops"}
+    for category, title in titles.items():
+        # One category alone would repeat the main table.
+        if len({name for row in rows for name in row.get(category) or {}}) < 2:
+            continue
+        lines += ["", f"## {title}", "", *_table(rows, columns, category)]
+    return lines
+
+
 def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The ``summary.md`` text: a table of every row and the definitions a reader needs."""
+    """The ``summary.md`` text: a table of every row, breakdowns, failure modes and definitions."""
     models = _models(rows)
     with_cost = any(row.get("cost_usd_total") is not None for row in rows)
     columns = [*_COLUMNS, ("errors", "errors", "int")]
@@ -210,7 +314,6 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         columns.append(("with_warnings", "runs with warnings", "int"))
     if with_cost:
         columns.append(("cost_usd_total", "cost (USD)", "usd"))
-    header = ["graph", "setting", "n", *(title for _, title, _ in columns)]
     lines = [
         "# Evaluation summary",
         "",
@@ -221,19 +324,7 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "The offline policy is a deterministic no-LLM baseline: its numbers measure retrieval and "
             "extraction rules, not a language model, and are not comparable with LLM results."
         )
-    lines += [
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---", "---", "---:", *("---:" for _ in columns)]) + "|",
-    ]
-    for row in rows:
-        cells = [
-            _escape_md(str(row.get("graph"))),
-            _escape_md(str(row.get("setting_key") or "default")),
-            str(row.get("n", 0)),
-            *(str(row.get(key, 0)) if kind == "int" else _cell(row, key, kind) for key, _, kind in columns),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *_table(rows, columns)]
     lines += [
         "",
         "- Contain-Acc: the normalised gold answer (any alias) is a substring of the normalised prediction "
@@ -258,6 +349,9 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "- Cost: every model call of the runs (structured sub-steps and HyDE included), priced from the "
             "provider's usage metadata; the judge's calls are not included."
         )
+    if any(row.get("failures") for row in rows):
+        lines += _failure_lines(rows)
+    lines += _breakdown_lines(rows, columns)
     lines.append("")
     return "\n".join(lines)
 
@@ -270,6 +364,17 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     _replace(json_path, (json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     _replace(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
+
+
+def write_failures(records: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write the per-question failure tables ``failures.csv`` (one line per run) and ``failures.md``
+    (one row per question, one column per graph and setting); returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / "failures.csv", out / "failures.md"
+    _replace(csv_path, failures_csv(records).encode("utf-8"))
+    _replace(md_path, failures_markdown(records).encode("utf-8"))
+    return [csv_path, md_path]
 
 
 # --- plots -------------------------------------------------------------------------------------------

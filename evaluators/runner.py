@@ -476,6 +476,7 @@ class SettingRun:
         record = {
             "question_id": question.id,
             "question": question.question,
+            "question_type": question.type,  # for the per-type and per-hop breakdowns
             "answers": list(question.answers),
             "gold_chunk_ids": self.gold.get(question.id, []),
             "graph": self.setting.graph,
@@ -484,6 +485,8 @@ class SettingRun:
             "model": self.plan.model,
             "prediction": prediction,
             "metrics": metrics,
+            # The failure analysis tells "cap reached" from steps against the cap the run had.
+            "step_cap": getattr(self.context, "max_steps", None),
             "seconds": round(time.perf_counter() - started, 3),
         }
         self.file.add(record)
@@ -659,7 +662,7 @@ def run_evaluation(
     """
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.judge import resolve_judge
-    from arag_graph.evaluators.report import summarize, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
 
     questions = check_plan(plan)
     check_resume(plan, None)
@@ -689,10 +692,13 @@ def run_evaluation(
             execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
     if upload:
         client.flush()  # runs go up from a background thread; the process may exit right after
-    wanted = {q.id for q in questions}
-    records = [r for run in runs for qid, r in run.file.records.items() if qid in wanted]
+    types = {q.id: q.type for q in questions}
+    records = [r for run in runs for qid, r in run.file.records.items() if qid in types]
+    for record in records:  # records written before types were recorded still get theirs
+        record.setdefault("question_type", types[record["question_id"]])
     rows = summarize(records)
     write_summary(rows, plan.out)
+    write_failures(records, plan.out)
     write_plots(rows, plan.out)
     return rows
 

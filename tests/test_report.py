@@ -243,3 +243,96 @@ def test_plots_with_a_judge_are_titled_with_the_model(tmp_path: Path) -> None:
 
 def test_no_rows_no_plots(tmp_path: Path) -> None:
     assert write_plots([], tmp_path) == []
+
+
+# --- breakdowns by question type and hops (issue 15 item 3) ---------------------------------------
+
+
+def typed(graph: str, qid: str, question_type: str | None, **metrics: Any) -> dict[str, Any]:
+    r = record(graph, {}, qid, **metrics)
+    r["question_type"] = question_type
+    return r
+
+
+def musique_records() -> list[dict[str, Any]]:
+    return [
+        typed("arag", "a", "2hop", contain_acc=1.0, context_precision=1.0, retrieved_tokens=100),
+        typed("arag", "b", "2hop", contain_acc=1.0, context_precision=0.5, retrieved_tokens=300),
+        typed("arag", "c", "3hop1", contain_acc=0.0, retrieved_tokens=500),
+        typed("arag", "d", "3hop2", contain_acc=1.0, retrieved_tokens=700),
+        typed("arag", "e", "4hop3", contain_acc=0.0, error="graph failed: boom", retrieved_tokens=900),
+        typed("naive_rag", "a", "2hop", contain_acc=0.0),
+        typed("naive_rag", "c", "3hop1", contain_acc=1.0),
+    ]
+
+
+def test_every_metric_broken_down_by_type_and_by_hops() -> None:
+    arag, naive = summarize(musique_records())
+    assert list(arag["by_type"]) == ["2hop", "3hop1", "3hop2", "4hop3"]
+    two = arag["by_type"]["2hop"]
+    assert (two["n"], two["contain_acc"], two["context_precision"], two["retrieved_tokens"]) == (2, 1.0, 0.75, 200)
+    assert two["counts"]["context_precision"] == 2 and two["llm_acc"] is None
+    assert arag["by_type"]["4hop3"]["errors"] == 1
+    # Hops from MuSiQue's type: 3hop1 and 3hop2 are both three hops.
+    assert list(arag["by_hops"]) == ["2", "3", "4"]
+    three = arag["by_hops"]["3"]
+    assert (three["n"], three["contain_acc"], three["retrieved_tokens"]) == (2, 0.5, 600)
+    assert three["context_precision"] is None  # no record of that category has it: unavailable, not 0
+    assert list(naive["by_hops"]) == ["2", "3"]
+    assert (naive["by_hops"]["2"]["contain_acc"], naive["by_hops"]["3"]["contain_acc"]) == (0.0, 1.0)
+    assert sum(part["n"] for part in arag["by_type"].values()) == arag["n"]
+
+    text = summary_markdown([arag, naive])
+    assert "## By question type" in text and "## By number of hops" in text
+    hops_table = text.split("## By number of hops")[1]
+    assert "| graph | setting | hops | n | Contain-Acc (%) |" in hops_table
+    assert "| arag | default | 3 | 2 | 50.0 |" in hops_table
+    assert "| naive_rag | default | 2 | 1 | 0.0 |" in hops_table
+    type_table = text.split("## By question type")[1].split("## By number of hops")[0]
+    assert "| arag | default | 2hop | 2 | 100.0 |" in type_table
+    assert "| arag | default | 4hop3 | 1 | 0.0 |" in type_table and type_table.count("\n| arag |") == 4
+
+
+def test_hotpotqa_types_have_no_hops_and_untyped_data_no_breakdown() -> None:
+    (row,) = summarize([typed("arag", "a", "bridge", contain_acc=1.0), typed("arag", "b", "comparison")])
+    assert list(row["by_type"]) == ["bridge", "comparison"]
+    assert row["by_hops"] == {}
+    text = summary_markdown([row])
+    assert "## By question type" in text and "## By number of hops" not in text
+    (untyped,) = summarize([typed("arag", "a", None), typed("arag", "b", None)])
+    assert untyped["by_type"] == {} and untyped["by_hops"] == {}
+    assert "## By question type" not in summary_markdown([untyped])
+
+
+# --- failure modes summed per row (issue 15 item 4) -------------------------------------------------
+
+
+def test_failure_modes_are_summed_per_graph_in_the_summary() -> None:
+    records = [
+        record("arag", {}, "q1", contain_acc=1.0),
+        record("arag", {}, "q2"),  # gold "1", nothing retrieved
+        record("arag", {}, "q3", error="graph failed: boom"),
+        record("naive_rag", {}, "q1"),
+    ]
+    records[1]["prediction"].update(retrieved_chunks=["1"], read_chunks=[])
+    arag, naive = summarize(records)
+    assert arag["failures"] == {**dict.fromkeys(arag["failures"], 0), "correct": 1, "not_read": 1, "error": 1}
+    assert naive["failures"]["not_retrieved"] == 1
+    text = summary_markdown([arag, naive])
+    lost = text.split("## Where answers are lost")[1]
+    assert (
+        "| graph | setting | n | correct | error | cap reached | gold never retrieved | retrieved, never read "
+        "| read, answer wrong |" in lost
+    )
+    assert "| arag | default | 3 | 1 | 1 | 0 | 0 | 1 | 0 |" in lost
+    assert "| naive_rag | default | 1 | 0 | 0 | 0 | 1 | 0 | 0 |" in lost
+    assert "no gold ids" not in lost  # a column only when some run needs it
+
+
+def test_write_failures(tmp_path: Path) -> None:
+    from arag_graph.evaluators.report import write_failures
+
+    paths = write_failures([record("arag", {}, "q1", contain_acc=1.0), record("naive_rag", {}, "q1")], tmp_path)
+    assert [p.name for p in paths] == ["failures.csv", "failures.md"]
+    assert paths[0].read_text(encoding="utf-8").splitlines()[1].startswith("q1,,arag,default,correct,True")
+    assert "| q1: question q1? | correct | gold never retrieved (0/1 retrieved, 0 read) |" in paths[1].read_text()
