@@ -402,12 +402,16 @@ def _sweeps(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Map
     return {key: sorted(group, key=lambda r: _step_cap(r) or 0.0) for key, group in lines.items()}
 
 
+_DPI = 120
+
+
 def _new_figure() -> Any:
     # The object-oriented API with the Agg canvas: no display, no pyplot global state, thread-safe.
+    # The figure's dpi is the PNG's, so the spread of coinciding points is laid out in the pixels saved.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 5.5), layout="constrained")
+    figure = Figure(figsize=(8, 5.5), layout="constrained", dpi=_DPI)
     FigureCanvasAgg(figure)
     return figure
 
@@ -418,10 +422,17 @@ def _palette() -> list[Any]:
     return list(colormaps["tab10"].colors)
 
 
-def _colours(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+# One marker shape per graph as well as one colour: where two graphs' points coincide, the spread
+# below keeps them apart, and the shape tells them apart in grey-scale prints and for colour-blind readers.
+_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h", "<", ">")
+_MARKER_SIZE = 8.0  # points
+
+
+def _looks(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Any, str]]:
+    """(colour, marker) per graph, in order of first appearance, the same in every plot."""
     palette = _palette()
     graphs = list(dict.fromkeys(str(row.get("graph")) for row in rows))
-    return {graph: palette[i % len(palette)] for i, graph in enumerate(graphs)}
+    return {graph: (palette[i % len(palette)], _MARKERS[i % len(_MARKERS)]) for i, graph in enumerate(graphs)}
 
 
 def _point_label(row: Mapping[str, Any]) -> str:
@@ -434,36 +445,119 @@ def _point_label(row: Mapping[str, Any]) -> str:
     return str(row.get("setting_key") or "")
 
 
-def _plot_tokens(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
+class _Series:
+    """One plotted line of markers and the summary rows behind its points, for the labels."""
+
+    def __init__(self, line: Any, rows: Sequence[Mapping[str, Any]], key: str, graph: str, setting: bool) -> None:
+        self.line, self.rows, self.key, self.graph = line, list(rows), key, graph
+        self.setting = setting  # False where the x axis already says it (the step cap)
+
+    def label(self, i: int, in_cluster: bool) -> str:
+        """The point's setting and sample size; the graph's name too where points were spread."""
+        row = self.rows[i]
+        n = row.get("n")
+        scored = (row.get("counts") or {}).get(self.key, n)
+        # LLM-Acc points are labelled only when the judge left some items unscored.
+        size = f"n={n}" if self.key != "llm_acc" else (f"n={scored} judged" if scored != n else "")
+        setting = _point_label(row) if self.setting and self.key != "llm_acc" else ""
+        parts = [self.graph if in_cluster else "", setting, size]
+        return " ".join(part for part in parts if part)
+
+
+def _plot_series(
+    axes: Any,
+    xs: Sequence[float],
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    graph: str,
+    look: tuple[Any, str],
+    name: str,
+    style: str = "-",
+    setting: bool = True,
+) -> _Series:
+    """Contain-Acc as filled markers on a solid line, LLM-Acc as hollow markers on a dashed one."""
+    colour, marker = look
+    judge = key == "llm_acc"
+    ys = [100 * r[key] for r in rows]
+    (line,) = axes.plot(xs, ys, color=colour, marker=marker, markersize=_MARKER_SIZE,
+                        markerfacecolor="none" if judge else colour, markeredgewidth=1.5,
+                        linestyle=("--" if judge else style) if len(xs) > 1 else "none", linewidth=1, alpha=0.9,
+                        label=f"{name}: {'LLM-Acc' if judge else 'Contain-Acc'}", zorder=3)  # fmt: skip
+    return _Series(line, rows, key, graph, setting)
+
+
+def _spread_and_label(figure: Any, axes: Any, series: Sequence[_Series]) -> None:
+    """Move coinciding markers apart sideways, then write each point's label (with its n).
+
+    At ``--max-steps 3,6`` the offline ``arag`` and ``arag_naive`` can land on the same accuracy
+    and step cap, and one marker hid the other. Markers closer than about one marker width on
+    screen are laid side by side around their common centre; only x moves, by a few pixels, so the
+    accuracy read off the plot stays exact. Needs the final layout, so the title and legend are
+    set before this is called.
+    """
+    import numpy as np
+
+    figure.draw_without_rendering()  # constrained layout fixes the axes' place on the canvas
+    axes.set_xlim(axes.get_xlim())  # and the view stays where autoscaling put it
+    axes.set_ylim(axes.get_ylim())
+    to_screen = axes.transData
+    width = 1.3 * _MARKER_SIZE * figure.dpi / 72
+    clusters: list[list[tuple[int, int, float, float]]] = []
+    for s, item in enumerate(series):
+        data = np.column_stack([np.asarray(item.line.get_xdata(), float), np.asarray(item.line.get_ydata(), float)])
+        for i, (x, y) in enumerate(to_screen.transform(data)):
+            for cluster in clusters:
+                if math.hypot(x - cluster[0][2], y - cluster[0][3]) < width:
+                    cluster.append((s, i, x, y))
+                    break
+            else:
+                clusters.append([(s, i, x, y)])
+    place: dict[tuple[int, int], int] = {}
+    for cluster in clusters:
+        if len(cluster) < 2:
+            continue
+        centre = sum(x for _, _, x, _ in cluster) / len(cluster)
+        for j, (s, i, _x, y) in enumerate(cluster):
+            moved = to_screen.inverted().transform((centre + (j - (len(cluster) - 1) / 2) * width, y))[0]
+            xs = list(series[s].line.get_xdata())
+            xs[i] = moved
+            series[s].line.set_xdata(xs)
+            place[(s, i)] = j
+    to_axes = axes.transAxes.inverted()
+    for s, item in enumerate(series):
+        for i, (x, y) in enumerate(zip(item.line.get_xdata(), item.line.get_ydata(), strict=True)):
+            text = item.label(i, (s, i) in place)
+            if not text:
+                continue
+            # Labels grow away from the nearer side of the axes, so none runs off the canvas.
+            right = to_axes.transform(to_screen.transform((x, y)))[0] > 0.6
+            # In a cluster, stacked above it one line per member; else alternately above and below,
+            # so labels of neighbouring sweep points do not overlap.
+            offset = (0, 8 + 10 * place[(s, i)]) if (s, i) in place else (-5 if right else 5, -13 if i % 2 else 7)
+            note = axes.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=7,
+                                 color=item.line.get_color(), ha="right" if right else "left")  # fmt: skip
+            note.set_in_layout(False)  # labels must not move the axes the spread was computed for
+
+
+def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     points = [r for r in rows if r.get("retrieved_tokens") is not None and r.get("contain_acc") is not None]
     if not points:
-        return False
-    colours = _colours(rows)  # the same colour per graph in every plot
+        return None
+    looks = _looks(rows)  # the same colour and marker per graph in every plot
     figure = _new_figure()
     axes = figure.add_subplot()
     with_judge = any(r.get("llm_acc") is not None for r in points)
-    for graph, colour in colours.items():
+    series: list[_Series] = []
+    for graph, look in looks.items():
         mine = [r for r in points if str(r.get("graph")) == graph]  # already in setting order
-        if not mine:
-            continue
-        series = [("Contain-Acc", "o", "-", mine, "contain_acc")]
         judged = [r for r in mine if r.get("llm_acc") is not None]
-        if judged:
-            series.append(("LLM-Acc", "^", "--", judged, "llm_acc"))
-        for metric, marker, style, chosen, key in series:
-            xs = [r["retrieved_tokens"] for r in chosen]
-            ys = [100 * r[key] for r in chosen]
-            # Settings of one graph (a step sweep) are joined, so the cost of more steps reads as a path.
-            axes.plot(xs, ys, color=colour, marker=marker, markersize=8, linestyle=style if len(xs) > 1 else "none",
-                      linewidth=1, alpha=0.9, label=f"{graph}: {metric}", zorder=3)  # fmt: skip
-        for i, r in enumerate(mine):
-            label = _point_label(r)
-            if label:
-                # Alternate above and below so labels of neighbouring sweep points do not overlap.
-                axes.annotate(label, (r["retrieved_tokens"], 100 * r["contain_acc"]), textcoords="offset points",
-                              xytext=(5, 7 if i % 2 == 0 else -13), fontsize=8, color=colour)  # fmt: skip
+        for key, chosen in (("contain_acc", mine), ("llm_acc", judged)):
+            if chosen:
+                # Settings of one graph (a step sweep) are joined, so the cost of more steps reads as a path.
+                xs = [r["retrieved_tokens"] for r in chosen]
+                series.append(_plot_series(axes, xs, chosen, key, graph, look, graph))
     tokens = [r["retrieved_tokens"] for r in points if r["retrieved_tokens"] > 0]
     if tokens and max(tokens) / min(tokens) > 20:
         axes.set_xscale("log")  # A-RAG (Naive) reads about ten times the tokens of the others
@@ -473,56 +567,59 @@ def _plot_tokens(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
     axes.margins(x=0.12)
     axes.set_xlabel("mean retrieved corpus tokens per question (o200k_base)")
     axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 102)
+    axes.set_ylim(-2, 108)  # room for the labels of points at 100 %
     axes.grid(True, alpha=0.3)
     metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _save(figure, axes, _title(f"{metric} vs. retrieved tokens", points), path)
-    return True
+    _finish(figure, axes, _title(f"{metric} vs. retrieved tokens", points), series)
+    return figure
 
 
-def _plot_steps(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
+def _steps_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     lines = _sweeps(rows)
     if not any(len({_step_cap(r) for r in group}) > 1 for group in lines.values()):
-        return False
-    colours = _colours(rows)
+        return None
+    looks = _looks(rows)
     styles = ["-", "-.", ":"]  # a graph swept under several other settings gets one style per line
     figure = _new_figure()
     axes = figure.add_subplot()
     caps: set[float] = set()
     with_judge = False
     per_graph: dict[str, int] = {}
+    series: list[_Series] = []
     for (graph, rest), group in lines.items():
         name = f"{graph} ({rest})" if rest else graph
-        colour = colours[graph]
         style = styles[per_graph.setdefault(graph, 0) % len(styles)]
         per_graph[graph] += 1
-        xs = [_step_cap(r) for r in group]
-        caps.update(x for x in xs if x is not None)
-        acc = [(x, 100 * r["contain_acc"]) for x, r in zip(xs, group, strict=True) if r.get("contain_acc") is not None]
-        if acc:
-            axes.plot(*zip(*acc, strict=True), color=colour, marker="o", linestyle=style, label=f"{name}: Contain-Acc")
-        judged = [(x, 100 * r["llm_acc"]) for x, r in zip(xs, group, strict=True) if r.get("llm_acc") is not None]
-        if judged:
-            with_judge = True
-            axes.plot(*zip(*judged, strict=True), color=colour, marker="^", linestyle="--", label=f"{name}: LLM-Acc")
+        caps.update(c for c in (_step_cap(r) for r in group) if c is not None)
+        for key in ("contain_acc", "llm_acc"):
+            chosen = [r for r in group if r.get(key) is not None]
+            if chosen:
+                with_judge = with_judge or key == "llm_acc"
+                xs = [_step_cap(r) or 0.0 for r in chosen]
+                series.append(_plot_series(axes, xs, chosen, key, graph, looks[graph], name, style, setting=False))
     axes.set_xticks(sorted(caps))
     axes.set_xticklabels([f"{c:g}" for c in sorted(caps)])
     axes.margins(x=0.08)
     axes.set_xlabel("step cap (max_steps)")
     axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 102)
+    axes.set_ylim(-2, 108)
     axes.grid(True, alpha=0.3)
     metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _save(figure, axes, _title(f"{metric} vs. step cap (test-time scaling)", rows), path)
-    return True
+    _finish(figure, axes, _title(f"{metric} vs. step cap (test-time scaling)", rows), series)
+    return figure
 
 
-def _save(figure: Any, axes: Any, title: str, path: Path) -> None:
+def _finish(figure: Any, axes: Any, title: str, series: Sequence[_Series]) -> None:
     axes.set_title(title, fontsize=11)
     axes.legend(fontsize=8, loc="best")
+    _spread_and_label(figure, axes, series)
+
+
+def _save(figure: Any, path: Path) -> None:
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
+    title = " ".join(figure.axes[0].get_title().split())
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=120, metadata={"Title": " ".join(title.split())})
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Title": title})
     _replace(path, buffer.getvalue())
 
 
@@ -537,17 +634,21 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[
     """Write the PNG plots the rows support and return their paths.
 
     ``accuracy_vs_tokens.png`` always (when any row has accuracy and tokens): one point per graph and
-    setting, Contain-Acc (circles) and LLM-Acc when judged (triangles). ``accuracy_vs_steps.png`` only
-    for a step sweep (some graph has two or more ``max_steps`` settings): one line per graph.
+    setting, Contain-Acc (filled markers) and LLM-Acc when judged (hollow markers), one marker shape
+    per graph. ``accuracy_vs_steps.png`` only for a step sweep (some graph has two or more
+    ``max_steps`` settings): one line per graph. Every point is labelled with its n; points that
+    would cover each other are set side by side.
     A plot of that name left by an earlier evaluation in ``out_dir`` is removed when these rows do
     not support it, so the directory never shows a plot of other results.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, plot in (("accuracy_vs_tokens.png", _plot_tokens), ("accuracy_vs_steps.png", _plot_steps)):
+    for name, plot in (("accuracy_vs_tokens.png", _tokens_figure), ("accuracy_vs_steps.png", _steps_figure)):
         path = out / name
-        if plot(rows, path):
+        figure = plot(rows)
+        if figure is not None:
+            _save(figure, path)
             written.append(path)
         else:
             path.unlink(missing_ok=True)

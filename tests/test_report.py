@@ -336,3 +336,81 @@ def test_write_failures(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["failures.csv", "failures.md"]
     assert paths[0].read_text(encoding="utf-8").splitlines()[1].startswith("q1,,arag,default,correct,True")
     assert "| q1: question q1? | correct | gold never retrieved (0/1 retrieved, 0 read) |" in paths[1].read_text()
+
+
+# --- plots: n per point, coinciding points kept apart (issue 13 item 12) -------------------------
+
+
+@pytest.fixture
+def saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every matplotlib figure saved while the test runs, as it was saved."""
+    from matplotlib.figure import Figure
+
+    figures: list[Any] = []
+    original = Figure.savefig
+
+    def savefig(self: Any, *args: Any, **kwargs: Any) -> Any:
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return figures
+
+
+def _markers_on_screen(figure: Any) -> dict[str, list[tuple[float, float]]]:
+    """Pixel positions of every plotted marker, by legend label, after the figure was drawn."""
+    import numpy as np
+
+    axes = figure.axes[0]
+    out: dict[str, list[tuple[float, float]]] = {}
+    for line in axes.get_lines():
+        if line.get_marker() in (None, "None", ""):
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        out[line.get_label()] = [tuple(p) for p in axes.transData.transform(xy)]
+    return out
+
+
+def overlapping_sweep() -> list[dict[str, Any]]:
+    """``--max-steps 3,6`` where arag and arag_naive score and spend exactly the same."""
+    records = []
+    for cap in (3, 6):
+        for graph in ("arag", "arag_naive"):
+            for qid, acc in (("q1", 1.0), ("q2", 0.0), ("q3", 0.0)):
+                records.append(
+                    record(graph, {"max_steps": cap}, qid, contain_acc=acc, retrieved_tokens=200 * cap, steps=cap)
+                )
+    records += [record("naive_rag", {}, q, contain_acc=1.0, retrieved_tokens=600, steps=1) for q in ("q1", "q2")]
+    return records
+
+
+def test_coinciding_points_stay_visible_and_every_point_shows_its_n(tmp_path: Path, saved_figures: list[Any]) -> None:
+    paths = write_plots(summarize(overlapping_sweep()), tmp_path)
+    assert [p.name for p in paths] == ["accuracy_vs_tokens.png", "accuracy_vs_steps.png"]
+    assert len(saved_figures) == 2
+    for figure in saved_figures:
+        markers = _markers_on_screen(figure)
+        arag, naive = markers["arag: Contain-Acc"], markers["arag_naive: Contain-Acc"]
+        assert len(arag) == len(naive) == 2
+        for (ax, ay), (nx, ny) in zip(arag, naive, strict=True):
+            assert ay == pytest.approx(ny)  # the same accuracy, still read exactly off the y axis
+            assert abs(ax - nx) >= 8 * figure.dpi / 72  # a whole marker width apart: neither hides the other
+        # One marker shape per graph as well as one colour.
+        shapes = {line.get_label(): line.get_marker() for line in figure.axes[0].get_lines()}
+        assert shapes["arag: Contain-Acc"] != shapes["arag_naive: Contain-Acc"]
+        labels = [text.get_text() for text in figure.axes[0].texts]
+        # Every point says how many questions it is over; a spread point also says whose it is.
+        assert sum("n=3" in label for label in labels) == 4
+        assert any(label.startswith("arag ") for label in labels)
+        assert any(label.startswith("arag_naive ") for label in labels)
+    tokens_labels = [text.get_text() for text in saved_figures[0].axes[0].texts]
+    assert "n=2" in tokens_labels  # naive_rag's single point: its n, nothing else to say
+    assert "arag cap 3 n=3" in tokens_labels and "arag_naive cap 6 n=3" in tokens_labels
+
+
+def test_points_apart_are_not_moved(tmp_path: Path, saved_figures: list[Any]) -> None:
+    records = [r for r in overlapping_sweep() if r["graph"] != "arag_naive"]
+    write_plots(summarize(records), tmp_path)
+    axes = saved_figures[0].axes[0]
+    line = next(line for line in axes.get_lines() if line.get_label() == "arag: Contain-Acc")
+    assert list(line.get_xdata()) == [600, 1200]  # exact data where nothing coincides
