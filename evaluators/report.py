@@ -55,6 +55,9 @@ METRICS: tuple[str, ...] = (
     "read_recall",
     "evidence_precision",
     "answer_similarity",
+    "context_precision",
+    "answer_relevance",
+    "faithfulness",
     "retrieved_tokens",
     "steps",
     "input_tokens",
@@ -201,6 +204,9 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("evidence_recall", "evidence recall (%)", "percent"),
     ("evidence_precision", "evidence precision (%)", "percent"),
     ("answer_similarity", "answer similarity", "cosine"),
+    ("context_precision", "context precision", "judge_score"),
+    ("answer_relevance", "answer relevance", "judge_score"),
+    ("faithfulness", "faithfulness", "judge_score"),
     ("retrieved_tokens", "retrieved tokens", "tokens"),
     ("steps", "steps", "steps"),
 )
@@ -221,12 +227,13 @@ def _models(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _cell(row: Mapping[str, Any], key: str, kind: str) -> str:
     value = row.get(key)
-    if kind == "judge":
+    if kind in ("judge", "judge_score"):
+        # Metrics a model computes: "unavailable" rather than "n/a", and partial coverage is shown.
         if value is None:
             return "unavailable"
         judged, n = (row.get("counts") or {}).get(key, row.get("n")), row.get("n")
-        text = f"{100 * value:.1f}"
-        return text if judged == n else f"{text} ({judged}/{n} judged)"
+        text, done = (f"{100 * value:.1f}", "judged") if kind == "judge" else (f"{value:.3f}", "scored")
+        return text if judged == n else f"{text} ({judged}/{n} {done})"
     if value is None:
         return "n/a"
     if kind == "percent":
@@ -336,6 +343,12 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "Evidence precision: share of the chunks read in full that are gold. n/a: no gold chunk ids, or "
         "nothing read.",
         "- Answer similarity: cosine of the embeddings of prediction and gold answer (ARAGOG).",
+        "- Context precision (ARAGOG, RAGAS): the mean of precision@k over the ranks k of the relevant chunks "
+        "in the order the run retrieved them; relevant = a gold chunk, or the judge's call when the "
+        "question has no gold chunk ids. Answer relevance: mean cosine between the question and 3 questions "
+        "the judge writes back from the answer (the index's encoder). Faithfulness: share of the answer's "
+        'claims the judge finds supported by the retrieved chunks. "unavailable": no judge (--judge) for a '
+        "metric that needs one, or nothing to score (no retrieval, no claims).",
         "- Retrieved tokens: corpus tokens (o200k_base) returned to the model per question, mean. Steps: "
         "retrieval tool steps per question, mean. Errors: runs that failed (scored as wrong).",
     ]

@@ -674,7 +674,9 @@ def run_evaluation(
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
     judge = resolve_judge(plan.judge, plan.base_url) if plan.judge else None
-    evaluators = default_evaluators(embeddings=embeddings or index.embeddings, judge=judge, model=plan.model)
+    evaluators = default_evaluators(
+        embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
+    )
     upload = upload_enabled(plan)
     client = None if upload else _offline_client()
     dataset_name = None

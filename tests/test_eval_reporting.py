@@ -51,7 +51,7 @@ def test_breakdowns_and_failure_analysis_from_one_eval(
         for name, part in row["by_type"].items():
             group = [r for r in mine if r["question_type"] == name]
             assert part["n"] == len(group)
-            for key in ("contain_acc", "evidence_recall", "retrieved_tokens"):
+            for key in ("contain_acc", "evidence_recall", "context_precision", "retrieved_tokens"):
                 values = [r["metrics"][key] for r in group if r["metrics"].get(key) is not None]
                 assert part[key] == pytest.approx(sum(values) / len(values)), (row["setting_key"], name, key)
         # The failure modes of the row are those of its records, and they add up to n.

@@ -162,14 +162,14 @@ def test_markdown_table(tmp_path: Path) -> None:
     text = paths[1].read_text(encoding="utf-8")
     header = (
         "| graph | setting | n | Contain-Acc (%) | EM (%) | F1 (%) | LLM-Acc (%) | evidence recall (%) "
-        "| evidence precision (%) | answer similarity | retrieved tokens | steps | errors |"
+        "| evidence precision (%) | answer similarity | context precision | answer relevance | faithfulness "
+        "| retrieved tokens | steps | errors |"
     )
     assert header in text
-    assert (
-        "| arag | max_steps=5 | 2 | 50.0 | 50.0 | 75.0 | unavailable | 75.0 | 50.0 | 0.600 | 2,000 | 5.0 | 1 |" in text
-    )
-    assert "| arag | max_steps=10 | 2 | 100.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | 3,000 | 9.0 | 0 |" in text
-    assert "| naive_rag | default | 2 | 50.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | 600 | 1.0 | 0 |" in text
+    na3 = "unavailable | unavailable | unavailable"  # ARAGOG's metrics: no record has them
+    assert f"| arag | max_steps=5 | 2 | 50.0 | 50.0 | 75.0 | unavailable | 75.0 | 50.0 | 0.600 | {na3} | 2,000 | 5.0 | 1 |" in text  # fmt: skip  # noqa: E501
+    assert f"| arag | max_steps=10 | 2 | 100.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 3,000 | 9.0 | 0 |" in text  # fmt: skip  # noqa: E501
+    assert f"| naive_rag | default | 2 | 50.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 600 | 1.0 | 0 |" in text  # fmt: skip  # noqa: E501
     assert OFFLINE_LABEL in text
     assert "never estimated" in text
     assert "cost (USD)" not in text  # no row has a cost
@@ -336,6 +336,20 @@ def test_write_failures(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["failures.csv", "failures.md"]
     assert paths[0].read_text(encoding="utf-8").splitlines()[1].startswith("q1,,arag,default,correct,True")
     assert "| q1: question q1? | correct | gold never retrieved (0/1 retrieved, 0 read) |" in paths[1].read_text()
+
+
+# --- ARAGOG's metrics in the table (issue 14 item 5) -----------------------------------------------
+
+
+def test_aragog_columns_show_scores_and_coverage() -> None:
+    records = [
+        record("arag", {}, "q1", context_precision=1.0, answer_relevance=0.9, faithfulness=1.0),
+        record("arag", {}, "q2", context_precision=0.5, answer_relevance=0.7, faithfulness=None),
+    ]
+    (row,) = summarize(records)
+    assert (row["context_precision"], row["answer_relevance"], row["faithfulness"]) == (0.75, pytest.approx(0.8), 1.0)
+    line = next(line for line in summary_markdown([row]).splitlines() if line.startswith("| arag |"))
+    assert "| 0.750 | 0.800 | 1.000 (1/2 scored) |" in line
 
 
 # --- plots: n per point, coinciding points kept apart (issue 13 item 12) -------------------------
