@@ -21,6 +21,7 @@ What cannot be understood comes back as a tool message that says how to call the
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -103,11 +104,14 @@ def _id_text(value: Any) -> str:
 
 
 def clamp_top_k(value: Any) -> int:
+    """A model's ``top_k`` into 1..20: a huge or infinite one gives 20, anything unreadable (NaN too) 5."""
     try:
-        k = int(float(value))
+        k = float(value)
     except (TypeError, ValueError):
         return 5
-    return max(TOP_K_MIN, min(TOP_K_MAX, k))
+    if math.isnan(k):
+        return 5
+    return int(max(TOP_K_MIN, min(TOP_K_MAX, k)))
 
 
 KeywordList = Annotated[list[str], BeforeValidator(as_string_list)]
