@@ -22,6 +22,7 @@ the paper's tool ablations, so the loop exists once.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -55,7 +56,7 @@ from arag_graph.prompts import agent_system_prompt
 from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
 from arag_graph.safety import describe_model_error
 from arag_graph.state import InputState, OutputState, RunState
-from arag_graph.tools import ALL_TOOLS, create_retrieval_tools
+from arag_graph.tools import ALL_TOOLS, ToolSettings, create_retrieval_tools, retrieval_tool, string_list
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "naive": ("semantic_search",),
     "none": (),
 }
+_CAP_REACHED = "the step cap is reached; no more tool calls are allowed for this question."
 SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
 """The tools that take ``top_k``: the configuration's ``top_k`` fills it when a call leaves it out."""
 
@@ -191,14 +193,17 @@ class ToolCallGuard:
 
     - the step cap, call by call: the calls of one turn beyond the cap are answered "not run";
     - only the run's tool set (an ablation may leave a tool out; a model may name one anyway);
-    - the configured ``top_k`` when a search leaves it out, the ablation's full-text setting, and
-      a HyDE vector for ``semantic_search`` when the run asks for HyDE;
+    - the configured ``top_k`` when a search leaves it out;
+    - the run's variant of the tool (:class:`~arag_graph.tools.ToolSettings`): whole chunks without
+      chunk_read, deduplication if asked, a HyDE vector for ``semantic_search``, and the chunks that
+      earlier calls of the same turn read (so two reads of one chunk in a turn cost it once);
     - every result carries an artifact saying what it returned, which ``turn_progress`` reads.
     """
 
-    def __init__(self, bound: AgentBound, tools: dict[str, BaseTool]) -> None:
+    def __init__(self, bound: AgentBound, tools: dict[str, BaseTool], source: Any) -> None:
         self.bound = bound
         self.tools = tools
+        self.source = source
 
     def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run]:
         run = run_of(request.runtime, self.bound)
@@ -208,38 +213,53 @@ class ToolCallGuard:
         if name not in available:
             text = f"Error: there is no tool named {name!r}. Available tools: {', '.join(available) or 'none'}."
             artifact = {"error": True, "args": call.get("args") or {}, "tokens": 0, "chunk_ids": [], "read": []}
-            return ToolMessage(text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error",
-                               artifact=artifact), run  # fmt: skip
-        if self._beyond_cap(request, run):
+            refusal = ToolMessage(
+                text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
+            )
+            return refusal, run
+        earlier = self._earlier_calls(request)
+        if turn_progress(_messages(request.state))["steps"] + len(earlier) >= run.ctx.max_steps:
             return not_run_message(
                 call, "the step cap is reached; no more tool calls are allowed for this question."
             ), run
-        if name in {t.name for t in self.bound.extra_tools}:  # the caller's tools take their arguments as given
+        if name not in self.tools:  # the caller's own tools run as they are
             return request, run
         args = dict(call.get("args") or {})
         if name in SEARCH_TOOLS and args.get("top_k") is None:
             # The configured top_k is the searches' default; a model may still ask for more or fewer.
             args["top_k"] = run.ctx.top_k
-        if name in SEARCH_TOOLS:
-            args["full_text"] = "chunk_read" not in self.bound.tools(run)
-            args["dedupe"] = bool(getattr(run.ctx, "dedupe_search_chunks", False))
-        return request.override(tool_call={**call, "args": args}), run
+        also_read = frozenset(
+            i
+            for c in earlier
+            if c.get("name") == "chunk_read"
+            for i in string_list((c.get("args") or {}).get("chunk_ids"))
+        )
+        settings = ToolSettings(
+            full_text="chunk_read" not in self.bound.tools(run),
+            dedupe=bool(getattr(run.ctx, "dedupe_search_chunks", False)),
+            also_read=also_read if name == "chunk_read" else frozenset(),
+        )
+        return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
 
-    def _beyond_cap(self, request: ToolCallRequest, run: Run) -> bool:
-        """Whether this call would exceed the cap, counting the calls before it in the same turn."""
-        messages = _messages(request.state)
-        done = turn_progress(messages)["steps"]
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        calls = [c.get("id") for c in pending_tool_calls(last) if not c.get("invalid")]
-        position = calls.index(request.tool_call.get("id")) if request.tool_call.get("id") in calls else 0
-        return done + position >= run.ctx.max_steps
+    @staticmethod
+    def _earlier_calls(request: ToolCallRequest) -> list[dict[str, Any]]:
+        """The valid calls of this turn listed before this one (they run before it, in order)."""
+        last = next((m for m in reversed(_messages(request.state)) if isinstance(m, AIMessage)), None)
+        calls = [c for c in pending_tool_calls(last) if not c.get("invalid")]
+        ids = [c.get("id") for c in calls]
+        here = request.tool_call.get("id")
+        return calls[: ids.index(here)] if here in ids else []
 
-    def _with_hyde(self, request: ToolCallRequest, run: Run, vector: Any) -> ToolCallRequest:
-        args = {**request.tool_call["args"], "query_vector": list(vector)}
-        return request.override(tool_call={**request.tool_call, "args": args})
+    def _hyde(self, request: ToolCallRequest, vector: Any) -> ToolCallRequest:
+        tool = request.tool
+        assert tool is not None
+        settings = (tool.metadata or {}).get("arag_settings") or ToolSettings()
+        variant = _variant(self.source, "semantic_search", dataclasses.replace(settings, query_vector=tuple(vector)))
+        return request.override(tool=variant)
 
-    def _wants_hyde(self, request: ToolCallRequest, run: Run) -> bool:
-        query = request.tool_call.get("args", {}).get("query")
+    @staticmethod
+    def _wants_hyde(request: ToolCallRequest, run: Run) -> bool:
+        query = (request.tool_call.get("args") or {}).get("query")
         return bool(getattr(run.ctx, "hyde", False)) and request.tool_call["name"] == "semantic_search" and bool(query)
 
     def __call__(
@@ -251,7 +271,7 @@ class ToolCallGuard:
         if self._wants_hyde(prepared, run):
             try:
                 passage = run.backbone.hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
-                prepared = self._with_hyde(prepared, run, run.index.embeddings.embed_query(passage))
+                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
         return _recorded(prepared, execute(prepared))
@@ -265,10 +285,17 @@ class ToolCallGuard:
         if self._wants_hyde(prepared, run):
             try:
                 passage = await run.backbone.hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
-                prepared = self._with_hyde(prepared, run, run.index.embeddings.embed_query(passage))
+                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
                 log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
         return _recorded(prepared, await execute(prepared))
+
+
+@functools.lru_cache(maxsize=256)
+def _variant(source: Any, name: str, settings: ToolSettings) -> BaseTool:
+    tool = retrieval_tool(source, name, settings)
+    tool.metadata = {**(tool.metadata or {}), "arag_settings": settings}
+    return tool
 
 
 def _config(request: ToolCallRequest) -> Any:
@@ -281,7 +308,7 @@ def _messages(state: Any) -> list[Any]:
     return list(getattr(state, "messages", None) or [])
 
 
-_HIDDEN_ARGS = ("full_text", "dedupe", "query_vector", "runtime")
+_HIDDEN_ARGS = ("runtime",)
 
 
 def _recorded(request: ToolCallRequest, result: ToolMessage | Command) -> ToolMessage | Command:
@@ -331,8 +358,9 @@ def build_arag_graph(
     if tool_set is not None and tool_set not in TOOL_SETS:
         raise AragError(f"unknown tool set {tool_set!r}; choose from {sorted(TOOL_SETS)}")
     bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools))
-    tools = {t.name: t for t in create_retrieval_tools(_index_source(bound))}
-    guard = ToolCallGuard(bound, tools)
+    source = _index_source(bound)
+    tools = {t.name: t for t in create_retrieval_tools(source)}
+    guard = ToolCallGuard(bound, tools, source)
     tool_node = ToolNode(
         [*tools.values(), *extra_tools],
         wrap_tool_call=guard,

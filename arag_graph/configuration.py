@@ -170,7 +170,7 @@ class AragContext(GraphContext):
     )
     message_token_budget: int = Field(
         default=128_000,
-        ge=1_000,
+        ge=1,
         le=10_000_000,
         description="Force the final answer once the conversation is longer than this many o200k tokens "
         "(the paper's released code: 128k).",
@@ -200,7 +200,7 @@ class AragNaiveContext(GraphContext):
     max_steps: int = Field(default=15, ge=1, le=500, description="Step cap L: searches allowed before answering.")
     message_token_budget: int = Field(
         default=128_000,
-        ge=1_000,
+        ge=1,
         le=10_000_000,
         description="Force the final answer once the conversation is longer than this many o200k tokens.",
     )

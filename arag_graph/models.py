@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from arag_graph.index import HierarchicalIndex
 
 OFFLINE = "offline"
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_RETRIES = 2
+TIMEOUT_SECONDS = 30.0
+"""Default seconds per model request attempt (``$ARAG_MODEL_TIMEOUT`` overrides it)."""
+MAX_RETRIES = 2
+"""Default retries of a model request (``$ARAG_MODEL_RETRIES`` overrides it)."""
 _SPEC = re.compile(r"^(?:(?P<provider>openai):)?(?P<name>[A-Za-z0-9][\w.:/@+-]*)$")
 
 
@@ -53,9 +55,9 @@ def _number_from_env(name: str, default: float, low: float, high: float) -> floa
 def request_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
     """Seconds per attempt and retries of a model request: given, else from the environment, else defaults."""
     if not timeout or timeout <= 0:
-        timeout = _number_from_env("ARAG_MODEL_TIMEOUT", DEFAULT_TIMEOUT, 1, 3600)
+        timeout = _number_from_env("ARAG_MODEL_TIMEOUT", TIMEOUT_SECONDS, 0.001, 3600)
     if max_retries is None or max_retries < 0:
-        max_retries = int(_number_from_env("ARAG_MODEL_RETRIES", DEFAULT_RETRIES, 0, 10))
+        max_retries = int(_number_from_env("ARAG_MODEL_RETRIES", MAX_RETRIES, 0, 10))
     return float(timeout), int(max_retries)
 
 

@@ -133,8 +133,7 @@ class KeywordSearchArgs(BaseModel):
     )
     top_k: TopK = Field(default=5, description=f"How many chunks to return ({TOP_K_MIN}-{TOP_K_MAX}).")
     runtime: Annotated[Any, InjectedToolArg] = None
-    full_text: Annotated[Any, InjectedToolArg] = None
-    dedupe: Annotated[Any, InjectedToolArg] = None
+    """The run's ``ToolRuntime`` (its conversation and context), injected by LangGraph; models never see it."""
 
 
 class SemanticSearchArgs(BaseModel):
@@ -143,10 +142,6 @@ class SemanticSearchArgs(BaseModel):
     )
     top_k: TopK = Field(default=5, description=f"How many chunks to return ({TOP_K_MIN}-{TOP_K_MAX}).")
     runtime: Annotated[Any, InjectedToolArg] = None
-    full_text: Annotated[Any, InjectedToolArg] = None
-    dedupe: Annotated[Any, InjectedToolArg] = None
-    query_vector: Annotated[Any, InjectedToolArg] = None
-    """Set by a graph to search with another vector than the query's (HyDE); models never see it."""
 
 
 class ChunkReadArgs(BaseModel):
@@ -367,6 +362,24 @@ def _messages_of(runtime: Any) -> list[Any]:
     return list(getattr(state, "messages", None) or [])
 
 
+@dataclass(frozen=True)
+class ToolSettings:
+    """How a set of tools behaves; a graph swaps in the variant a run's settings ask for.
+
+    (LangGraph's ``ToolNode`` strips hidden arguments from tool calls, so that a model cannot forge
+    them; run settings therefore travel as a configured tool, not as arguments.)
+    """
+
+    full_text: bool = False
+    """Searches return whole chunks instead of snippets (the paper's "w/o chunk_read")."""
+    dedupe: bool = False
+    """With ``full_text``: a chunk the conversation already holds is a notice, not its text again."""
+    query_vector: tuple[float, ...] | None = None
+    """semantic_search embeds this instead of the query (HyDE's hypothetical passage)."""
+    also_read: frozenset[str] = frozenset()
+    """Chunks read by earlier calls of the same turn, which the conversation does not show yet."""
+
+
 def create_retrieval_tools(
     index: IndexSource = None,
     *,
@@ -388,69 +401,62 @@ def create_retrieval_tools(
     unknown = [t for t in tools if t not in ALL_TOOLS]
     if unknown:
         raise ValueError(f"unknown tool(s) {unknown}; choose from {list(ALL_TOOLS)}")
-    default_full_text = "chunk_read" not in tools if full_text is None else full_text
+    settings = ToolSettings(full_text="chunk_read" not in tools if full_text is None else full_text, dedupe=dedupe)
+    return [retrieval_tool(index, name, settings) for name in tools]
 
-    def settings(given_full_text: Any, given_dedupe: Any) -> dict[str, bool]:
-        return {
-            "full_text": default_full_text if given_full_text is None else as_bool(given_full_text),
-            "dedupe": dedupe if given_dedupe is None else as_bool(given_dedupe),
-        }
 
-    def _keyword(
-        keywords: Any, top_k: Any = 5, runtime: Any = None, full_text: Any = None, dedupe: Any = None
-    ) -> tuple[str, dict[str, Any]]:
-        read = read_in(_messages_of(runtime))
-        out = keyword_search(_index_of(index, runtime), keywords, top_k, read, **settings(full_text, dedupe))
+def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> BaseTool:
+    """One tool over ``index`` behaving as ``settings`` say."""
+
+    def read_set(runtime: Any) -> set[str]:
+        return read_in(_messages_of(runtime)) | set(settings.also_read)
+
+    def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
+        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe}
+        out = keyword_search(_index_of(index, runtime), keywords, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
-    def _semantic(
-        query: Any,
-        top_k: Any = 5,
-        runtime: Any = None,
-        full_text: Any = None,
-        dedupe: Any = None,
-        query_vector: Any = None,
-    ) -> tuple[str, dict[str, Any]]:
-        read = read_in(_messages_of(runtime))
-        idx = _index_of(index, runtime)
-        out = semantic_search(idx, query, top_k, read, **settings(full_text, dedupe), query_vector=query_vector)
+    def _semantic(query: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
+        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "query_vector": settings.query_vector}
+        out = semantic_search(_index_of(index, runtime), query, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
     def _read(chunk_ids: Any, adjacent: Any = False, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        out = chunk_read(_index_of(index, runtime), chunk_ids, read_in(_messages_of(runtime)), adjacent=adjacent)
+        out = chunk_read(_index_of(index, runtime), chunk_ids, read_set(runtime), adjacent=adjacent)
         return out.content, out.artifact()
 
-    def describe(name: str, base: str) -> str:
-        return base + (_FULL_TEXT_NOTE if default_full_text else _SNIPPET_NOTE[name])
+    def described(base: str) -> str:
+        return base + (_FULL_TEXT_NOTE if settings.full_text else _SNIPPET_NOTE[name])
 
-    made: dict[str, BaseTool] = {
-        "keyword_search": StructuredTool.from_function(
+    if name == "keyword_search":
+        return StructuredTool.from_function(
             _keyword,
-            name="keyword_search",
-            description=describe("keyword_search", _KEYWORD_DESCRIPTION),
+            name=name,
+            description=described(_KEYWORD_DESCRIPTION),
             args_schema=KeywordSearchArgs,
             response_format="content_and_artifact",
             handle_validation_error=_validation_message(
-                "keyword_search", 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)'
+                name, 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)'
             ),
-        ),
-        "semantic_search": StructuredTool.from_function(
+        )
+    if name == "semantic_search":
+        return StructuredTool.from_function(
             _semantic,
-            name="semantic_search",
-            description=describe("semantic_search", _SEMANTIC_DESCRIPTION),
+            name=name,
+            description=described(_SEMANTIC_DESCRIPTION),
             args_schema=SemanticSearchArgs,
             response_format="content_and_artifact",
             handle_validation_error=_validation_message(
-                "semantic_search", 'semantic_search(query="where was the author born", top_k=5)'
+                name, 'semantic_search(query="where was the author born", top_k=5)'
             ),
-        ),
-        "chunk_read": StructuredTool.from_function(
+        )
+    if name == "chunk_read":
+        return StructuredTool.from_function(
             _read,
-            name="chunk_read",
+            name=name,
             description=_READ_DESCRIPTION,
             args_schema=ChunkReadArgs,
             response_format="content_and_artifact",
-            handle_validation_error=_validation_message("chunk_read", 'chunk_read(chunk_ids=["12", "40"])'),
-        ),
-    }
-    return [made[name] for name in tools]
+            handle_validation_error=_validation_message(name, 'chunk_read(chunk_ids=["12", "40"])'),
+        )
+    raise ValueError(f"unknown tool {name!r}; choose from {list(ALL_TOOLS)}")

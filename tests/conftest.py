@@ -90,12 +90,17 @@ def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture
-def openai_server() -> Iterator[OpenAIStubServer]:
-    """An OpenAI-compatible chat-completions server replying from a script (``server.script``)."""
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStubServer]:
+    """An OpenAI-compatible chat-completions server replying from a script (``server.script``).
+
+    The operator allows runs to choose it (``ARAG_ALLOWED_BASE_URLS``), as a deployment that serves
+    a local model would.
+    """
     from tests.stubs.openai_server import OpenAIStubServer, forget_pooled_openai_clients
 
     forget_pooled_openai_clients()  # the port may be an earlier test's: no client of a closed event loop
     with OpenAIStubServer() as server:
+        monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", server.url)
         yield server
     assert not server.errors, f"the OpenAI stand-in itself failed: {server.errors[0]}"
 

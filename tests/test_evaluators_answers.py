@@ -7,8 +7,6 @@ import socket
 import uuid
 
 import pytest
-
-from arag_graph.errors import DatasetError
 from arag_graph.evaluators import (
     ANSWER_EVALUATORS,
     answer_scores,
@@ -20,6 +18,8 @@ from arag_graph.evaluators import (
     normalize_answer,
     token_f1,
 )
+
+from arag_graph.errors import DatasetError
 
 # --- normalize_answer ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from arag_graph.evaluators.judge import JudgeVerdict
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
@@ -28,7 +29,6 @@ from arag_graph.structured import (
     Triplets,
     structured_call,
 )
-from arag_graph.evaluators.judge import JudgeVerdict
 from tests.stubs.openai_server import OpenAIStubServer, text
 
 EXAMPLES: list[BaseModel] = [
