@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from arag_graph.evaluators.runner import load_records
 from PIL import Image
 
+from arag_graph.evaluators.runner import load_records
 from arag_graph.index import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run

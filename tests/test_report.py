@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from arag_graph.evaluators.report import (
     OFFLINE_LABEL,
     model_label,

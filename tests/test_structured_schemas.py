@@ -18,6 +18,7 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from arag_graph.evaluators.judge import JudgeVerdict
 from arag_graph.structured import (
     Decomposition,
     ModelFacing,
