@@ -95,9 +95,7 @@ class GraphContext(BaseModel):
         "path is taken from there). Empty: the server's index ($ARAG_INDEX, else the bundled sample).",
         max_length=4000,
     )
-    top_k: int = Field(
-        default=5, ge=TOP_K_MIN, le=TOP_K_MAX, description="Chunks per search (the A-RAG paper uses 5)."
-    )
+    top_k: int = Field(default=5, ge=TOP_K_MIN, le=TOP_K_MAX, description="Chunks per search (the A-RAG paper uses 5).")
 
     _trusted: bool = PrivateAttr(default=False)
 
@@ -304,9 +302,7 @@ class SragContext(GraphContext):
         allow_inf_nan=False,
         description="Triplets less relevant than this to their sub-question are dropped.",
     )
-    route: bool = Field(
-        default=False, description="Send questions the router judges single-hop to naive_rag instead."
-    )
+    route: bool = Field(default=False, description="Send questions the router judges single-hop to naive_rag instead.")
     max_sub_questions: int = Field(
         default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
     )

@@ -17,7 +17,6 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-
 T = TypeVar("T", bound=BaseModel)
 
 

@@ -7,6 +7,8 @@ import socket
 import uuid
 
 import pytest
+
+from arag_graph.errors import DatasetError
 from arag_graph.evaluators import (
     ANSWER_EVALUATORS,
     answer_scores,
@@ -18,8 +20,6 @@ from arag_graph.evaluators import (
     normalize_answer,
     token_f1,
 )
-
-from arag_graph.errors import DatasetError
 
 # --- normalize_answer ----------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from arag_graph.errors import AragError, DatasetError
 from arag_graph.evaluators import (
     answer_similarity,
     cost_usd,
@@ -28,10 +32,6 @@ from arag_graph.evaluators import (
     usage_from_messages,
 )
 from arag_graph.evaluators.retrieval import DEFAULT_PRICES, load_prices
-from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
-from arag_graph.errors import AragError, DatasetError
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
 # --- evidence ----------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
 from langchain_core.messages import AIMessage, BaseMessage
 
 from arag_graph.errors import DatasetError, ModelSpecError
+from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
 # --- a naive judge -----------------------------------------------------------------------------------
