@@ -120,8 +120,14 @@ class GraphContext(BaseModel):
     def trusted(cls, **values: Any) -> Any:
         """The context as the operator sets it (CLI, evaluation runner, your own program): not policed.
 
-        ``None`` values are left out, so callers can pass optional flags straight through.
+        ``None`` values are left out, so callers can pass optional flags straight through. Unlike a
+        caller's context, a field this graph does not have is an error: an operator's typo.
         """
+        unknown = sorted(set(values) - set(cls.model_fields))
+        if unknown:
+            raise ContextError(
+                f"unknown configuration field(s) {unknown} for {cls.__name__}; valid: {sorted(cls.model_fields)}"
+            )
         return cls.model_validate({k: v for k, v in values.items() if v is not None}, context={"trusted": True})
 
     @classmethod

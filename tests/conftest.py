@@ -39,6 +39,18 @@ def shared_file(relative: str) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _runs_may_choose_test_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The test session is the operator: runs may name any index it built (all under its temp dir)."""
+    old = os.environ.get("ARAG_INDEX_ROOT")
+    os.environ["ARAG_INDEX_ROOT"] = str(tmp_path_factory.getbasetemp().resolve())
+    yield
+    if old is None:
+        os.environ.pop("ARAG_INDEX_ROOT", None)
+    else:
+        os.environ["ARAG_INDEX_ROOT"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Keep the sample index and other derived files out of the user's cache."""
     cache = tmp_path_factory.mktemp("arag-cache")
