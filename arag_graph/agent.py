@@ -111,7 +111,12 @@ def agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, 
         return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused])}
 
     step = run.backbone.agent(messages, list(available.values()), bound.system_prompt(run, list(available)))
-    return Call(step, on_reply, name="agent_model")
+    return Call(
+        step,
+        on_reply,
+        name="agent_model",
+        on_error=lambda error: {"error": error, **turn_progress(messages)},  # the steps taken still count
+    )
 
 
 def synthesize(

@@ -28,7 +28,7 @@ merge-by-id reducer) and the chunk sets (union reducers); counters (steps, retri
 trajectory) are recomputed from the records by ``collect``, which runs alone. One retrieval is one
 step, in wave then sub-question order.
 
-Ablations (:class:`arag_graph.configuration.SragConfig`): ``decompose=False`` makes the question its
+Ablations (:class:`arag_graph.configuration.SragContext`): ``decompose=False`` makes the question its
 only sub-question (no model call); ``structured_extraction=False`` skips extraction and answers from
 the retrieved passages (no table); ``table_aggregation=False`` gives the answer each passage's own
 facts under its chunk header, neither merged nor deduplicated (no table). ``route=True`` asks a

@@ -86,7 +86,7 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
     out: list[Setting] = []
     for name in plan.graphs:
-        fields = get_graph_spec(name).config.__dataclass_fields__
+        fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in plan.extra_context.items() if k in fields}
         caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
@@ -167,7 +167,7 @@ def check_settings(plan: EvalPlan) -> None:
             raise AragError(f"--set {key}=...: use {flag} for that")
     known: set[str] = set()
     for name in plan.graphs:
-        known |= set(get_graph_spec(name).config.__dataclass_fields__)
+        known |= set(get_graph_spec(name).config.model_fields)
     unknown = sorted(set(plan.extra_context) - known)
     if unknown:
         raise AragError(

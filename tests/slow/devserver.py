@@ -74,8 +74,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_env(cache: Path) -> dict[str, str]:
-    """The test's environment minus any model or tracing setting, plus the offline set-up."""
+def server_env(cache: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment minus any model or tracing setting, plus the offline set-up (and ``extra``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED_ENV_PREFIXES)}
     env.update(
         {
@@ -89,6 +89,7 @@ def server_env(cache: Path) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1",
         }
     )
+    env.update(extra or {})
     return env
 
 
@@ -123,8 +124,11 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_dev_server(workdir: Path) -> Iterator[DevServer]:
-    """Start ``langgraph dev`` as the README does and stop it (with all its children) afterwards."""
+def running_dev_server(workdir: Path, env: dict[str, str] | None = None) -> Iterator[DevServer]:
+    """Start ``langgraph dev`` as the README does and stop it (with all its children) afterwards.
+
+    ``env`` adds to the server's environment (the operator's settings: keys, allowed endpoints).
+    """
     executable = Path(sys.executable).with_name("langgraph")
     if not executable.exists():
         pytest.skip("langgraph-cli is not installed next to this Python (pip install 'langgraph-cli[inmem]')")
@@ -135,7 +139,7 @@ def running_dev_server(workdir: Path) -> Iterator[DevServer]:
         process = subprocess.Popen(
             command,
             cwd=REPO,
-            env=server_env(workdir / "cache"),
+            env=server_env(workdir / "cache", env),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
