@@ -2,7 +2,7 @@
 
 Graphs read it as LangGraph *context* (``graph.invoke(inputs, context={...})``). LangGraph turns a
 mapping into the graph's schema before the first node runs, so a bad value fails there, once, with
-a one-line :class:`ContextError` naming the field and what it accepts. Every field carries its
+a one-line :class:`~arag_graph.errors.ContextError` naming the field and what it accepts. Every field carries its
 description and bounds, which is what ``langgraph dev`` serves to Studio.
 
 Fields that choose a model, an endpoint or an index are the caller's wishes, checked against what
@@ -13,11 +13,12 @@ evaluation runner, a Python program building its own context) builds the context
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from arag_graph.errors import AragError
+from arag_graph.errors import ContextError
 from arag_graph.policy import RunChoice, ServingPolicy
 
 TOP_K_MIN, TOP_K_MAX = 1, 20
@@ -29,10 +30,6 @@ ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
 Retriever = Literal["dense", "bm25", "hybrid"]
 
 
-class ContextError(AragError):
-    """A context value a graph cannot run with."""
-
-
 def _one_line(error: ValidationError, schema: str) -> str:
     problems = []
     for item in error.errors()[:3]:
@@ -41,6 +38,10 @@ def _one_line(error: ValidationError, schema: str) -> str:
         shown = f"={given!r}" if not isinstance(given, dict) else ""
         problems.append(f"{where}{shown}: {item.get('msg', 'invalid')}")
     return f"configuration for {schema} is not valid: {'; '.join(problems)}"
+
+
+_TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_context", default=False)
+"""Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
 
 
 class GraphContext(BaseModel):
@@ -99,22 +100,20 @@ class GraphContext(BaseModel):
 
     _trusted: bool = PrivateAttr(default=False)
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_line_errors(cls, data: Any, handler: Any, info: ValidationInfo) -> Any:
-        """Raise one line naming the field, instead of pydantic's multi-line report.
+    def __init__(self, **data: Any) -> None:
+        """A caller's context (what LangGraph builds from a run's mapping): checked, then policed.
 
-        LangGraph builds the context from the caller's mapping before the run starts; what reaches
-        a client (or the CLI) is then this line.
+        Raises one line naming the field instead of pydantic's multi-line report, and refuses a
+        model, endpoint or index the operator does not allow, before any node runs. Both errors
+        are :class:`~arag_graph.errors.ContextError`, a ``ValueError``, so a LangGraph server
+        returns the line to its client.
         """
         try:
-            value = handler(data)
+            super().__init__(**data)
         except ValidationError as exc:
-            raise ContextError(_one_line(exc, cls.__name__)) from None
-        value._trusted = bool((info.context or {}).get("trusted"))
-        if not value._trusted:
-            value.choice()  # refuse what the operator does not allow before any node runs
-        return value
+            raise ContextError(_one_line(exc, type(self).__name__)) from None
+        self._trusted = _TRUSTING.get()
+        self.choice()
 
     @classmethod
     def trusted(cls, **values: Any) -> Any:
@@ -128,7 +127,11 @@ class GraphContext(BaseModel):
             raise ContextError(
                 f"unknown configuration field(s) {unknown} for {cls.__name__}; valid: {sorted(cls.model_fields)}"
             )
-        return cls.model_validate({k: v for k, v in values.items() if v is not None}, context={"trusted": True})
+        token = _TRUSTING.set(True)
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None})
+        finally:
+            _TRUSTING.reset(token)
 
     @classmethod
     def of_run(cls, context: Any) -> Any:
@@ -141,9 +144,9 @@ class GraphContext(BaseModel):
             return context
         if isinstance(context, GraphContext):  # another graph's settings: keep what both share
             shared = {name: getattr(context, name) for name in GraphContext.model_fields}
-            return cls.model_validate(shared, context={"trusted": context._trusted})
+            return cls.trusted(**shared) if context._trusted else cls(**shared)
         if isinstance(context, dict):
-            return cls.model_validate(context)
+            return cls(**context)
         return cls()
 
     def choice(self) -> RunChoice:

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from arag_graph.errors import AragError
+from arag_graph.errors import ContextError
 
 OFFLINE = "offline"
 
 
-class RunRefused(AragError):
+class RunRefused(ContextError):
     """A run asked for a model, endpoint or index that the operator does not allow."""
 
 

@@ -87,6 +87,7 @@ def server_env(cache: Path, extra: dict[str, str] | None = None) -> dict[str, st
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONPATH": str(REPO),
             "PYTHONUNBUFFERED": "1",
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",  # the CLI would post usage data to an outside server
         }
     )
     env.update(extra or {})
@@ -134,6 +135,7 @@ def running_dev_server(workdir: Path, env: dict[str, str] | None = None) -> Iter
         pytest.skip("langgraph-cli is not installed next to this Python (pip install 'langgraph-cli[inmem]')")
     port = free_port()
     command = [str(executable), "dev", "--config", str(CONFIG), "--port", str(port), "--no-browser", "--no-reload"]
+    command += ["--n-jobs-per-worker", "10"]  # as the README says: `langgraph dev` alone runs one run at a time
     log_path = workdir / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(

@@ -52,11 +52,14 @@ def refusal(server: DevServer, context: dict[str, Any], graph: str = "arag") -> 
     """Run ``graph`` with ``context`` as a remote caller; return the error the client receives."""
     client = server.client()
     thread = client.threads.create()
-    out: Any = client.runs.wait(thread["thread_id"], graph, input={"question": QUESTION}, context=context)
-    error = out.get("__error__") if isinstance(out, dict) else None
-    assert error, f"the run was not refused: {out}"
-    message = str(error.get("message") if isinstance(error, dict) else error)
+    try:
+        out: Any = client.runs.wait(thread["thread_id"], graph, input={"question": QUESTION}, context=context)
+    except Exception as exc:  # the SDK raises the run's error, with the message the server sent
+        message = str(exc)
+    else:
+        pytest.fail(f"the run was not refused: {out}")
     assert "\n" not in message.strip() and "internal error" not in message.lower(), message
+    assert message.startswith(("RunRefused: ", "ContextError: ")), message
     return message
 
 
