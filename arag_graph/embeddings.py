@@ -65,8 +65,11 @@ def _default_model_path() -> str:
 
 
 def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    """The model from its directory, with no hub access and without touching the host's environment.
+
+    ``local_files_only`` keeps this one load offline; setting ``HF_HUB_OFFLINE`` instead would turn
+    the hub off for the whole process, and a host app that later downloads a model would fail.
+    """
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -75,7 +78,7 @@ def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> A
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return SentenceTransformer(model_path or _default_model_path(), device=device)
+        return SentenceTransformer(model_path or _default_model_path(), device=device, local_files_only=True)
     finally:
         if bar:
             hf_logging.enable_progress_bar()
