@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.cache import cache_dir
 from arag_graph.errors import AragError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -261,8 +262,6 @@ def _model_digest(model_path: str) -> str:
 
 
 def onnx_cache_dir() -> Path:
-    from arag_graph.sample import cache_dir  # here, not at the top: sample imports the index module
-
     return cache_dir() / "encoders"
 
 
@@ -358,7 +357,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
     """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
 
     The model is exported once from the packaged weights (no download) into
-    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.sample.cache_dir`), keyed by a
+    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.cache.cache_dir`), keyed by a
     digest of the weights, and reused by every later process. Batching is the torch encoder's
     (length-sorted, one batch per thread); each ONNX Runtime call is single-threaded for the same
     reason torch's are, and one session serves all threads (``InferenceSession.run`` is thread-safe).

@@ -13,12 +13,14 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from arag_graph.documents import Chunk
-from arag_graph.index import HierarchicalIndex, SearchHit
+from arag_graph.documents import Chunk, SearchHit
+
+if TYPE_CHECKING:
+    from arag_graph.index import HierarchicalIndex
 
 Retriever = Literal["dense", "bm25", "hybrid"]
 RRF_K = 60

@@ -193,10 +193,10 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
+    from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
     from arag_graph.index import build_index, corpus_hash, load_index
-    from arag_graph.sample import cache_dir
 
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
