@@ -89,3 +89,32 @@ def test_no_private_langgraph_or_langsmith_modules() -> None:
     for name, path in sources().items():
         private = {m for m in imports(path) if m.startswith(("langgraph._internal", "langsmith.evaluation._"))}
         assert not private, f"{name} imports {sorted(private)}"
+
+
+def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
+    """``runtime.traced_graph`` rebuilds a compiled graph from its attributes, as ``Pregel.copy`` does.
+
+    The one place that relies on how LangGraph constructs a compiled graph: if a release adds a
+    constructor argument that is not an attribute, or renames one, this fails before users do.
+    """
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from arag_graph.configuration import DirectContext
+    from arag_graph.runtime import Bound, TracedGraph, traced_graph
+
+    class State(TypedDict, total=False):
+        x: int
+
+    builder = StateGraph(State, context_schema=DirectContext)
+    builder.add_node("inc", lambda state: {"x": state.get("x", 0) + 1})
+    builder.add_edge(START, "inc")
+    builder.add_edge("inc", END)
+    plain = builder.compile(name="pinned")
+    traced = traced_graph(builder.compile(name="pinned"), Bound("pinned", DirectContext))
+    assert isinstance(traced, TracedGraph)
+    # The same attributes as LangGraph's own copy (with_config) keeps.
+    assert set(vars(traced)) - {"run_metadata"} == set(vars(plain.copy())) - {"__orig_class__"}
+    assert set(traced.nodes) == set(plain.nodes) and set(traced.channels) == set(plain.channels)
+    assert traced.get_context_jsonschema() == plain.get_context_jsonschema()
+    assert traced.invoke({"x": 1}) == plain.invoke({"x": 1}) == {"x": 2}
