@@ -86,7 +86,7 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
     out: list[Setting] = []
     for name in plan.graphs:
-        fields = get_graph_spec(name).config.__dataclass_fields__
+        fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in plan.extra_context.items() if k in fields}
         caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
@@ -167,7 +167,7 @@ def check_settings(plan: EvalPlan) -> None:
             raise AragError(f"--set {key}=...: use {flag} for that")
     known: set[str] = set()
     for name in plan.graphs:
-        known |= set(get_graph_spec(name).config.__dataclass_fields__)
+        known |= set(get_graph_spec(name).config.model_fields)
     unknown = sorted(set(plan.extra_context) - known)
     if unknown:
         raise AragError(
@@ -193,10 +193,10 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
+    from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
     from arag_graph.index import build_index, corpus_hash, load_index
-    from arag_graph.sample import cache_dir
 
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
