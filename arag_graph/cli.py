@@ -188,6 +188,14 @@ def describe_step(update: dict[str, Any]) -> list[str]:
     return lines
 
 
+def tool_result(message: Any) -> dict[str, Any] | None:
+    """A tool message as a trajectory step (None for a call answered without running)."""
+    artifact = message.artifact if isinstance(message.artifact, dict) else {}
+    if artifact.get("not_run"):
+        return None
+    return {"tool": message.name, **artifact, "error": bool(artifact.get("error")) or message.status == "error"}
+
+
 def run_question(
     graph_name: str,
     question: str,
@@ -198,6 +206,8 @@ def run_question(
     echo: bool,
 ) -> dict[str, Any]:
     """Run one question through a graph, printing tool calls and results as they happen."""
+    from langchain_core.messages import ToolMessage
+
     from arag_graph.registry import build_graph, config_for
 
     graph = build_graph(graph_name, index=index, model=model)
@@ -217,13 +227,14 @@ def run_question(
         for update in chunk.values():
             for line in describe_step(update or {}):
                 print(f"  {line}")
-            trajectory = (update or {}).get("trajectory") or []
-            for step in trajectory[seen_steps:]:
+            # Tool results as they arrive (the agent's tool node), else a graph's own retrieval steps.
+            results = [tool_result(m) for m in (update or {}).get("messages") or [] if isinstance(m, ToolMessage)]
+            steps = [r for r in results if r is not None] or ((update or {}).get("trajectory") or [])[seen_steps:]
+            for step in steps:
                 ids = ", ".join(step.get("chunk_ids") or []) or "-"
                 status = " (error)" if step.get("error") else ""
                 print(f"  <- {step.get('tool')}: {step.get('tokens', 0)} tokens, chunks {ids}{status}")
-            if trajectory:
-                seen_steps = len(trajectory)
+            seen_steps += len(steps)
     return final
 
 
@@ -440,10 +451,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
+def _add_version(parser: argparse.ArgumentParser) -> None:
+    """``arag --version``: the package's one version string (``arag_graph.__version__``, which the
+    wheel's metadata is also built from), so a bug report names the code that ran."""
+    from arag_graph import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
 
     parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
+    _add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("index", help="build an index of a corpus")

@@ -33,11 +33,11 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.documents import Chunk, Document
+from arag_graph.documents import Chunk, Document, SearchHit
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
@@ -64,6 +64,9 @@ from arag_graph.vectorstore import (
     valid_collection_name,
 )
 
+if TYPE_CHECKING:
+    from arag_graph.langchain_retriever import IndexRetriever, SearchType
+
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
@@ -81,26 +84,6 @@ SentenceBackend = Literal["auto", "matrix", "chroma"]
 SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
 # Sentences encoded and stored per step of a build: the most vectors a build holds at once.
 BUILD_BLOCK = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One ranked chunk from a search, with the sentences that made it match."""
-
-    chunk_id: str
-    score: float
-    snippets: tuple[str, ...]
-    title: str | None = None
-    positions: tuple[int, ...] = ()
-    """Positions of the snippet sentences in the chunk (semantic hits), for sentence windows."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "chunk_id": self.chunk_id,
-            "score": self.score,
-            "title": self.title,
-            "snippets": list(self.snippets),
-        }
 
 
 @dataclass(frozen=True)
@@ -372,6 +355,16 @@ class HierarchicalIndex:
             snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
             results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
         return results
+
+    # -- LangChain ---------------------------------------------------------------------------
+    def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword`` or ``hybrid``; top ``k``).
+
+        See :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever (``tags``, ``metadata``).
+        """
+        from arag_graph.langchain_retriever import IndexRetriever
+
+        return IndexRetriever(index=self, search_type=search_type, k=k, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from arag_graph.documents import Chunk
-from arag_graph.index import HierarchicalIndex, SearchHit
+from arag_graph.documents import Chunk, SearchHit
+
+if TYPE_CHECKING:
+    from arag_graph.index import HierarchicalIndex
 
 Retriever = Literal["dense", "bm25", "hybrid"]
 RRF_K = 60
@@ -74,14 +76,27 @@ def bm25_search(index: HierarchicalIndex, query: str, top_k: int) -> list[Search
     return hits
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
-    """Fuse rankings by sum of 1/(k + rank); a hit keeps the snippets of its first appearance."""
+def rrf_scores(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion: each ID scores the sum over rankings of ``1 / (k + rank)``, rank from 1.
+
+    The one fusion rule of the package (hybrid retrieval, CoRAG's context order, the offline
+    policy's reading order): scores of different queries or retrievers are not comparable, ranks are.
+    IDs keep first-seen order, so a stable sort on the scores breaks ties by first appearance.
+    """
     fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, chunk_id in enumerate(ranking, 1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
+    """Fuse hit rankings with :func:`rrf_scores`; a hit keeps the snippets of its first appearance."""
     first: dict[str, SearchHit] = {}
     for ranking in rankings:
-        for rank, hit in enumerate(ranking):
-            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (k + rank + 1)
+        for hit in ranking:
             first.setdefault(hit.chunk_id, hit)
+    fused = rrf_scores(([hit.chunk_id for hit in ranking] for ranking in rankings), k)
     order = sorted(fused, key=lambda cid: -fused[cid])[:top_k]
     return [SearchHit(cid, fused[cid], first[cid].snippets, first[cid].title, first[cid].positions) for cid in order]
 

@@ -86,7 +86,7 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
     out: list[Setting] = []
     for name in plan.graphs:
-        fields = get_graph_spec(name).config.__dataclass_fields__
+        fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in plan.extra_context.items() if k in fields}
         caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
@@ -167,7 +167,7 @@ def check_settings(plan: EvalPlan) -> None:
             raise AragError(f"--set {key}=...: use {flag} for that")
     known: set[str] = set()
     for name in plan.graphs:
-        known |= set(get_graph_spec(name).config.__dataclass_fields__)
+        known |= set(get_graph_spec(name).config.model_fields)
     unknown = sorted(set(plan.extra_context) - known)
     if unknown:
         raise AragError(
@@ -193,10 +193,10 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
+    from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
     from arag_graph.index import build_index, corpus_hash, load_index
-    from arag_graph.sample import cache_dir
 
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
@@ -476,6 +476,7 @@ class SettingRun:
         record = {
             "question_id": question.id,
             "question": question.question,
+            "question_type": question.type,  # for the per-type and per-hop breakdowns
             "answers": list(question.answers),
             "gold_chunk_ids": self.gold.get(question.id, []),
             "graph": self.setting.graph,
@@ -484,6 +485,8 @@ class SettingRun:
             "model": self.plan.model,
             "prediction": prediction,
             "metrics": metrics,
+            # The failure analysis tells "cap reached" from steps against the cap the run had.
+            "step_cap": getattr(self.context, "max_steps", None),
             "seconds": round(time.perf_counter() - started, 3),
         }
         self.file.add(record)
@@ -659,7 +662,7 @@ def run_evaluation(
     """
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.judge import resolve_judge
-    from arag_graph.evaluators.report import summarize, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
 
     questions = check_plan(plan)
     check_resume(plan, None)
@@ -671,7 +674,9 @@ def run_evaluation(
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
     judge = resolve_judge(plan.judge, plan.base_url) if plan.judge else None
-    evaluators = default_evaluators(embeddings=embeddings or index.embeddings, judge=judge, model=plan.model)
+    evaluators = default_evaluators(
+        embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
+    )
     upload = upload_enabled(plan)
     client = None if upload else _offline_client()
     dataset_name = None
@@ -689,10 +694,13 @@ def run_evaluation(
             execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
     if upload:
         client.flush()  # runs go up from a background thread; the process may exit right after
-    wanted = {q.id for q in questions}
-    records = [r for run in runs for qid, r in run.file.records.items() if qid in wanted]
+    types = {q.id: q.type for q in questions}
+    records = [r for run in runs for qid, r in run.file.records.items() if qid in types]
+    for record in records:  # records written before types were recorded still get theirs
+        record.setdefault("question_type", types[record["question_id"]])
     rows = summarize(records)
     write_summary(rows, plan.out)
+    write_failures(records, plan.out)
     write_plots(rows, plan.out)
     return rows
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
 from typing import Annotated, Any
 
 import pytest
@@ -363,6 +364,8 @@ def test_index_path_comes_from_the_environment_unless_the_configuration_gives_on
 
     graph = build_graph("arag", model=_search_both_indexes())  # no index, like graphs/arag.py
     monkeypatch.setenv("ARAG_INDEX", str(tiny_index.path))
+    # Runs may name an index under the operator's root: here, the directory both test indexes are in.
+    monkeypatch.setenv("ARAG_INDEX_ROOT", os.path.commonpath([tiny_index.path.resolve(), sample_index.path.resolve()]))
 
     from_env = graph.invoke({"question": "Which lighthouse?"})
     assert from_env["error"] is None

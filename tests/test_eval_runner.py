@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from arag_graph.index import HierarchicalIndex
 from arag_graph.evaluators.runner import load_records
+from arag_graph.index import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.stubs._http import RecordedRequest
@@ -49,7 +49,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def table_rows(markdown: str) -> list[dict[str, str]]:
     """The rows of the first Markdown table, as dicts keyed by header."""
-    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    lines = markdown.split("\n\n| ", 1)[1].split("\n\n", 1)[0].splitlines()  # the first table's lines
+    lines[0] = "| " + lines[0]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     return [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]]
 
@@ -556,7 +557,8 @@ def test_a_different_evaluation_into_the_same_out_is_refused_before_any_work(
     questions = json.loads((slice_dir / "questions.json").read_text(encoding="utf-8"))
     other.write_text(json.dumps(questions[1:]), encoding="utf-8")
     monkeypatch.setattr(
-        "arag_graph.evaluators.runner.prepare_index", lambda *_a, **_k: pytest.fail("the index was prepared before the check")
+        "arag_graph.evaluators.runner.prepare_index",
+        lambda *_a, **_k: pytest.fail("the index was prepared before the check"),
     )
     line = assert_one_error_line(*run([*argv, *(c.replace("{other}", str(other)) for c in change)], capsys))
     assert str(out) in line and named in line and "--out" in line

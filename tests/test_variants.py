@@ -13,7 +13,6 @@ Expected values are computed here from the index and the sentence splitter, neve
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import typing
@@ -25,7 +24,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from arag_graph.cli import main
-from arag_graph.configuration import GraphConfig, ToolSet
+from arag_graph.configuration import GraphContext, ToolSet
 from arag_graph.index import HierarchicalIndex, build_index
 from arag_graph.registry import build_graph, get_graph_spec
 from arag_graph.sentences import sentence_spans, split_sentences
@@ -207,30 +206,27 @@ _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 @pytest.mark.parametrize("graph_id", GRAPH_IDS)
-def test_each_graph_exposes_its_configuration_dataclass_to_studio(graph_id: str) -> None:
+def test_each_graph_exposes_its_context_schema_to_studio(graph_id: str) -> None:
     config_cls = get_graph_spec(graph_id).config
-    assert issubclass(config_cls, GraphConfig)
+    assert issubclass(config_cls, GraphContext)
     graph = entry_graph(graph_id)
     schema = graph.get_context_jsonschema()
     assert schema is not None, f"{graph_id} exposes no context schema"
     properties = schema["properties"]
-    fields = dataclasses.fields(config_cls)
-    assert set(properties) == {f.name for f in fields}
+    assert set(properties) == set(config_cls.model_fields)
     assert not set(schema.get("required", [])), "Studio would demand a value for a field with a default"
     hints = typing.get_type_hints(config_cls)
-    for f in fields:
-        prop = properties[f.name]
-        hint = hints[f.name]
+    for name, field in config_cls.model_fields.items():
+        prop = properties[name]
+        hint = hints[name]
         if get_origin(hint) is Literal:
-            assert prop["enum"] == list(get_args(hint)), f.name
+            assert prop["enum"] == list(get_args(hint)), name
         else:
-            assert prop["type"] == _JSON_TYPES[hint], f.name
-        if f.default is not dataclasses.MISSING:
-            assert prop.get("default") == f.default, f.name
-        else:  # environment-backed default (model, base_url, index_path): a bare run still works
-            assert f.default_factory is not dataclasses.MISSING, f.name
-    # The bare configuration is valid, so an empty Studio form runs.
-    assert config_cls.from_context({}) == config_cls()
+            assert prop["type"] == _JSON_TYPES[hint], name
+        assert prop.get("default") == field.default, name
+        assert prop.get("description"), name
+    # The bare context is valid, so an empty Studio form runs.
+    assert config_cls.of_run({}) == config_cls()
 
 
 # ---------------------------------------------------------------------------------------------
