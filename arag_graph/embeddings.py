@@ -310,6 +310,10 @@ def _export_onnx(model: Any, target: Path) -> None:
     The graph takes the tokenizer's tensors with dynamic batch and sequence axes and returns the
     sentence embedding, so the runtime side needs no pooling code of its own.
     """
+    # torch.onnx's exporter writes the graph with onnx and onnxscript: imported first, a missing one
+    # fails here rather than after tracing the model.
+    import onnx  # noqa: F401
+    import onnxscript  # noqa: F401
     import torch
 
     names = [n for n in model.tokenizer.model_input_names if n in ("input_ids", "attention_mask", "token_type_ids")]
