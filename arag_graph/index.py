@@ -493,20 +493,28 @@ def build_index(
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
         embeddings = default_embeddings(check_encoder(encoder))
+    embeddings = embeddings or default_embeddings()
     check = getattr(embeddings, "check_available", None)
-    if callable(check):  # a missing optional package fails now, not after splitting the corpus
+    if callable(check):  # a missing package fails now, not after splitting the corpus
         check()
+
+    def split(docs: list[Document]) -> list[Chunk]:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(docs, desc="splitting documents", unit="doc", disable=not progress, leave=False)
+        with bar:
+            return chunk_documents(bar, chunk_size=chunk_size)
 
     if isinstance(corpus, (str, os.PathLike)):
         documents: list[Document] | None = load_corpus(corpus, corpus_format)
-        chunks = chunk_documents(documents, chunk_size=chunk_size)
+        chunks = split(documents)
     else:
         items = list(corpus)
         if items and all(isinstance(i, Chunk) for i in items):
             documents, chunks = None, list(items)  # type: ignore[assignment]
         else:
             documents = items  # type: ignore[assignment]
-            chunks = chunk_documents(documents, chunk_size=chunk_size)  # type: ignore[arg-type]
+            chunks = split(documents)  # type: ignore[arg-type]
     if not chunks:
         raise AragError("the corpus has no text to index; give a corpus with at least one non-empty document")
     timings["split_seconds"] = time.perf_counter() - started
@@ -514,7 +522,6 @@ def build_index(
         prefix = _collection_prefix(collection, root)
         check_chroma_server(chroma_url)
 
-    embeddings = embeddings or default_embeddings()
     model_id = embedding_model_id(embeddings)
     total = sum(len(c.sentences) for c in chunks)
     if chroma_url:

@@ -278,7 +278,7 @@ def test_every_build_phase_shows_a_progress_bar(tmp_path: Path, capfd: pytest.Ca
         capfd.readouterr()
         build_index(documents, tmp_path / backend, embeddings=WordHashEmbeddings(), backend=backend, progress=True)
         err = capfd.readouterr().err
-        for bar in ("embedding sentences", store_bar, "keyword index"):
+        for bar in ("splitting documents", "embedding sentences", store_bar, "keyword index"):
             assert bar in err, (backend, bar, err[-500:])
     build_index(documents, tmp_path / "quiet", embeddings=WordHashEmbeddings(), progress=False)
     assert capfd.readouterr().err == ""
