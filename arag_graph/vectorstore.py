@@ -1,7 +1,11 @@
-"""The sentence level of the index: one Chroma record per sentence.
+"""The sentence level of large indexes: one Chroma record per sentence, searched by HNSW.
 
-Each record's document is the sentence and its metadata names the parent chunk and the sentence's
-position in it, so a nearest-sentence query can be folded back into chunks. We compute embeddings
+(Indexes up to :data:`arag_graph.sentencematrix.MATRIX_MAX_SENTENCES` sentences keep their vectors in
+an exact matrix instead, :mod:`arag_graph.sentencematrix`.) Each record's document is the sentence
+and its metadata names the parent chunk and the sentence's position in it. Builds since the matrix
+number the records by row (``"ids": "rows"`` in the manifest), so a query asks Chroma for ids and
+distances only and finds each row's chunk in the index's arrays; older collections are read through
+the metadata, as they were written. We compute embeddings
 ourselves and pass them explicitly: Chroma's default embedding function would download a model.
 The same code serves an embedded (persistent) Chroma inside the index directory and a Chroma server
 reached over HTTP (``chroma run``), so both modes give the same results.
