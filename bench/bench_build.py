@@ -71,7 +71,21 @@ def main() -> None:
     parser.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated backends to build with")
     parser.add_argument("--contextual-headers", action="store_true", help="build with CCH (embeds longer texts)")
     parser.add_argument("--name", default="build", help="results file stem in bench/results/")
+    parser.add_argument(
+        "--cpus", default=None, help="pin the run to these CPUs (e.g. 1), one thread each; default: all, as arag index"
+    )
+    parser.add_argument("--markdown-only", action="store_true", help="rewrite NAME.md from NAME.json")
     args = parser.parse_args()
+    if args.markdown_only:
+        saved = json.loads((RESULTS / f"{args.name}.json").read_text(encoding="utf-8"))
+        (RESULTS / f"{args.name}.md").write_text(render(saved), encoding="utf-8")
+        return
+    if args.cpus:
+        import torch
+
+        cpus = {int(c) for c in args.cpus.split(",")}
+        os.sched_setaffinity(0, cpus)  # ONNX encoders run one batch per CPU of the affinity
+        torch.set_num_threads(len(cpus))
     encoders = [check_encoder(e) for e in args.encoders.split(",") if e.strip()]
 
     corpus = args.data / "corpus.json"
@@ -145,6 +159,7 @@ def main() -> None:
             "cpu": _cpu_name(),
             "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
+            "pinned_cpus": sorted(os.sched_getaffinity(0)),
             "python": platform.python_version(),
             "torch": torch.__version__,
             "onnxruntime": onnxruntime.__version__,
@@ -179,7 +194,8 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"Command: `{result['command']}`",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), Python {m['python']}, "
+        f"Machine: {m['cpu']}, {m['cores']} cores, the run pinned to CPUs {m.get('pinned_cpus', 'all')} "
+        f"({m['torch_threads']} torch threads, as many ONNX batches at a time), Python {m['python']}, "
         f"torch {m['torch']}, onnxruntime {m['onnxruntime']}, sentence-transformers {m['sentence_transformers']}. "
         "The machine is shared; the load average before and after each round is listed, and comparisons "
         "are within a round.",
@@ -206,8 +222,8 @@ def render(result: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "Medians over the rounds (the speed-ups are medians of per-round ratios; CPU time, summed over both "
-        "cores, moves less than wall time when other processes share them):",
+        "Medians over the rounds (the speed-ups are medians of per-round ratios; CPU time, of all threads, "
+        "moves much less than wall time when other processes share the cores):",
         "",
         "| encoder | build s | sentences/s end to end | encode sentences/s | speed-up vs torch | CPU s "
         "| CPU-time speed-up vs torch | first use s (load, export if not cached) |",
