@@ -25,6 +25,8 @@ def _env(name: str, default: str) -> Any:
 _RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("temperature", 0.0, 2.0),
     ("max_tokens", 1, None),
+    ("timeout", 0.0, 3600.0),
+    ("max_retries", -1, 10),
     ("max_steps", 0, None),
     ("message_token_budget", 1, None),
     ("window", 0, None),
@@ -87,6 +89,10 @@ class GraphConfig:
     """Upper bound on tokens the model may write per call (the paper uses at least 16,384)."""
     reasoning_effort: ReasoningEffort = ""
     """Passed through to reasoning models (for example GPT-5); empty leaves the provider default."""
+    timeout: float = 0.0
+    """Seconds to wait for one model reply before giving up; 0: ``$ARAG_MODEL_TIMEOUT``, else 30."""
+    max_retries: int = -1
+    """Retries of a model request that failed or timed out; -1: ``$ARAG_MODEL_RETRIES``, else 2."""
     index_path: str = _env("ARAG_INDEX", "")
     """Index directory; empty means the bundled sample index (built on first use)."""
     top_k: int = 5
@@ -104,7 +110,8 @@ class GraphConfig:
         self.top_k = max(1, min(20, self.top_k))  # same clamp as the tools' top_k
         for name, low, high in _RANGES:
             value = getattr(self, name, None)
-            if value is not None and (value < low or (high is not None and value > high)):
+            # Written so that NaN, which compares false with everything, is out of range too.
+            if value is not None and not (low <= value and (high is None or value <= high)):
                 bound = f"between {low} and {high}" if high is not None else f"at least {low}"
                 raise AragError(f"configuration {name}={value!r} is out of range; give a value {bound}")
 

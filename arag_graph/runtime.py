@@ -108,6 +108,8 @@ def make_resolver(
             temperature=cfg.temperature,
             max_tokens=cfg.max_tokens,
             reasoning_effort=cfg.reasoning_effort or None,
+            timeout=cfg.timeout or None,
+            max_retries=cfg.max_retries if cfg.max_retries >= 0 else None,
             index=idx,
         )
         return RunResources(graph, cfg, idx, chat)
