@@ -22,12 +22,12 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
 from __future__ import annotations
 
 import io
-import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from arag_graph.jsonl import dumps, replace_file
 
 __all__ = [
     "METRICS",
@@ -267,8 +267,8 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "summary.json", out / "summary.md"
-    _replace(json_path, (json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    _replace(md_path, summary_markdown(rows).encode("utf-8"))
+    replace_file(json_path, (dumps(list(rows), indent=2) + "\n").encode("utf-8"))
+    replace_file(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
 
 
@@ -418,14 +418,7 @@ def _save(figure: Any, axes: Any, title: str, path: Path) -> None:
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=120, metadata={"Title": " ".join(title.split())})
-    _replace(path, buffer.getvalue())
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename: a run killed mid-write leaves the old file whole."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    replace_file(path, buffer.getvalue())
 
 
 def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
