@@ -304,13 +304,16 @@ def check_out_dir(out: Path) -> None:
     """Refuse an ``--out`` that is not arag's to write: a file, or a directory of other things.
 
     Acceptable: a path that does not exist yet, an empty directory, or an earlier evaluation's
-    directory (``run.json``), including one left holding only the lock file by a run killed early.
+    directory (``run.json``), including one left holding only the lock file (and a half-written
+    ``run.json``) by a run killed early.
     """
     if out.exists() and not out.is_dir():
         raise AragError(f"--out {out} is a file; give a directory for the evaluation's results")
     if not out.exists() or _read_run_file(out) is not None:
         return
-    foreign = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
+    # What a run killed before its first record can leave: the lock, and run.json half-written.
+    ours = {LOCK_FILE, f".{RUN_FILE}.tmp"}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise AragError(
