@@ -62,7 +62,7 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
             return float(value)
         if hint is str:
             return "" if value is None else str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(float("inf"))
         kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(hint, str(hint))
         raise AragError(f"configuration {name}={value!r} is not valid; give {kind}") from None
     return value

@@ -275,7 +275,7 @@ def prediction_file(path: Path) -> JsonLinesFile:
         owns=_is_prediction,
         complete=_is_complete,
         what="an arag prediction record",
-        fix=f"remove that line, or use another --out (the directory holds {path.parent.parent.name}'s results)",
+        fix="remove that line to resume, or use another --out",
     )
 
 

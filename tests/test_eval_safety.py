@@ -152,6 +152,16 @@ def test_sample_chains_resumes_its_own_file(
     assert json.loads(stdout)["skipped"] == 1
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("setting", ["max_tokens=inf", "temperature=nan", "max_tokens=0"])
+def test_impossible_set_values_are_one_line(
+    setting: str, sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = assert_one_error_line(*run(eval_argv(sample_index, tmp_path / "run", "--set", setting), capsys))
+    assert setting.split("=")[0] in line and not (tmp_path / "run").exists()
+    record("malformed_inputs", f"eval --set {setting}", faults=1, survived=1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Damaged records met on resume
 
