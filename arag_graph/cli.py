@@ -399,7 +399,8 @@ def cmd_sample_chains(args: argparse.Namespace) -> int:
     spec, notice = choose_model_spec(args.model, args.base_url)
     limits = cliargs.model_limits(args)
     check_model_spec(spec, args.base_url, limits)  # chains resolve the spec themselves; a bad one would fail each
-    open_outputs(args.out)  # a directory or someone else's file is refused before the index loads
+    with cliargs.file_errors_as_one_line(args.out):
+        open_outputs(args.out)  # a directory or someone else's file is refused before the index loads
     index = open_index(args.index)
     context: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
     context |= limits

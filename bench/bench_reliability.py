@@ -56,6 +56,7 @@ AREAS = {
     "hostile_content": "Hostile corpus content (obedient model, offline policy on every graph)",
     "secrets": "Sentinel API keys in outputs, errors and eval files",
     "servers": "Servers bind to localhost",
+    "bounded_waits": "Bounded model waits: a model server that accepts and never answers",
     "eval_safety": "Evaluation output: full disks, write failures, two `arag eval` runs into one --out",
 }
 FIGURES = ("trials", "faults", "survived", "inputs", "lost")
@@ -130,12 +131,12 @@ def details(entries: list[dict[str, Any]]) -> list[str]:
 def eval_safety_details(entries: list[dict[str, Any]]) -> list[str]:
     """What the evaluation-output and bounded-wait tests did (issue 11, eval side)."""
     lines: list[str] = []
-    silent = [e for e in entries if e["area"] == "model_faults" and e["case"].startswith("silent_server/")]
+    silent = [e for e in entries if e["area"] == "bounded_waits"]
     if silent:
         lines.append(
             f"- Bounded model waits: {len(silent)} runs against a server that accepts and never answers "
-            f"({', '.join(e['case'].split('/', 1)[1] for e in silent)}); each ended after its timeout and "
-            "retries with one line saying it timed out."
+            f"({'; '.join(e['case'] for e in silent)}); each ended after exactly its attempts (timeout and "
+            "retries) with one line saying it timed out."
         )
     for e in entries:
         if e["area"] == "eval_safety":

@@ -140,7 +140,7 @@ def test_a_run_against_a_silent_server_ends_after_the_configured_attempts(
     assert out["error"] and "timed out" in out["error"] and "--model-timeout" in out["error"], out.get("error")
     assert "\n" not in out["error"]
     assert silent.accepted == 2  # the first attempt and one retry, then the run ended
-    record("model_faults", f"silent_server/{graph}/context", trials=1, faults=1, survived=1)
+    record("bounded_waits", f"{graph} run, limits from its configuration", trials=1, faults=1, survived=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def test_arag_ask_against_a_silent_server_ends_with_one_line(
     assert len(errors) == 1, done.stderr
     assert "timed out" in errors[0] and "within 1 s" in errors[0] and "--model-timeout" in errors[0]
     assert silent.accepted == 2
-    record("model_faults", "silent_server/arag ask process", trials=1, faults=1, survived=1)
+    record("bounded_waits", "arag ask process, limits from the environment", trials=1, faults=1, survived=1)
 
 
 def test_arag_ask_flags_set_the_limits(
