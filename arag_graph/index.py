@@ -411,7 +411,7 @@ class HierarchicalIndex:
 # Building
 
 
-def _drop_build(build_dir: Path) -> None:
+def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
     """Delete a build arag recorded, and its collection when that lives in a Chroma server.
 
     The server collection is found from the manifest, or for a build that never finished from the
@@ -428,7 +428,7 @@ def _drop_build(build_dir: Path) -> None:
     collection = chroma.get("collection") if isinstance(chroma, dict) else None
     if chroma.get("mode") == "http" and isinstance(collection, str) and collection.endswith(f"-{build_dir.name}"):
         with contextlib.suppress(Exception):
-            connect_sentence_store(chroma, build_dir, create=False).drop()
+            connect_sentence_store(chroma, build_dir, create=False, timeout=timeout).drop()
     remove_tree(build_dir)
 
 
@@ -575,9 +575,13 @@ def _build_locked(
     build = new_build_name()
     build_dir = root / BUILDS / build
     previous = read_current(root, strict=False)
+
     # Leftovers of killed builds (never pointed at) go now; the active build stays until the
     # new one is complete.
-    remove_stale_builds(record, keep=previous, drop=_drop_build)
+    def drop(path: Path) -> None:
+        _drop_build(path, chroma_timeout)
+
+    remove_stale_builds(record, keep=previous, drop=drop)
     record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
     build_dir.mkdir(parents=True)
     try:
@@ -627,11 +631,11 @@ def _build_locked(
         write_atomic(build_dir / MANIFEST, manifest.to_json())
         point_current(root, build)
     except BaseException:
-        _drop_build(build_dir)
+        drop(build_dir)
         if not created or read_current(root, strict=False) is not None:
             record.discard(build)
         raise
-    remove_stale_builds(record, keep=build, drop=_drop_build)
+    remove_stale_builds(record, keep=build, drop=drop)
     sentences.root = root  # from now on a failed read is this index's damage, not a failed build
     return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
 
