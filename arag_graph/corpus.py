@@ -145,6 +145,8 @@ def _read_bytes(source: Path) -> bytes:
     (``/dev/zero`` as a corpus would be read forever)."""
     limit = _max_bytes()
     try:
+        if not stat.S_ISREG(source.stat().st_mode):  # before opening: opening a FIFO waits for a writer
+            raise CorpusError(f"{source}: is not a regular file (a device, pipe or socket); {_FIX_FORMAT}")
         with source.open("rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):

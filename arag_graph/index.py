@@ -543,7 +543,7 @@ def build_index(
                 progress=progress,
             )
     except OSError as exc:
-        if exc.errno not in _WRITE_ERRORS:
+        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
             raise
         raise _write_failure(root, exc) from None
     finally:
