@@ -425,7 +425,9 @@ def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
             data = json.loads((build_dir / name).read_text(encoding="utf-8"))
             chroma = data.get("chroma", {}) if name == MANIFEST else data
             break
-    collection = chroma.get("collection") if isinstance(chroma, dict) else None
+    if not isinstance(chroma, dict):
+        chroma = {}
+    collection = chroma.get("collection")
     if chroma.get("mode") == "http" and isinstance(collection, str) and collection.endswith(f"-{build_dir.name}"):
         with contextlib.suppress(Exception):
             connect_sentence_store(chroma, build_dir, create=False, timeout=timeout).drop()

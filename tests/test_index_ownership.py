@@ -246,3 +246,17 @@ def test_a_directory_corpus_indexed_into_itself_keeps_its_documents(
     code, out, err = run_cli(["index", str(docs), "--out", str(docs / "index"), "--json"], capsys)
     assert code == 0 and json.loads(out)["documents"] == 2, err
     record("index_ownership", "directory corpus indexed into itself", trials=5, faults=4, survived=4)
+
+
+def test_the_package_imports_without_fcntl() -> None:
+    """`import arag_graph` failed on Windows: index.py imported fcntl for the build lock (now filelock)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['fcntl'] = None\n"  # what Windows has: no fcntl module
+        "import arag_graph, arag_graph.index, arag_graph.cli, arag_graph.sample\n"
+        "from arag_graph import build_index, load_index\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
