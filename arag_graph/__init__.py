@@ -15,6 +15,7 @@ _EXPORTS = {
     "Chunk": "arag_graph.documents",
     "Document": "arag_graph.documents",
     "HierarchicalIndex": "arag_graph.index",
+    "IndexRetriever": "arag_graph.langchain_retriever",
     "SearchHit": "arag_graph.index",
     "build_index": "arag_graph.index",
     "load_index": "arag_graph.index",
@@ -23,6 +24,8 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+# The one place the version is written: pyproject.toml reads it (setuptools' dynamic version), and
+# `arag --version` prints it.
 __version__ = "0.1.0"
 
 

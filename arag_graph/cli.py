@@ -504,8 +504,17 @@ def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_version(parser: argparse.ArgumentParser) -> None:
+    """``arag --version``: the package's one version string (``arag_graph.__version__``, which the
+    wheel's metadata is also built from), so a bug report names the code that ran."""
+    from arag_graph import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
+    _add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("index", help="build an index of a corpus")

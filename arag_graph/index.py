@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -75,6 +75,9 @@ from arag_graph.vectorstore import (
     connect_sentence_store,
     valid_collection_name,
 )
+
+if TYPE_CHECKING:
+    from arag_graph.langchain_retriever import IndexRetriever, SearchType
 
 FORMAT_VERSION = 1
 CHUNKS = "chunks.jsonl"
@@ -405,6 +408,16 @@ class HierarchicalIndex:
             snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
             results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
         return results
+
+    # -- LangChain ---------------------------------------------------------------------------
+    def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword`` or ``hybrid``; top ``k``).
+
+        See :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever (``tags``, ``metadata``).
+        """
+        from arag_graph.langchain_retriever import IndexRetriever
+
+        return IndexRetriever(index=self, search_type=search_type, k=k, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

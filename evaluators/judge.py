@@ -42,8 +42,8 @@ from langchain_core.runnables import Runnable
 from pydantic import Field, ValidationError
 
 from arag_graph.errors import ModelSpecError
-from arag_graph.structured import ModelFacing
 from arag_graph.evaluators.answers import _golds, _prediction
+from arag_graph.structured import ModelFacing
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from arag_graph.index import HierarchicalIndex
 from arag_graph.evaluators.runner import load_records
+from arag_graph.index import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.stubs._http import RecordedRequest
@@ -556,7 +556,8 @@ def test_a_different_evaluation_into_the_same_out_is_refused_before_any_work(
     questions = json.loads((slice_dir / "questions.json").read_text(encoding="utf-8"))
     other.write_text(json.dumps(questions[1:]), encoding="utf-8")
     monkeypatch.setattr(
-        "arag_graph.evaluators.runner.prepare_index", lambda *_a, **_k: pytest.fail("the index was prepared before the check")
+        "arag_graph.evaluators.runner.prepare_index",
+        lambda *_a, **_k: pytest.fail("the index was prepared before the check"),
     )
     line = assert_one_error_line(*run([*argv, *(c.replace("{other}", str(other)) for c in change)], capsys))
     assert str(out) in line and named in line and "--out" in line

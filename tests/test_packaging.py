@@ -1,23 +1,42 @@
-"""The wheel installs only ``arag_graph``: no generic top-level package that other distributions own."""
+"""The wheel: only ``arag_graph`` at the top level, typed, described, one version, no unused dependency."""
 
 from __future__ import annotations
 
+import ast
+import email.parser
+import importlib.metadata
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
+from email.message import Message
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
+
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
+# Not part of a build: local state, caches, and what only the repository needs.
+_NOT_SOURCE = (".git", ".venv", "indexes", "runs", "build", "dist", "*.egg-info", "__pycache__", "tests", "bench")
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+def source_copy(dest: Path) -> Path:
+    """A copy of the repository's sources to build from.
+
+    Building in place with ``--no-build-isolation`` reuses setuptools' ``build/lib``, where files
+    deleted from the sources linger and end up in the wheel; a fresh copy has no such leftovers.
+    """
+    shutil.copytree(REPO, dest, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    return dest
+
+
+def build_wheel(src: Path, out: Path) -> Path:
     # No build isolation: the build backend (setuptools) is already installed, and nothing is downloaded.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -26,9 +45,80 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(source_copy(tmp_path_factory.mktemp("src") / "src"), tmp_path_factory.mktemp("wheel"))
+
+
 def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
     assert top_level == {"arag_graph"}, f"unexpected top-level names in the wheel: {sorted(top_level)}"
     assert "arag_graph/evaluators/runner.py" in names  # the evaluators ship, under the package
     assert "arag_graph/data/sample/corpus.json" in names  # the bundled sample for the demo
+
+
+def _metadata(wheel: Path) -> Message:
+    """The wheel's core metadata (METADATA of its .dist-info), parsed as the e-mail headers it is."""
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.parser.Parser().parsestr(zf.read(name).decode("utf-8"))
+
+
+def test_wheel_is_typed_and_described(wheel: Path) -> None:
+    """PEP 561 marker, classifiers and project URLs: what type checkers and PyPI read."""
+    import arag_graph
+
+    assert "arag_graph/py.typed" in zipfile.ZipFile(wheel).namelist()
+    meta = _metadata(wheel)
+    assert meta["Version"] == arag_graph.__version__
+    classifiers = meta.get_all("Classifier") or []
+    assert "Typing :: Typed" in classifiers
+    assert any(c.startswith("Programming Language :: Python :: 3.") for c in classifiers)
+    assert meta.get_all("Project-URL"), "no project URLs in the wheel's metadata"
+    assert meta["License-Expression"] == "MIT"
+
+
+def test_the_version_is_written_once(tmp_path: Path) -> None:
+    """Bumping ``arag_graph.__version__`` alone changes the built wheel's version: no second copy
+    in pyproject.toml can drift from it."""
+    src = source_copy(tmp_path / "src")
+    init = src / "arag_graph" / "__init__.py"
+    text, n = re.subn(r'^__version__ = "[^"]+"$', '__version__ = "9.8.7"', init.read_text(encoding="utf-8"), flags=re.M)
+    assert n == 1, "arag_graph/__init__.py has no __version__ line"
+    init.write_text(text, encoding="utf-8")
+    built = build_wheel(src, tmp_path / "wheel")
+    assert _metadata(built)["Version"] == "9.8.7"
+
+
+def test_arag_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import arag_graph
+
+    code, out, err = run_cli(["--version"], capsys)
+    assert (code, out, err) == (0, f"arag {arag_graph.__version__}\n", "")
+
+
+def _imported_top_level(root: Path) -> set[str]:
+    names: set[str] = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_declared_dependency_is_imported(wheel: Path) -> None:
+    """A runtime dependency nothing imports only costs users an install (and its own dependencies)."""
+    from packaging.requirements import Requirement
+
+    required = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist") or []]
+    runtime = {canonicalize_name(r.name) for r in required if r.marker is None}
+    imported = _imported_top_level(REPO / "arag_graph") | _imported_top_level(REPO / "evaluators")
+    provided_by: dict[str, set[str]] = {}
+    for module, dists in importlib.metadata.packages_distributions().items():
+        for dist in dists:
+            provided_by.setdefault(canonicalize_name(dist), set()).add(module)
+    unused = sorted(name for name in runtime if not provided_by.get(name, set()) & imported)
+    assert not unused, f"declared but never imported by arag_graph: {unused}"

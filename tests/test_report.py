@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from arag_graph.evaluators.report import OFFLINE_LABEL, model_label, summarize, summary_markdown, write_plots, write_summary
+from arag_graph.evaluators.report import (
+    OFFLINE_LABEL,
+    model_label,
+    summarize,
+    summary_markdown,
+    write_plots,
+    write_summary,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

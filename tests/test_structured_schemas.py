@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from arag_graph.evaluators.judge import JudgeVerdict
 from arag_graph.structured import (
     Decomposition,
     ModelFacing,
@@ -28,7 +29,6 @@ from arag_graph.structured import (
     Triplets,
     structured_call,
 )
-from arag_graph.evaluators.judge import JudgeVerdict
 from tests.stubs.openai_server import OpenAIStubServer, text
 
 EXAMPLES: list[BaseModel] = [
