@@ -151,8 +151,10 @@ def index_safety_details(entries: list[dict[str, Any]]) -> list[str]:
         if e["area"] == "full_disk":
             lines.append(
                 f"- Full disk: {e['trials']} builds and rebuilds on a 16 MB tmpfs left with 0 B to 6 MB; "
-                f"{e['faults']} ran out of space, each ending in one line and leaving the previous index (or "
-                "none) as it was: " + "; ".join(e.get("failure_lines", []))
+                f"{e['faults']} ran out of space ("
+                + ", ".join(f"{n} in {kind}" for kind, n in sorted(e.get("failure_kinds", {}).items()))
+                + "), each ending in one line, with no --out left by a first build and the previous index "
+                "answering as before after a rebuild."
             )
     damage = [e for e in entries if e["area"] == "index_damage"]
     if damage:
