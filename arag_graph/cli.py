@@ -31,9 +31,26 @@ def _print_json(obj: Any) -> None:
 # arag index
 
 
+def utf8_arg(value: str, flag: str) -> str:
+    """Command-line text as files, Chroma and JSON need it: valid UTF-8.
+
+    Undecodable bytes in ``argv`` reach Python as lone surrogates, which fail later and far from
+    their cause (a path Chroma cannot open, a query the encoder cannot embed, a summary that cannot
+    be printed); here they are one line naming the flag.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AragError(
+            f"{flag} holds bytes that are not UTF-8 (at character {exc.start}); give it as UTF-8 text"
+        ) from None
+    return value
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from arag_graph.index import build_index
 
+    utf8_arg(args.out, "--out")
     started = time.perf_counter()
     index = build_index(
         args.corpus,
@@ -45,6 +62,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         chroma_url=args.chroma_url,
         collection=args.collection,
         encoder=args.encoder,
+        chroma_timeout=_chroma_wait(args),
         progress=not args.json and not args.quiet,
     )
     m = index.manifest
@@ -69,26 +87,33 @@ def cmd_index(args: argparse.Namespace) -> int:
 # arag search / arag read
 
 
+def _chroma_wait(args: argparse.Namespace) -> float | None:
+    """``--chroma-timeout`` checked up front, even for an index that turns out not to need a server."""
+    from arag_graph.vectorstore import chroma_timeout
+
+    return None if args.chroma_timeout is None else chroma_timeout(args.chroma_timeout)
+
+
 def _load(args: argparse.Namespace) -> Any:
     from arag_graph.index import load_index
 
-    return load_index(args.index)
+    return load_index(utf8_arg(args.index, "--index"), chroma_timeout=_chroma_wait(args))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
-
+    cliargs.top_k(args.top_k)
+    flag = "--keywords" if args.keywords is not None else "--query"
+    text = utf8_arg(args.keywords if args.keywords is not None else args.query, flag)
+    keywords = [k.strip() for k in text.split(",") if k.strip()]
+    if flag == "--keywords" and not keywords:
+        raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
+    if flag == "--query" and not text.strip():
+        raise AragError('--query is empty; give a question or description, e.g. --query "who built it"')
     index = _load(args)
-    top_k = max(TOP_K_MIN, min(TOP_K_MAX, args.top_k))
-    if args.keywords is not None:
-        keywords = [k.strip() for k in args.keywords.split(",") if k.strip()]
-        if not keywords:
-            raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
-        hits = index.keyword_search(keywords, top_k)
+    if flag == "--keywords":
+        hits = index.keyword_search(keywords, args.top_k)
     else:
-        if not args.query.strip():
-            raise AragError('--query is empty; give a question or description, e.g. --query "who built it"')
-        hits = index.semantic_search(args.query, top_k)
+        hits = index.semantic_search(text, args.top_k)
     if args.json:
         _print_json({"hits": [h.to_dict() for h in hits]})
         return 0
@@ -103,6 +128,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    for chunk_id in args.ids:
+        utf8_arg(chunk_id, "a chunk ID")
     index = _load(args)
     unknown = [i for i in args.ids if index.get_chunk(i) is None]
     if unknown:
@@ -122,6 +149,27 @@ def cmd_read(args: argparse.Namespace) -> int:
         print(f"[{c.id}]{title}  (previous: {c.prev_id or 'none'}, next: {c.next_id or 'none'})")
         print(c.text)
         print()
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check an index completely: checksums, keyword arrays and every sentence record."""
+    from arag_graph.index import verify_index
+
+    started = time.perf_counter()
+    report = verify_index(_load(args))
+    report["seconds"] = round(time.perf_counter() - started, 2)
+    if args.json:
+        _print_json({"ok": True, **report})
+    else:
+        if report["checksums"]:
+            what = f"{report['files_checked']} file checksums"
+        else:
+            what = "no checksums (built before they were recorded)"
+        print(
+            f"ok: {report['index']}: {report['chunks']} chunks, {report['sentences']} sentence records and "
+            f"{what} checked in {report['seconds']} s"
+        )
     return 0
 
 
@@ -481,6 +529,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
+def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chroma-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="longest wait for each Chroma server request (default $ARAG_CHROMA_TIMEOUT, else 60)",
+    )
+
+
 def _add_version(parser: argparse.ArgumentParser) -> None:
     """``arag --version``: the package's one version string (``arag_graph.__version__``, which the
     wheel's metadata is also built from), so a bug report names the code that ran."""
@@ -512,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="store sentence vectors in a Chroma server, e.g. http://localhost:8000",
     )
     p.add_argument("--collection", default=None, help="collection name prefix in the Chroma server")
+    _chroma_timeout_flag(p)
     p.add_argument(
         "--encoder",
         default="torch",
@@ -527,15 +586,23 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--keywords", help='comma-separated keywords, e.g. "Marie Curie,Nobel"')
     group.add_argument("--query", help="natural-language query for semantic search")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, help="chunks to return, 1 to 20 (default 5)")
     p.add_argument("--json", action="store_true")
+    _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("read", help="print chunks by ID")
     p.add_argument("--index", required=True)
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--json", action="store_true")
+    _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("verify", help="check an index completely: checksums, keyword arrays, every sentence record")
+    p.add_argument("--index", required=True)
+    p.add_argument("--json", action="store_true", help="print what was checked as one JSON object")
+    _chroma_timeout_flag(p)
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)")
     p.add_argument("question")

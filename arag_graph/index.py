@@ -14,22 +14,23 @@ On disk an index directory looks like::
     DIR/builds/<build>/chroma/  (absent when the sentences live in a Chroma server)
 
 A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
-killed half-way leaves the previous index loadable; the next build removes the leftovers.
+killed half-way leaves the previous index loadable; the next build removes the leftovers. What arag
+may delete there, and which ``--out`` it refuses, is :mod:`arag_graph.index_layout`'s business;
+the checksums that keep a damaged index from answering are :mod:`arag_graph.integrity`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
+import errno
 import hashlib
 import json
 import os
 import shutil
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph import integrity
 from arag_graph.documents import Chunk, Document, SearchHit
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
@@ -47,8 +49,25 @@ from arag_graph.embeddings import (
     embedding_model_id,
     encoder_backend,
 )
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.keywords import KeywordIndex
+from arag_graph.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index_layout import (
+    BUILDS,
+    MANIFEST,
+    BuildRecord,
+    build_lock,
+    build_path,
+    check_out,
+    make_root,
+    new_build_name,
+    open_record,
+    point_current,
+    read_current,
+    remove_stale_builds,
+    remove_tree,
+    write_atomic,
+)
+from arag_graph.index_layout import CURRENT as CURRENT  # re-exported: where callers have found it
+from arag_graph.keywords import KeywordIndex, keyword_files
 from arag_graph.vectorstore import (
     COLLECTION_NAME_MAX,
     SentenceStore,
@@ -61,11 +80,8 @@ if TYPE_CHECKING:
     from arag_graph.langchain_retriever import IndexRetriever, SearchType
 
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 KEYWORDS_DIR = "."
-CURRENT = "CURRENT"
-BUILDS = "builds"
 # Where a build records its sentence store before creating it, so that the collection of a build
 # that fails or is killed before its manifest exists can still be found and dropped in a server.
 SENTENCE_STORE = "sentences.json"
@@ -97,26 +113,42 @@ class Manifest:
     """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
     ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
     field were built with torch."""
+    checksums: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.integrity`); empty in
+    indexes from before checksums, which load unchecked."""
+    sentence_digest: str | None = None
+    """One digest of the sentence store's records (chunk, position, text), for ``arag verify``."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_file(cls, path: Path) -> Manifest:
+    def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
+        """Read and type-check a manifest; anything unusable is the one-line damage error."""
+        from pydantic import TypeAdapter, ValidationError
+
+        where = root if root is not None else path.parent
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise IndexNotFoundError(
-                f"{path}: unreadable index manifest ({exc}); rebuild the index with `arag index`"
-            ) from None
-        version = data.get("format_version")
+            data = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise IndexDamagedError(where, f"{path} cannot be read ({exc.strerror or exc})") from None
+        except ValueError:
+            raise IndexDamagedError(where, f"{path} is not JSON") from None
+        if not isinstance(data, dict):
+            raise IndexDamagedError(where, f"{path} is not a JSON object")
+        version = data.get("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise IndexMismatchError(
-                f"{path}: index format {version} is not supported by this version (expects "
+                f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
                 f"{FORMAT_VERSION}); rebuild the index with `arag index`"
             )
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            return TypeAdapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field_name = ".".join(str(part) for part in first["loc"]) or "?"
+            raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
 
 
 class ChunkStore:
@@ -171,13 +203,17 @@ class ChunkStore:
                 fh.write("\n")
 
     @classmethod
-    def load(cls, path: Path) -> ChunkStore:
+    def load(cls, path: Path, digest: Any | None = None) -> ChunkStore:
+        """Read ``chunks.jsonl``; ``digest`` (a hashlib object) sees every byte read, so checking
+        the file costs no second pass. A line that is not a chunk record raises ``ValueError``."""
         chunks: list[Chunk] = []
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                r = json.loads(line)
-                chunks.append(
-                    Chunk(
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if digest is not None:
+                    digest.update(line)
+                try:
+                    r = json.loads(line)
+                    chunk = Chunk(
                         id=r["id"],
                         text=r["text"],
                         title=r["title"],
@@ -185,7 +221,11 @@ class ChunkStore:
                         next_id=r["next"],
                         sentences=tuple((s, e) for s, e in r["sentences"]),
                     )
-                )
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(f"line {number} is not a chunk record") from None
+                if not isinstance(chunk.id, str) or not isinstance(chunk.text, str):
+                    raise ValueError(f"line {number} is not a chunk record")
+                chunks.append(chunk)
         return cls(chunks)
 
 
@@ -231,8 +271,11 @@ class HierarchicalIndex:
         keywords: KeywordIndex,
         sentences: SentenceStore,
         embeddings: Embeddings,
+        build_dir: Path | None = None,
     ) -> None:
         self.path = path
+        self.build_dir = build_dir
+        """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
@@ -285,7 +328,29 @@ class HierarchicalIndex:
         """
         if n <= 0 or len(self.store) == 0:
             return []
-        return self.sentences.query(self._query_vector(query, query_vector), n)
+        return self._nearest(self._query_vector(query, query_vector), n)
+
+    def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
+        """The sentence store's nearest records, each checked against the chunk it names.
+
+        A record whose chunk, position or text disagrees with the chunk store is damage: answering
+        from it would show the wrong chunk, so the search fails with the one-line error instead.
+        """
+        matches = []
+        for chunk_id, position, similarity, document in self.sentences.query_documents(vector, n):
+            chunk = self.store.get(chunk_id)
+            if (
+                chunk is None
+                or not 0 <= position < len(chunk.sentences)
+                or chunk.text[slice(*chunk.sentences[position])] != document
+            ):
+                raise IndexDamagedError(
+                    self.path,
+                    f"a sentence record names chunk {chunk_id[:40]!r} position {position}, which does not hold that "
+                    f"sentence (`arag verify --index {self.path}` checks every record)",
+                )
+            matches.append((chunk_id, position, similarity))
+        return matches
 
     def semantic_search(
         self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
@@ -302,7 +367,7 @@ class HierarchicalIndex:
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
         while True:
-            matches = self.sentences.query(vector, n)
+            matches = self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
             for chunk_id, position, similarity in matches:
@@ -339,65 +404,13 @@ class HierarchicalIndex:
 # Building
 
 
-@contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
-    """One build at a time per index directory; a second one fails fast instead of interleaving."""
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AragError(
-                f"{root}: another `arag index` is building into this directory; wait for it to finish"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _current_build(root: Path) -> str | None:
-    try:
-        name = (root / CURRENT).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return name or None
-
-
-def _point_current(root: Path, build: str) -> None:
-    """Atomically make ``build`` the active build (write a temp file, fsync, rename)."""
-    tmp = root / f".{CURRENT}.{uuid.uuid4().hex}"
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(build + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, root / CURRENT)
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _remove_stale_builds(root: Path, keep: str | None) -> None:
-    """Delete builds other than ``keep`` (finished older ones and leftovers of killed builds)."""
-    builds = root / BUILDS
-    if builds.is_dir():
-        for entry in builds.iterdir():
-            if entry.name != keep:
-                _drop_build(entry)
-    for tmp in root.glob(f".{CURRENT}.*"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _drop_build(build_dir: Path) -> None:
-    """Delete a build, and its collection when that lives in a Chroma server.
+def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
+    """Delete a build arag recorded, and its collection when that lives in a Chroma server.
 
     The server collection is found from the manifest, or for a build that never finished from the
-    record written before the collection was created. An unreachable server leaves the collection
-    behind (named ``<prefix>-<build>``, safe to delete by hand); the directory goes regardless.
+    record written before the collection was created; only a collection named for this build
+    (``<prefix>-<build>``) is dropped. An unreachable server leaves the collection behind (safe to
+    delete by hand); the directory goes regardless.
     """
     chroma: dict[str, Any] = {}
     for name in (MANIFEST, SENTENCE_STORE):
@@ -405,10 +418,29 @@ def _drop_build(build_dir: Path) -> None:
             data = json.loads((build_dir / name).read_text(encoding="utf-8"))
             chroma = data.get("chroma", {}) if name == MANIFEST else data
             break
-    if chroma.get("mode") == "http":
+    if not isinstance(chroma, dict):
+        chroma = {}
+    collection = chroma.get("collection")
+    if chroma.get("mode") == "http" and isinstance(collection, str) and collection.endswith(f"-{build_dir.name}"):
         with contextlib.suppress(Exception):
-            connect_sentence_store(chroma, build_dir, create=False).drop()
-    shutil.rmtree(build_dir, ignore_errors=True)
+            connect_sentence_store(chroma, build_dir, create=False, timeout=timeout).drop()
+    remove_tree(build_dir)
+
+
+# What a full disk, a read-only file system or missing permissions raise while the build writes.
+_WRITE_ERRORS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
+    if hasattr(errno, name)
+)
+
+
+def _write_failure(root: Path, exc: OSError) -> AragError:
+    """A build that could not write (full disk, read-only or vanished directory) as one line."""
+    where = exc.filename or root
+    return AragError(
+        f"{where}: cannot write the index ({exc.strerror or exc}); free disk space or choose another --out"
+    )
 
 
 def build_index(
@@ -423,6 +455,7 @@ def build_index(
     chroma_url: str | None = None,
     collection: str | None = None,
     encoder: str | None = None,
+    chroma_timeout: float | None = None,
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
@@ -433,8 +466,10 @@ def build_index(
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
     ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
-    ``collection``, default derived from the directory name); chunks and manifest stay in ``out``.
-    An index already in ``out`` is replaced only once the new one is complete.
+    ``collection``, default derived from the directory name; every request waits at most
+    ``chroma_timeout`` seconds); chunks and manifest stay in ``out``. An index already in ``out`` is
+    replaced only once the new one is complete. ``out`` must be new, empty or an arag index (see
+    :mod:`arag_graph.index_layout`), and arag deletes only builds it recorded there.
     """
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
@@ -442,8 +477,8 @@ def build_index(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     root = Path(out)
-    if root.exists() and not root.is_dir():
-        raise AragError(f"{root}: exists and is not a directory; choose another --out")
+    corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
+    check_out(root, corpus_dir)
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
     if encoder is not None:
@@ -469,69 +504,135 @@ def build_index(
     timings["split_seconds"] = time.perf_counter() - started
     if chroma_url:  # before encoding, which is what takes long
         prefix = _collection_prefix(collection, root)
-        check_chroma_server(chroma_url)
+        check_chroma_server(chroma_url, chroma_timeout)
 
     embeddings = embeddings or default_embeddings()
     model_id = embedding_model_id(embeddings)
     sentence_docs, sentence_texts = sentence_inputs(chunks, contextual_headers)
 
     created = not root.exists()
-    with _build_lock(root):
-        build = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        build_dir = root / BUILDS / build
-        previous = _current_build(root)
-        # Leftovers of killed builds (never pointed at) go now; the active build stays until the
-        # new one is complete.
-        _remove_stale_builds(root, keep=previous)
-        build_dir.mkdir(parents=True)
-        try:
-            t0 = time.perf_counter()
-            vectors = _embed_with_progress(embeddings, sentence_texts, progress)
-            timings["encode_seconds"] = time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            if chroma_url:
-                chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "collection": f"{prefix}-{build}"}
-            else:
-                chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences"}
-            _write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
-            sentences = connect_sentence_store(chroma_cfg, build_dir, create=True)
-            sentences.add(chunks, sentence_docs, vectors)
-            timings["insert_seconds"] = time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            store = ChunkStore(chunks)
-            store.save(build_dir / CHUNKS)
-            keywords = KeywordIndex.from_chunks(store.chunks, match=keyword_match)
-            keywords.save(build_dir)
-            timings["keyword_seconds"] = time.perf_counter() - t0
-
-            manifest = Manifest(
-                embedding_model=model_id,
-                embedding_dim=int(vectors.shape[1]) if vectors.size else 0,
-                chunk_size=chunk_size,
-                contextual_headers=contextual_headers,
+    make_root(root)
+    try:
+        with build_lock(root):
+            record = open_record(root)
+            return _build_locked(
+                root,
+                record,
+                created,
+                chunks=chunks,
+                documents=documents,
+                sentence_docs=sentence_docs,
+                sentence_texts=sentence_texts,
+                embeddings=embeddings,
+                model_id=model_id,
+                settings={"chunk_size": chunk_size, "contextual_headers": contextual_headers},
                 keyword_match=keyword_match,
-                corpus_hash=corpus_hash(chunks),
-                documents=len(documents) if documents is not None else len(chunks),
-                chunks=len(chunks),
-                sentences=len(sentence_docs),
-                chroma=chroma_cfg,
-                build_seconds=round(time.perf_counter() - started, 3),
-                created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
-                encoder=encoder_backend(embeddings),
+                chroma_cfg=(
+                    {"mode": "http", "url": chroma_url, "collection": prefix}
+                    if chroma_url
+                    else {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+                ),
+                chroma_timeout=chroma_timeout,
+                timings=timings,
+                started=started,
+                progress=progress,
             )
-            _write_atomic(build_dir / MANIFEST, manifest.to_json())
-            _point_current(root, build)
-        except BaseException:
-            _drop_build(build_dir)
-            if created and _current_build(root) is None:
-                # A first build that failed leaves no directory behind, as if never started.
-                shutil.rmtree(root, ignore_errors=True)
+    except OSError as exc:
+        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
             raise
-        _remove_stale_builds(root, keep=build)
-    return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+        raise _write_failure(root, exc) from None
+    finally:
+        if created and read_current(root, strict=False) is None:
+            # A first build that failed leaves no directory behind, as if never started.
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _build_locked(
+    root: Path,
+    record: BuildRecord,
+    created: bool,
+    *,
+    chunks: list[Chunk],
+    documents: list[Document] | None,
+    sentence_docs: list[str],
+    sentence_texts: list[str],
+    embeddings: Embeddings,
+    model_id: str,
+    settings: dict[str, Any],
+    keyword_match: KeywordMatch,
+    chroma_cfg: dict[str, Any],
+    chroma_timeout: float | None,
+    timings: dict[str, float],
+    started: float,
+    progress: bool,
+) -> HierarchicalIndex:
+    """The build proper, under the lock: a new recorded build directory, switched to when complete."""
+    build = new_build_name()
+    build_dir = root / BUILDS / build
+    previous = read_current(root, strict=False)
+
+    # Leftovers of killed builds (never pointed at) go now; the active build stays until the
+    # new one is complete.
+    def drop(path: Path) -> None:
+        _drop_build(path, chroma_timeout)
+
+    remove_stale_builds(record, keep=previous, drop=drop)
+    record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
+    build_dir.mkdir(parents=True)
+    try:
+        t0 = time.perf_counter()
+        vectors = _embed_with_progress(embeddings, sentence_texts, progress)
+        timings["encode_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        if chroma_cfg["mode"] == "http":
+            chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
+        write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
+        sentences = connect_sentence_store(chroma_cfg, build_dir, create=True, timeout=chroma_timeout)
+        sentences.add(chunks, sentence_docs, vectors)
+        timings["insert_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        store = ChunkStore(chunks)
+        store.save(build_dir / CHUNKS)
+        keywords = KeywordIndex.from_chunks(store.chunks, match=keyword_match)
+        keywords.save(build_dir)
+        timings["keyword_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        np.save(build_dir / integrity.VECTOR_FINGERPRINT, integrity.vector_fingerprint(vectors), allow_pickle=False)
+        written = [CHUNKS, SENTENCE_STORE, integrity.VECTOR_FINGERPRINT, *keyword_files()]
+        checksums = integrity.checksums(build_dir, written)
+        digest = integrity.sentence_digest(chunks)
+        timings["checksum_seconds"] = time.perf_counter() - t0
+        manifest = Manifest(
+            embedding_model=model_id,
+            embedding_dim=int(vectors.shape[1]) if vectors.size else 0,
+            chunk_size=settings["chunk_size"],
+            contextual_headers=settings["contextual_headers"],
+            keyword_match=keyword_match,
+            corpus_hash=corpus_hash(chunks),
+            documents=len(documents) if documents is not None else len(chunks),
+            chunks=len(chunks),
+            sentences=len(sentence_docs),
+            chroma=chroma_cfg,
+            build_seconds=round(time.perf_counter() - started, 3),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
+            encoder=encoder_backend(embeddings),
+            checksums=checksums,
+            sentence_digest=digest,
+        )
+        write_atomic(build_dir / MANIFEST, manifest.to_json())
+        point_current(root, build)
+    except BaseException:
+        drop(build_dir)
+        if not created or read_current(root, strict=False) is not None:
+            record.discard(build)
+        raise
+    remove_stale_builds(record, keep=build, drop=drop)
+    sentences.root = root  # from now on a failed read is this index's damage, not a failed build
+    return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
 
 
 def _collection_prefix(collection: str | None, root: Path) -> str:
@@ -550,15 +651,6 @@ def _collection_prefix(collection: str | None, root: Path) -> str:
     while ".." in ascii_name:
         ascii_name = ascii_name.replace("..", ".")
     return ascii_name.strip("-._")[:40].strip("-._") or "arag"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _embed_with_progress(embeddings: Embeddings, texts: Sequence[str], progress: bool) -> np.ndarray:
@@ -581,6 +673,7 @@ def load_index(
     embeddings: Embeddings | None = None,
     encoder: str | None = None,
     cache: bool = False,
+    chroma_timeout: float | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -589,13 +682,19 @@ def load_index(
     (``encoder`` overrides it: any backend of the same model may query the index; ``torch`` and
     ``onnx`` give the same vectors, ``onnx-int8`` close ones). With ``cache=True`` the loaded index
     is shared per process (what graph servers want: one copy in memory for all runs).
+    ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
+
+    Every file the build wrote is checked against the manifest's checksums, and the sentence
+    store's size against the manifest (:func:`verify_index` checks every sentence record too); a
+    damaged index raises the one-line :class:`~arag_graph.errors.IndexDamagedError` here, before
+    any search could answer from it. A read-only index directory loads too.
     """
     if encoder is not None:
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
         encoder = check_encoder(encoder)
     root = Path(path)
-    build = _current_build(root) if root.is_dir() else None
+    build = read_current(root) if root.is_dir() else None
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
     key = (str(root.resolve()), build, encoder)
@@ -603,8 +702,8 @@ def load_index(
         with _LOADED_LOCK:
             if key in _LOADED:
                 return _LOADED[key]
-    build_dir = root / BUILDS / build
-    manifest = Manifest.from_file(build_dir / MANIFEST)
+    build_dir = build_path(root, build)
+    manifest = Manifest.from_file(build_dir / MANIFEST, root)
     if embeddings is None:
         if manifest.embedding_model != DEFAULT_MODEL_ID:
             raise IndexMismatchError(
@@ -628,16 +727,72 @@ def load_index(
                 f"{root}: index was built with embedding model {manifest.embedding_model!r} but "
                 f"{given!r} was given; load it with the same model or rebuild the index"
             )
-    try:
-        store = ChunkStore.load(build_dir / CHUNKS)
-        keywords = KeywordIndex.load(build_dir, store.chunks)
-    except (OSError, ValueError, KeyError) as exc:
-        raise IndexNotFoundError(
-            f"{build_dir}: index files are damaged ({type(exc).__name__}: {exc}); rebuild with `arag index`"
-        ) from None
-    sentences = connect_sentence_store(manifest.chroma, build_dir)
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+    store, keywords = _load_files(root, build_dir, manifest)
+    sentences = connect_sentence_store(manifest.chroma, build_dir, root=root, timeout=chroma_timeout)
+    stored = sentences.count()
+    if stored != manifest.sentences:
+        raise IndexDamagedError(
+            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
+        )
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
     if cache:
         with _LOADED_LOCK:
             _LOADED[key] = index
     return index
+
+
+def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkStore, KeywordIndex]:
+    """The chunk store and keyword index of a build, checked against the manifest's checksums.
+
+    ``chunks.jsonl`` is hashed as it is parsed; the other files are hashed whole. Indexes from
+    before checksums load with the structural checks only.
+    """
+    recorded = manifest.checksums
+    for name in recorded:
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise IndexDamagedError(root, f"the manifest of {build_dir} names a file outside its build: {name[:60]!r}")
+    digest = integrity.new_digest()
+    try:
+        store = ChunkStore.load(build_dir / CHUNKS, digest)
+    except OSError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS} cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS}: {exc}") from None
+    integrity.check_recorded(root, build_dir, recorded, integrity.tagged(digest), CHUNKS)
+    for name, expected in recorded.items():
+        if name != CHUNKS:
+            integrity.check_file(root, build_dir, name, expected)
+    if len(store) != manifest.chunks:
+        raise IndexDamagedError(
+            root, f"{build_dir / CHUNKS} holds {len(store)} chunks, the manifest records {manifest.chunks}"
+        )
+    keywords = KeywordIndex.load(build_dir, store.chunks, root=root)
+    return store, keywords
+
+
+def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
+    """Check a loaded index completely: what loading checks, every element of the keyword arrays
+    and every sentence record against its chunk and the recorded digest (``arag verify``).
+
+    Raises the one-line damage error; returns what was checked.
+    """
+    root = index.path if index.path is not None else Path("DIR")
+    build_dir = index.build_dir
+    fingerprint = None
+    if build_dir is not None:
+        for name, expected in index.manifest.checksums.items():
+            integrity.check_file(root, build_dir, name, expected)
+        if integrity.VECTOR_FINGERPRINT in index.manifest.checksums:
+            fingerprint = np.load(build_dir / integrity.VECTOR_FINGERPRINT, allow_pickle=False)
+    index.keywords.check()
+    count = integrity.verify_sentences(
+        root, index.sentences, index.store.chunks, index.manifest.sentence_digest, fingerprint
+    )
+    return {
+        "index": str(root),
+        "chunks": len(index.store),
+        "sentences": count,
+        "files_checked": len(index.manifest.checksums),
+        "checksums": bool(index.manifest.checksums),
+        "sentence_digest": index.manifest.sentence_digest is not None,
+    }
