@@ -116,7 +116,7 @@ def test_search_refuses_top_k_out_of_range_like_ask(
         ["ask", "Who?", "--index", sample_path, "--model", "offline", "--top-k", str(top_k)],
     ):
         line = assert_one_error_line(*run_cli(argv, capsys))
-        assert f"--top-k {top_k} is not a number of chunks" in line and f"{TOP_K_MIN} to {TOP_K_MAX}" in line
+        assert f"--top-k {top_k} is out of range" in line and f"{TOP_K_MIN} to {TOP_K_MAX}" in line
     for top_k_ok in (TOP_K_MIN, TOP_K_MAX):
         code, out, _ = run_cli(
             ["search", "--index", sample_path, "--keywords", "the", "--top-k", str(top_k_ok), "--json"], capsys
