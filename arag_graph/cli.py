@@ -31,26 +31,10 @@ def _print_json(obj: Any) -> None:
 # arag index
 
 
-def utf8_arg(value: str, flag: str) -> str:
-    """Command-line text as files, Chroma and JSON need it: valid UTF-8.
-
-    Undecodable bytes in ``argv`` reach Python as lone surrogates, which fail later and far from
-    their cause (a path Chroma cannot open, a query the encoder cannot embed, a summary that cannot
-    be printed); here they are one line naming the flag.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise AragError(
-            f"{flag} holds bytes that are not UTF-8 (at character {exc.start}); give it as UTF-8 text"
-        ) from None
-    return value
-
-
 def cmd_index(args: argparse.Namespace) -> int:
     from arag_graph.index import build_index
 
-    utf8_arg(args.out, "--out")
+    cliargs.require_utf8(cliargs.flags(args, "out"))
     started = time.perf_counter()
     index = build_index(
         args.corpus,
@@ -97,13 +81,15 @@ def _chroma_wait(args: argparse.Namespace) -> float | None:
 def _load(args: argparse.Namespace) -> Any:
     from arag_graph.index import load_index
 
-    return load_index(utf8_arg(args.index, "--index"), chroma_timeout=_chroma_wait(args))
+    cliargs.require_utf8(cliargs.flags(args, "index"))
+    return load_index(args.index, chroma_timeout=_chroma_wait(args))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     cliargs.top_k(args.top_k)
     flag = "--keywords" if args.keywords is not None else "--query"
-    text = utf8_arg(args.keywords if args.keywords is not None else args.query, flag)
+    text = args.keywords if args.keywords is not None else args.query
+    cliargs.require_utf8([(flag, text)])
     keywords = [k.strip() for k in text.split(",") if k.strip()]
     if flag == "--keywords" and not keywords:
         raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
@@ -128,8 +114,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    for chunk_id in args.ids:
-        utf8_arg(chunk_id, "a chunk ID")
+    cliargs.require_utf8(("a chunk ID", chunk_id) for chunk_id in args.ids)
     index = _load(args)
     unknown = [i for i in args.ids if index.get_chunk(i) is None]
     if unknown:

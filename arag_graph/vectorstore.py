@@ -33,6 +33,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -59,6 +60,8 @@ CHROMA_URL_ENV = "ARAG_CHROMA_URL"
 CHROMA_TIMEOUT_ENV = "ARAG_CHROMA_TIMEOUT"
 DEFAULT_CHROMA_TIMEOUT = 60.0
 _CONNECT_TIMEOUT = 10.0
+# Requests Chroma's client sends while it is constructed (identity, tenant, database), each bounded.
+_CONSTRUCTION_REQUESTS = 3
 # The one name a build gives its embedded store's directory; a manifest naming anything else is damaged.
 _STORE_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Chroma's rule for collection names (checked by the server and the embedded client alike).
@@ -237,9 +240,11 @@ def _http_client(url: str, timeout: float) -> Any:
 
     Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
     sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
-    server that accepts and never answers within the limit, and the client's session then gets
-    the bound for every later request. The session is a private attribute of chromadb 1.x; the
-    tests run a server that never answers, so a chromadb that moves it fails them.
+    server that accepts and never answers within the limit; the client is constructed in a daemon
+    thread that we stop waiting for after the bound (a server that answers the heartbeat and then
+    stalls leaves that thread blocked, not the caller); and the client's session then gets the
+    bound for every later request. The session is a private attribute of chromadb 1.x; the tests
+    run servers that never answer, so a chromadb that moves it fails them.
     """
     from urllib.parse import urlparse
 
@@ -260,10 +265,24 @@ def _http_client(url: str, timeout: float) -> Any:
         httpx.get(f"{base}/api/v2/heartbeat", timeout=bound).raise_for_status()
     except Exception as exc:
         raise _server_failure(url, exc, timeout, "heartbeat") from None
-    try:
-        client = chromadb.HttpClient(host=host, port=port, ssl=parsed.scheme == "https", settings=_settings())
-    except Exception as exc:  # chromadb raises several types for an unreachable server
-        raise _server_failure(url, exc, timeout, "connect") from None
+    made: dict[str, Any] = {}
+
+    def construct() -> None:
+        try:
+            made["client"] = chromadb.HttpClient(
+                host=host, port=port, ssl=parsed.scheme == "https", settings=_settings()
+            )
+        except Exception as exc:  # chromadb raises several types for an unreachable server
+            made["error"] = exc
+
+    worker = threading.Thread(target=construct, name="chroma-connect", daemon=True)
+    worker.start()
+    worker.join(_CONSTRUCTION_REQUESTS * timeout)
+    if worker.is_alive():
+        raise _server_failure(url, httpx.ReadTimeout("no answer"), timeout, "connect")
+    if "error" in made:
+        raise _server_failure(url, made["error"], timeout, "connect") from None
+    client = made["client"]
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = bound

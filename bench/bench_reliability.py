@@ -149,25 +149,6 @@ def details(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def eval_safety_details(entries: list[dict[str, Any]]) -> list[str]:
-    """What the evaluation-output and bounded-wait tests did (issue 11, eval side)."""
-    lines: list[str] = []
-    silent = [e for e in entries if e["area"] == "bounded_waits"]
-    if silent:
-        lines.append(
-            f"- Bounded model waits: {len(silent)} runs against a server that accepts and never answers "
-            f"({'; '.join(e['case'] for e in silent)}); each ended after exactly its attempts (timeout and "
-            "retries) with one line saying it timed out."
-        )
-    for e in entries:
-        if e["area"] == "eval_safety":
-            lines.append(
-                f"- Evaluation output, {e['case']}: {e['trials']} runs, {e['faults']} fault(s), "
-                f"{e['inputs']} questions, {e['lost']} lost or duplicated."
-            )
-    return lines
-
-
 def index_safety_details(entries: list[dict[str, Any]]) -> list[str]:
     lines = []
     for e in entries:
@@ -185,6 +166,25 @@ def index_safety_details(entries: list[dict[str, Any]]) -> list[str]:
             f"- Index damage: {len(damage)} kinds of damage ({sum(e['faults'] for e in damage)} damaged loads, "
             "searches, `ask` runs and verifications), each refused with `index damaged: ...; rebuild with ...`."
         )
+    return lines
+
+
+def eval_safety_details(entries: list[dict[str, Any]]) -> list[str]:
+    """What the evaluation-output and bounded-wait tests did (issue 11, eval side)."""
+    lines: list[str] = []
+    silent = [e for e in entries if e["area"] == "bounded_waits"]
+    if silent:
+        lines.append(
+            f"- Bounded model waits: {len(silent)} runs against a server that accepts and never answers "
+            f"({'; '.join(e['case'] for e in silent)}); each ended after exactly its attempts (timeout and "
+            "retries) with one line saying it timed out."
+        )
+    for e in entries:
+        if e["area"] == "eval_safety":
+            lines.append(
+                f"- Evaluation output, {e['case']}: {e['trials']} runs, {e['faults']} fault(s), "
+                f"{e['inputs']} questions, {e['lost']} lost or duplicated."
+            )
     return lines
 
 

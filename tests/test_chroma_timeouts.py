@@ -30,14 +30,17 @@ from tests.stubs._http import Exchange, StubServer
 pytestmark = pytest.mark.timeout(120)
 
 
-class SilentChroma(StubServer):
-    """Accepts every connection and request and never answers, after ``answer_start`` optionally
-    answering the requests Chroma's client makes while it is created (heartbeat, identity, tenant,
-    database), like a server whose collection requests hang."""
+START_REQUESTS = ("/heartbeat", "/auth/identity", "/tenants/default_tenant", "/databases/default_database")
 
-    def __init__(self, answer_start: bool = False) -> None:
+
+class SilentChroma(StubServer):
+    """Accepts every connection and request and answers only those ending in one of ``answers``,
+    from the requests Chroma's client makes while it is created (heartbeat, identity, tenant,
+    database): none, a server that never answers; all, a server whose collection requests hang."""
+
+    def __init__(self, answers: tuple[str, ...] = ()) -> None:
         super().__init__()
-        self.answer_start = answer_start
+        self.answers = answers
 
     @property
     def url(self) -> str:
@@ -45,7 +48,7 @@ class SilentChroma(StubServer):
 
     def handle(self, exchange: Exchange) -> None:
         path = exchange.request.path
-        if self.answer_start:
+        if path.endswith(self.answers):
             if path.endswith("/heartbeat"):
                 return exchange.send_json(200, {"nanosecond heartbeat": 1})
             if path.endswith("/auth/identity"):
@@ -70,8 +73,27 @@ def silent() -> Iterator[SilentChroma]:
 
 @pytest.fixture
 def half_silent() -> Iterator[SilentChroma]:
-    with SilentChroma(answer_start=True) as server:
+    with SilentChroma(answers=START_REQUESTS) as server:
         yield server
+
+
+@pytest.mark.parametrize("answered", [1, 2, 3], ids=["heartbeat", "identity", "tenant"])
+def test_a_server_that_stalls_while_the_client_starts_is_one_line(
+    answered: int, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Chroma's client sends its start-up requests without any timeout; they are bounded too."""
+    with SilentChroma(answers=START_REQUESTS[:answered]) as server:
+        argv = ["index", str(corpus), "--out", str(tmp_path / "i"), "--chroma-url", server.url]
+        line = assert_one_error_line(*run_cli([*argv, "--chroma-timeout", "1", "--quiet"], capsys))
+        timed_out(line, server.url, "1")
+    assert not (tmp_path / "i").exists()
+    record(
+        "chroma_waits",
+        f"arag index: server stalls after {START_REQUESTS[answered - 1]}",
+        trials=1,
+        faults=1,
+        survived=1,
+    )
 
 
 @pytest.fixture

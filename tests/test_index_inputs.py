@@ -42,7 +42,7 @@ def sample_path(sample_index: HierarchicalIndex) -> str:
 def test_non_utf8_bytes_in_out_are_one_line(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / f"index-{NOT_UTF8}"
     line = assert_one_error_line(*run_cli(["index", str(corpus), "--out", str(out), "--quiet"], capsys))
-    assert "--out holds bytes that are not UTF-8" in line
+    assert "--out is not UTF-8 text (byte 0xe9" in line
     assert not os.path.lexists(os.fsencode(out))
     record("odd_input", "arag index: non-UTF-8 --out", faults=1, survived=1)
 
@@ -55,13 +55,13 @@ def test_non_utf8_bytes_in_a_search_are_one_line(
     flag: str, value: str, sample_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = assert_one_error_line(*run_cli(["search", "--index", sample_path, flag, value], capsys))
-    assert f"{flag} holds bytes that are not UTF-8" in line
+    assert f"{flag} is not UTF-8 text (byte 0xe9" in line
     record("odd_input", f"arag search: non-UTF-8 {flag}", faults=1, survived=1)
 
 
 def test_non_utf8_bytes_in_index_and_ids_are_one_line(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
     line = assert_one_error_line(*run_cli(["search", "--index", f"/tmp/{NOT_UTF8}", "--keywords", "x"], capsys))
-    assert "--index holds bytes that are not UTF-8" in line
+    assert "--index is not UTF-8 text (byte 0xe9" in line
     line = assert_one_error_line(*run_cli(["read", "--index", sample_path, NOT_UTF8], capsys))
     assert "not UTF-8" in line
     record("odd_input", "arag search/read: non-UTF-8 --index and chunk ID", faults=2, survived=2)
@@ -116,7 +116,7 @@ def test_search_refuses_top_k_out_of_range_like_ask(
         ["ask", "Who?", "--index", sample_path, "--model", "offline", "--top-k", str(top_k)],
     ):
         line = assert_one_error_line(*run_cli(argv, capsys))
-        assert f"--top-k {top_k} is out of range" in line and f"{TOP_K_MIN} to {TOP_K_MAX}" in line
+        assert f"--top-k {top_k} is out of range" in line and f"from {TOP_K_MIN} to {TOP_K_MAX}" in line
     for top_k_ok in (TOP_K_MIN, TOP_K_MAX):
         code, out, _ = run_cli(
             ["search", "--index", sample_path, "--keywords", "the", "--top-k", str(top_k_ok), "--json"], capsys

@@ -116,7 +116,7 @@ def test_a_full_disk_at_every_stage_of_a_build_is_one_line(tmp_path: Path, _isol
         if "cannot store the sentence vectors" in line
         else "arag's own files"
         if "cannot write the index" in line
-        else "elsewhere"
+        else "other steps (lock, directories, Chroma start-up)"
         for line in failures
     )
     record(
