@@ -16,7 +16,7 @@ _EXPORTS = {
     "Document": "arag_graph.documents",
     "HierarchicalIndex": "arag_graph.index",
     "IndexRetriever": "arag_graph.langchain_retriever",
-    "SearchHit": "arag_graph.index",
+    "SearchHit": "arag_graph.documents",
     "build_index": "arag_graph.index",
     "load_index": "arag_graph.index",
     "ContextTracker": "arag_graph.tools",

@@ -4,12 +4,17 @@
                         |                 |
                         +--> synthesize <-+   (step cap L or message-token budget reached)
 
-``agent`` calls the chat model with the tools bound (one tool call per turn where the provider
-allows it). ``tools`` runs the calls in order, counting each as one step and never more than the
-cap allows; the chunks it reads join the read-chunk set in graph state, so "already read" holds
-across turns, checkpoints and threads. When the cap or the token budget is reached, ``synthesize``
-asks the model, with no tools, to answer from what it has gathered; ``finish`` reads the answer
+``agent`` asks the model for its next turn with the run's tools bound (one tool call per turn where
+the provider allows it). ``tools`` is LangGraph's ``ToolNode``; the custom part is its
+``wrap_tool_call`` (:class:`ToolCallGuard`), which enforces the step cap call by call, refuses tools
+outside the run's tool set, fills the configured ``top_k`` and the ablation settings, and swaps the
+query for a HyDE passage when asked. When the cap or the message-token budget is reached,
+``synthesize`` asks for an answer from what was gathered, without tools; ``finish`` reads the answer
 and its citations out of the last message.
+
+The read-chunk set, the steps, the retrieved tokens and the trajectory are all read off the turn's
+tool messages (:func:`arag_graph.pipeline.turn_progress`): each tool result records in its artifact
+what it returned, so these figures hold across checkpoints and threads without a second copy.
 
 The same builder makes ``arag_naive`` (a single embedding search that returns whole chunks) and
 the paper's tool ablations, so the loop exists once.
@@ -17,36 +22,43 @@ the paper's tool ablations, so the loop exists once.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
-from langgraph.types import Checkpointer
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Checkpointer, Command
 
-from arag_graph.configuration import AragConfig
+from arag_graph.configuration import AragContext, AragNaiveContext
 from arag_graph.errors import AragError
-from arag_graph.hyde import hyde_vector
 from arag_graph.index import HierarchicalIndex
-from arag_graph.models import bind_one_tool_per_turn
-from arag_graph.nodes import ModelCall, model_node
+from arag_graph.nodes import Call, model_node
 from arag_graph.pipeline import (
     finish_update,
+    not_run_message,
     not_run_messages,
     over_token_budget,
     pending_tool_calls,
     start_update,
+    turn_progress,
 )
-from arag_graph.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
-from arag_graph.runtime import IndexLike, RunResources, make_resolver, traced_graph
-from arag_graph.state import InputState, OutputState, RunState, TrajectoryStep
-from arag_graph.tools import ALL_TOOLS, ContextTracker, create_retrieval_tools
+from arag_graph.prompts import agent_system_prompt
+from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.safety import describe_model_error
+from arag_graph.state import InputState, OutputState, RunState
+from arag_graph.tools import ALL_TOOLS, ToolSettings, create_retrieval_tools, retrieval_tool, string_list
+
+log = logging.getLogger(__name__)
 
 # Nodes still to run after the one deciding: synthesize and finish. With fewer supersteps left
 # under the caller's recursion limit the run goes straight to synthesis instead of failing.
@@ -60,16 +72,270 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "naive": ("semantic_search",),
     "none": (),
 }
-
-
+_CAP_REACHED = "the step cap is reached; no more tool calls are allowed for this question."
 SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
 """The tools that take ``top_k``: the configuration's ``top_k`` fills it when a call leaves it out."""
 
 
-@functools.lru_cache(maxsize=64)
-def _tools_for(index: HierarchicalIndex, names: tuple[str, ...]) -> dict[str, BaseTool]:
-    """One set of tools per index and tool set: tools are stateless (the read set is injected)."""
-    return {t.name: t for t in create_retrieval_tools(index, tools=names)}
+@dataclass(frozen=True)
+class AgentBound(Bound):
+    """The builder's choices for an agent graph: besides index and model, the tools."""
+
+    tool_set: str | None = None
+    """Fixed tool set (``naive`` for A-RAG (Naive)); None: the run's ``tools`` setting."""
+    extra_tools: tuple[BaseTool, ...] = field(default=())
+
+    def tools(self, run: Run) -> tuple[str, ...]:
+        return TOOL_SETS[self.tool_set or getattr(run.ctx, "tools", "full")]
+
+    def available(self, run: Run, all_tools: dict[str, BaseTool]) -> dict[str, BaseTool]:
+        own = {t.name: t for t in self.extra_tools}
+        return {**{name: all_tools[name] for name in self.tools(run)}, **own}
+
+    def system_prompt(self, run: Run, names: Sequence[str]) -> str:
+        return getattr(run.ctx, "system_prompt", "") or agent_system_prompt(list(names))
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+
+
+def agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, tools: dict[str, BaseTool]) -> Call:
+    """The model's next turn. Its tool calls with unreadable arguments are answered here (as steps)."""
+    run = run_of(runtime, bound)
+    available = bound.available(run, tools)
+    messages = state["messages"]
+
+    def on_reply(reply: AIMessage) -> dict[str, Any]:
+        refused = [_invalid_call_message(c) for c in pending_tool_calls(reply) if c.get("invalid")]
+        return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused])}
+
+    step = run.backbone.agent(messages, list(available.values()), bound.system_prompt(run, list(available)))
+    return Call(
+        step,
+        on_reply,
+        name="agent_model",
+        on_error=lambda error: {"error": error, **turn_progress(messages)},  # the steps taken still count
+    )
+
+
+def synthesize(
+    state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, tools: dict[str, BaseTool]
+) -> Call:
+    """Forced synthesis: answer from what was gathered, with no tools (pending calls are closed first)."""
+    run = run_of(runtime, bound)
+    closing = not_run_messages(state["messages"][-1], "the step budget is used up; answer now.")
+    names = list(bound.available(run, tools))
+    step = run.backbone.synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
+    return Call(
+        step,
+        lambda reply: {"messages": [*closing, reply]},
+        name="synthesis_model",
+        on_error=lambda error: {"messages": closing, "error": error},
+    )
+
+
+def finish(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
+    """The answer, its citations and the turn's figures."""
+    update = finish_update(state, run_of(runtime, bound).index)
+    return {**update, **turn_progress([*state.get("messages", []), *update.get("messages", [])])}
+
+
+def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
+    name = call.get("name") or ""
+    text = (
+        f"Error: the arguments of {name or 'this tool call'} were not valid JSON "
+        f"({str(call.get('raw'))[:200]!r}). Call the tool again with a JSON object of arguments."
+    )
+    artifact = {"error": True, "args": {}, "tokens": 0, "chunk_ids": [], "read": []}
+    return ToolMessage(
+        text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Edges
+
+
+def _out_of_budget(state: RunState, ctx: Any) -> bool:
+    return (
+        state.get("steps", 0) >= ctx.max_steps
+        or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
+        or over_token_budget(state.get("messages") or [], ctx.message_token_budget)
+    )
+
+
+def after_start(state: RunState) -> str:
+    return END if state.get("error") else "agent"
+
+
+def after_agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+    if state.get("error"):
+        return END
+    reply = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
+    calls = pending_tool_calls(reply)
+    if not calls:
+        return "finish"
+    if _out_of_budget(state, bound.context_schema.of_run(runtime.context)):
+        return "synthesize"
+    # Calls with unreadable arguments were answered by the agent node: the model tries again.
+    return "tools" if any(not c.get("invalid") for c in calls) else "agent"
+
+
+def after_tools(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+    progress = turn_progress(state["messages"])
+    return (
+        "synthesize" if _out_of_budget({**state, **progress}, bound.context_schema.of_run(runtime.context)) else "agent"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The tool node's guard
+
+
+class ToolCallGuard:
+    """``ToolNode``'s ``wrap_tool_call``: what A-RAG adds around each tool call.
+
+    - the step cap, call by call: the calls of one turn beyond the cap are answered "not run";
+    - only the run's tool set (an ablation may leave a tool out; a model may name one anyway);
+    - the configured ``top_k`` when a search leaves it out;
+    - the run's variant of the tool (:class:`~arag_graph.tools.ToolSettings`): whole chunks without
+      chunk_read, deduplication if asked, a HyDE vector for ``semantic_search``, and the chunks that
+      earlier calls of the same turn read (so two reads of one chunk in a turn cost it once);
+    - every result carries an artifact saying what it returned, which ``turn_progress`` reads.
+    """
+
+    def __init__(self, bound: AgentBound, tools: dict[str, BaseTool], source: Any) -> None:
+        self.bound = bound
+        self.tools = tools
+        self.source = source
+
+    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run]:
+        run = run_of(request.runtime, self.bound)
+        call = dict(request.tool_call)
+        available = self.bound.available(run, self.tools)
+        name = call.get("name") or ""
+        if name not in available:
+            text = f"Error: there is no tool named {name!r}. Available tools: {', '.join(available) or 'none'}."
+            artifact = {"error": True, "args": call.get("args") or {}, "tokens": 0, "chunk_ids": [], "read": []}
+            refusal = ToolMessage(
+                text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
+            )
+            return refusal, run
+        earlier = self._earlier_calls(request)
+        if turn_progress(_messages(request.state))["steps"] + len(earlier) >= run.ctx.max_steps:
+            return not_run_message(
+                call, "the step cap is reached; no more tool calls are allowed for this question."
+            ), run
+        if name not in self.tools:  # the caller's own tools run as they are
+            return request, run
+        args = dict(call.get("args") or {})
+        if name in SEARCH_TOOLS and args.get("top_k") is None:
+            # The configured top_k is the searches' default; a model may still ask for more or fewer.
+            args["top_k"] = run.ctx.top_k
+        also_read = frozenset(
+            i
+            for c in earlier
+            if c.get("name") == "chunk_read"
+            for i in string_list((c.get("args") or {}).get("chunk_ids"))
+        )
+        settings = ToolSettings(
+            full_text="chunk_read" not in self.bound.tools(run),
+            dedupe=bool(getattr(run.ctx, "dedupe_search_chunks", False)),
+            also_read=also_read if name == "chunk_read" else frozenset(),
+            snippet_window=int(getattr(run.ctx, "snippet_window", 1)),
+        )
+        return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
+
+    @staticmethod
+    def _earlier_calls(request: ToolCallRequest) -> list[dict[str, Any]]:
+        """The valid calls of this turn listed before this one (they run before it, in order)."""
+        last = next((m for m in reversed(_messages(request.state)) if isinstance(m, AIMessage)), None)
+        calls = [c for c in pending_tool_calls(last) if not c.get("invalid")]
+        ids = [c.get("id") for c in calls]
+        here = request.tool_call.get("id")
+        return calls[: ids.index(here)] if here in ids else []
+
+    def _hyde(self, request: ToolCallRequest, vector: Any) -> ToolCallRequest:
+        tool = request.tool
+        assert tool is not None
+        settings = (tool.metadata or {}).get("arag_settings") or ToolSettings()
+        variant = _variant(self.source, "semantic_search", dataclasses.replace(settings, query_vector=tuple(vector)))
+        return request.override(tool=variant)
+
+    @staticmethod
+    def _wants_hyde(request: ToolCallRequest, run: Run) -> bool:
+        query = (request.tool_call.get("args") or {}).get("query")
+        return bool(getattr(run.ctx, "hyde", False)) and request.tool_call["name"] == "semantic_search" and bool(query)
+
+    def __call__(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
+        prepared, run = self._prepare(request)
+        if isinstance(prepared, ToolMessage):
+            return prepared
+        if self._wants_hyde(prepared, run):
+            try:
+                passage = run.backbone.hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
+                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
+            except Exception as exc:  # HyDE refines the search; the query itself still works
+                log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
+        return _recorded(prepared, execute(prepared))
+
+    async def acall(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
+    ) -> ToolMessage | Command:
+        prepared, run = self._prepare(request)
+        if isinstance(prepared, ToolMessage):
+            return prepared
+        if self._wants_hyde(prepared, run):
+            try:
+                passage = await run.backbone.hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
+            except Exception as exc:
+                log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
+        return _recorded(prepared, await execute(prepared))
+
+
+@functools.lru_cache(maxsize=256)
+def _variant(source: Any, name: str, settings: ToolSettings) -> BaseTool:
+    tool = retrieval_tool(source, name, settings)
+    tool.metadata = {**(tool.metadata or {}), "arag_settings": settings}
+    return tool
+
+
+def _config(request: ToolCallRequest) -> Any:
+    return {**(getattr(request.runtime, "config", None) or {}), "run_name": "hyde_model"}
+
+
+def _messages(state: Any) -> list[Any]:
+    if isinstance(state, dict):
+        return list(state.get("messages") or [])
+    return list(getattr(state, "messages", None) or [])
+
+
+_HIDDEN_ARGS = ("runtime",)
+
+
+def _recorded(request: ToolCallRequest, result: ToolMessage | Command) -> ToolMessage | Command:
+    """The result with the call's effective arguments in its artifact (the trajectory shows what ran).
+
+    A result without an artifact (a failing tool answered by ``handle_tool_errors``, or the caller's
+    own tool) gets one, so that every executed call counts as a step.
+    """
+    if not isinstance(result, ToolMessage):
+        return result
+    args = {k: v for k, v in (request.tool_call.get("args") or {}).items() if k not in _HIDDEN_ARGS}
+    artifact = result.artifact if isinstance(result.artifact, dict) else {}
+    error = bool(artifact.get("error")) or result.status == "error"
+    result.artifact = {"tokens": 0, "chunk_ids": [], "read": [], **artifact, "args": args, "error": error}
+    return result
+
+
+def tool_error_message(exc: Exception) -> str:
+    """What the model reads when a tool raises: the error in one line and what to try instead."""
+    detail = " ".join(str(exc).split())[:300]
+    return f"Error: the tool failed ({type(exc).__name__}: {detail}). Try other arguments or another tool."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,208 +348,54 @@ def build_arag_graph(
     *,
     tool_set: str | None = None,
     extra_tools: Sequence[BaseTool] = (),
-    config_schema: type[AragConfig] = AragConfig,
+    context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph:
     """Compile the A-RAG agent.
 
-    ``index`` and ``model`` fixed here win over the configuration (``index_path``, ``model``),
+    ``index`` and ``model`` fixed here win over the run's context (``index_path``, ``model``),
     which is what a server entry point leaves open. ``tool_set`` fixes the retrieval tools
-    (``"naive"`` for A-RAG (Naive), ``"none"`` for none); left as None it comes from the
-    configuration's ``tools`` field. ``extra_tools`` are bound next to them (your own tools; they
-    count as steps like the others, and may return ``(content, artifact)`` with ``tokens`` and
-    ``chunk_ids`` to take part in the accounting).
+    (``"naive"`` for A-RAG (Naive), ``"none"`` for none); left as None it comes from the context's
+    ``tools`` field. ``extra_tools`` are bound next to them (your own tools; they count as steps like
+    the others, and may return ``(content, artifact)`` with ``tokens`` and ``chunk_ids`` to take part
+    in the accounting).
     """
     if tool_set is not None and tool_set not in TOOL_SETS:
         raise AragError(f"unknown tool set {tool_set!r}; choose from {sorted(TOOL_SETS)}")
-    resolve = make_resolver(name, index, model, config_schema)
-    own_tools = {t.name: t for t in extra_tools}
+    bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools))
+    source = _index_source(bound)
+    tools = {t.name: t for t in create_retrieval_tools(source)}
+    guard = ToolCallGuard(bound, tools, source)
+    tool_node = ToolNode(
+        [*tools.values(), *extra_tools],
+        wrap_tool_call=guard,
+        awrap_tool_call=guard.acall,
+        handle_tool_errors=tool_error_message,
+    )
 
-    def tools_of(res: RunResources) -> dict[str, BaseTool]:
-        names = TOOL_SETS[tool_set or getattr(res.cfg, "tools", "full")]
-        return {**_tools_for(res.index, names), **own_tools}
-
-    def system_message(res: RunResources) -> SystemMessage:
-        return SystemMessage(res.cfg.system_prompt or agent_system_prompt(list(tools_of(res))))
-
-    # -- start ------------------------------------------------------------------------------
-    def start(state: RunState) -> dict[str, Any]:
-        return start_update(state)
-
-    # -- agent ------------------------------------------------------------------------------
-    def agent_request(state: RunState, res: RunResources) -> tuple[Any, list[AnyMessage]]:
-        available = tools_of(res)
-        bound = bind_one_tool_per_turn(res.model, list(available.values()))
-        return bound, [system_message(res), *state["messages"]]
-
-    def agent(state: RunState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        bound, messages = agent_request(state, res)
-        return ModelCall(bound, messages, lambda reply: {"messages": [reply]}, res.trace(config, "agent_model"))
-
-    # -- tools ------------------------------------------------------------------------------
-    def tool_plan(state: RunState, res: RunResources) -> tuple[list[dict[str, Any]], int, ContextTracker]:
-        calls = pending_tool_calls(state["messages"][-1])
-        budget = max(0, res.cfg.max_steps - state.get("steps", 0))
-        return calls, budget, ContextTracker(state.get("read_chunks") or [])
-
-    def tool_result(
-        call: dict[str, Any], available: dict[str, BaseTool], tracker: ContextTracker, top_k: int
-    ) -> tuple[dict[str, Any] | ToolMessage, TrajectoryStep]:
-        """Either a tool-call dict ready to run, or the error message answering a bad call."""
-        name_, call_id = call.get("name") or "", call.get("id") or ""
-        step: TrajectoryStep = {
-            "tool": name_,
-            "args": call.get("args") or {},
-            "tokens": 0,
-            "chunk_ids": [],
-            "error": True,
-        }
-        if call.get("invalid"):
-            text = (
-                f"Error: the arguments of {name_ or 'this tool call'} were not valid JSON "
-                f"({str(call.get('raw'))[:200]!r}). Call the tool again with a JSON object of arguments."
-            )
-            return ToolMessage(text, tool_call_id=call_id, name=name_ or "unknown", status="error"), step
-        if name_ not in available:
-            text = f"Error: there is no tool named {name_!r}. Available tools: {', '.join(available)}."
-            return ToolMessage(text, tool_call_id=call_id, name=name_ or "unknown", status="error"), step
-        args = call.get("args") if isinstance(call.get("args"), dict) else {}
-        if name_ in own_tools:  # the caller's tools take their arguments as the model gave them
-            return {"type": "tool_call", "name": name_, "id": call_id, "args": args}, step
-        if name_ in SEARCH_TOOLS and args.get("top_k") is None:
-            # The configured top_k is the searches' default; a model may still ask for more or fewer.
-            args = {**args, "top_k": top_k}
-            step["args"] = args  # the trajectory shows the search that ran
-        return {"type": "tool_call", "name": name_, "id": call_id, "args": {**args, "tracker": tracker}}, step
-
-    def run_tool(tool: BaseTool, call: dict[str, Any], res: RunResources, config: RunnableConfig) -> ToolMessage:
-        """Run one tool call; a tool that raises answers with an error message instead of ending the run."""
-        try:
-            return tool.invoke(call, res.trace(config, call["name"]))
-        except Exception as exc:
-            detail = " ".join(str(exc).split())[:300]
-            text = (
-                f"Error: {call['name']} failed ({type(exc).__name__}: {detail}). Try other arguments or another tool."
-            )
-            return ToolMessage(text, tool_call_id=call["id"], name=call["name"], status="error")
-
-    def with_hyde(prepared: dict[str, Any], res: RunResources, config: RunnableConfig) -> dict[str, Any]:
-        """With ``hyde`` on, semantic_search embeds a hypothetical answer passage (ARAGOG's HyDE)."""
-        query = prepared["args"].get("query")
-        if not getattr(res.cfg, "hyde", False) or prepared["name"] != "semantic_search" or not isinstance(query, str):
-            return prepared
-        try:
-            vector = hyde_vector(res.index, res.model, query, res.trace(config, "hyde_model"))
-        except Exception:  # HyDE is an optimisation: on a model failure search with the query itself
-            return prepared
-        return {**prepared, "args": {**prepared["args"], "query_vector": list(vector)}}
-
-    def tool_update(
-        state: RunState, messages: list[ToolMessage], steps: list[TrajectoryStep], tracker: ContextTracker
-    ) -> dict[str, Any]:
-        shown: list[str] = []
-        for message, step in zip(messages, steps, strict=False):
-            artifact = getattr(message, "artifact", None) or {}
-            if isinstance(artifact, dict):
-                step["tokens"] = int(artifact.get("tokens", 0))
-                step["chunk_ids"] = list(artifact.get("chunk_ids", []))
-                step["error"] = bool(artifact.get("error")) or message.status == "error"
-                shown.extend(step["chunk_ids"])
-        return {
-            "messages": messages,
-            "steps": state.get("steps", 0) + len(steps),
-            "retrieved_tokens": state.get("retrieved_tokens", 0) + sum(s["tokens"] for s in steps),
-            "trajectory": [*(state.get("trajectory") or []), *steps],
-            "read_chunks": tracker.newly_read,
-            "retrieved_chunks": shown,
-        }
-
-    def tools_node(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        res = resolve()
-        available = tools_of(res)
-        calls, budget, tracker = tool_plan(state, res)
-        messages: list[ToolMessage] = []
-        steps: list[TrajectoryStep] = []
-        for i, call in enumerate(calls):
-            if i >= budget:
-                messages.append(_cap_message(call))
-                continue
-            prepared, step = tool_result(call, available, tracker, res.cfg.top_k)
-            if isinstance(prepared, dict):
-                prepared = run_tool(available[prepared["name"]], with_hyde(prepared, res, config), res, config)
-            messages.append(prepared)
-            steps.append(step)
-        return tool_update(state, messages, steps, tracker)
-
-    # -- synthesize / finish ----------------------------------------------------------------
-    def synthesis_request(state: RunState) -> tuple[list[AnyMessage], list[AnyMessage]]:
-        closing = not_run_messages(state["messages"][-1], "the step budget is used up; answer now.")
-        instruction = HumanMessage(SYNTHESIS_INSTRUCTION)
-        return [*closing, instruction], [*state["messages"], *closing, instruction]
-
-    def synthesize(state: RunState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        added, messages = synthesis_request(state)
-        return ModelCall(
-            res.model,
-            [system_message(res), *messages],
-            lambda reply: {"messages": [*added, reply]},
-            res.trace(config, "synthesis_model"),
-            on_error=lambda error: {"messages": added, "error": error},
-        )
-
-    def finish(state: RunState) -> dict[str, Any]:
-        return finish_update(state, resolve().index)
-
-    # -- edges ------------------------------------------------------------------------------
-    def after_start(state: RunState) -> str:
-        return END if state.get("error") else "agent"
-
-    def out_of_budget(state: RunState, cfg: AragConfig) -> bool:
-        return (
-            state.get("steps", 0) >= cfg.max_steps
-            or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
-            or over_token_budget(state.get("messages") or [], cfg.message_token_budget)
-        )
-
-    def after_agent(state: RunState) -> str:
-        if state.get("error"):
-            return END
-        if not pending_tool_calls(state["messages"][-1]):
-            return "finish"
-        cfg = config_schema.from_context(get_runtime().context)
-        return "synthesize" if out_of_budget(state, cfg) else "tools"
-
-    def after_tools(state: RunState) -> str:
-        cfg = config_schema.from_context(get_runtime().context)
-        return "synthesize" if out_of_budget(state, cfg) else "agent"
-
-    builder = StateGraph(RunState, context_schema=config_schema, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("start", start)
-    builder.add_node("agent", model_node("agent", agent))
-    # Tool calls are CPU-bound index lookups; under ainvoke LangGraph runs this sync body in an
-    # executor, so one body serves both.
-    builder.add_node("tools", tools_node)
-    builder.add_node("synthesize", model_node("synthesize", synthesize))
-    builder.add_node("finish", finish)
+    builder = StateGraph(RunState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("start", start_update)
+    builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools)))
+    builder.add_node("tools", tool_node)
+    builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges("agent", after_agent, ["tools", "synthesize", "finish", END])
-    builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
+    builder.add_conditional_edges(
+        "agent", functools.partial(after_agent, bound=bound), ["tools", "agent", "synthesize", "finish", END]
+    )
+    builder.add_conditional_edges("tools", functools.partial(after_tools, bound=bound), ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name=name), name, index, config_schema)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
 
 
-def _cap_message(call: dict[str, Any]) -> ToolMessage:
-    return ToolMessage(
-        "Not run: the step cap is reached; no more tool calls are allowed for this question.",
-        tool_call_id=call.get("id") or "",
-        name=call.get("name") or "unknown",
-        status="error",
-    )
+def _index_source(bound: Bound) -> HierarchicalIndex | Callable[[Any], HierarchicalIndex]:
+    """The tools' index: the builder's, or the one each run's context names."""
+    if isinstance(bound.index, HierarchicalIndex):
+        return bound.index
+    return functools.partial(run_index, bound=bound)
 
 
 def build_arag_naive_graph(
@@ -293,13 +405,6 @@ def build_arag_naive_graph(
     checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
-    from arag_graph.configuration import AragNaiveConfig
-
     return build_arag_graph(
-        index,
-        model,
-        tool_set="naive",
-        config_schema=AragNaiveConfig,  # type: ignore[arg-type]
-        name="arag_naive",
-        checkpointer=checkpointer,
+        index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
     )

@@ -10,108 +10,138 @@ compare them directly: a retrieval counts as one step and its passages as retrie
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
-from arag_graph.configuration import DirectConfig, NaiveRagConfig
-from arag_graph.hyde import hyde_vector
-from arag_graph.nodes import ModelCall, model_node
-from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
-from arag_graph.prompts import CONTEXT_ANSWER_PROMPT, DIRECT_ANSWER_PROMPT
+from arag_graph.configuration import DirectContext, NaiveRagContext
+from arag_graph.nodes import Call, model_node
+from arag_graph.pipeline import finish_update, retrieval_update, start_update
 from arag_graph.retrievers import Passage, passages, retrieve, sentence_windows
-from arag_graph.runtime import IndexLike, make_resolver, traced_graph
+from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.safety import describe_model_error
 from arag_graph.state import InputState, OutputState, RunState, question_of
+
+log = logging.getLogger(__name__)
 
 
 class NaiveRagState(RunState, total=False):
     passages: list[dict[str, Any]]
     """What was retrieved for the question (chunk id, title, text, score), shown in Studio."""
+    warnings: list[str]
+    """A HyDE call that failed (the question itself was searched), and the like."""
 
 
-def _after_start(state: RunState) -> str:
+def hyde_vector(run: Run, query: str, config: RunnableConfig | None) -> tuple[Sequence[float] | None, str | None]:
+    """HyDE's query vector for ``query`` when the run asks for it, and a warning when the model failed.
+
+    HyDE refines the search; on a model failure the query itself is searched and the run goes on.
+    """
+    if not getattr(run.ctx, "hyde", False) or getattr(run.ctx, "retriever", "dense") == "bm25":
+        return None, None  # BM25 has no query vector to replace
+    try:
+        passage = run.backbone.hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
+    except Exception as exc:
+        warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
+        log.warning(warning)
+        return None, warning
+    return run.index.embeddings.embed_query(passage), None
+
+
+def as_dict(p: Passage) -> dict[str, Any]:
+    return {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score}
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+
+
+def after_start(state: RunState) -> str:
     return "error" if state.get("error") else "go"
+
+
+def retrieve_once(
+    state: NaiveRagState, runtime: Runtime[NaiveRagContext], config: RunnableConfig, *, bound: Bound
+) -> dict[str, Any]:
+    """Naive RAG's one retrieval: ``top_k`` chunks, or with sentence windows the ``top_k`` sentences."""
+    run = run_of(runtime, bound)
+    ctx: NaiveRagContext = run.ctx
+    question = question_of(state)
+    vector, warning = hyde_vector(run, question, config)
+    if ctx.sentence_window and ctx.retriever == "dense":  # ARAGOG: the top-k sentences, each in its window
+        found = sentence_windows(run.index, question, ctx.top_k, ctx.window, query_vector=vector)
+    else:  # chunks; with hybrid and sentence windows, each chunk cut to windows around its dense matches
+        hits = retrieve(run.index, question, ctx.top_k, ctx.retriever, query_vector=vector)
+        found = passages(run.index, hits, ctx.window if ctx.sentence_window else None)
+    args = {"query": question, "retriever": ctx.retriever, "top_k": ctx.top_k}
+    update = retrieval_update(state, "retrieve", args, found)
+    update["passages"] = [as_dict(p) for p in found]
+    update["warnings"] = [warning] if warning else []
+    return update
+
+
+def answer_from_passages(state: NaiveRagState, runtime: Runtime[NaiveRagContext], *, bound: Bound) -> Call:
+    run = run_of(runtime, bound)
+    found = [Passage(**p) for p in state.get("passages") or []]
+    return Call(run.backbone.answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model")
+
+
+def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: Bound) -> Call:
+    run = run_of(runtime, bound)
+    return Call(run.backbone.direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
+
+
+def finish(state: RunState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    return finish_update(state, run_index(runtime, bound))
+
+
+# ---------------------------------------------------------------------------------------------
+# The graphs
 
 
 def build_direct_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
 ) -> CompiledStateGraph:
     """Direct answer: no retrieval. The index is only used to validate citations (there are none)."""
-    resolve = make_resolver("direct", index, model, DirectConfig)
-
-    def answer(state: RunState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        prompt = DIRECT_ANSWER_PROMPT.format(question=question_of(state))
-        return ModelCall(
-            res.model, [HumanMessage(prompt)], lambda r: {"messages": [r]}, res.trace(config, "answer_model")
-        )
-
-    def finish(state: RunState) -> dict[str, Any]:
-        return finish_update(state, resolve().index)
-
-    builder = StateGraph(RunState, context_schema=DirectConfig, input_schema=InputState, output_schema=OutputState)
+    bound = Bound("direct", DirectContext, index, model)
+    builder = StateGraph(RunState, context_schema=DirectContext, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start", start_update)
-    builder.add_node("answer", model_node("answer", answer))
-    builder.add_node("finish", finish)
+    builder.add_node("answer", model_node("answer", functools.partial(answer_directly, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", _after_start, {"go": "answer", "error": END})
+    builder.add_conditional_edges("start", after_start, {"go": "answer", "error": END})
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), "direct", index, DirectConfig)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
+
+
+class NaiveRagOutputState(OutputState, total=False):
+    warnings: list[str]
 
 
 def build_naive_rag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
 ) -> CompiledStateGraph:
     """Naive RAG: retrieve ``top_k`` chunks once, answer from them."""
-    resolve = make_resolver("naive_rag", index, model, NaiveRagConfig)
-
-    def retrieve_node(state: NaiveRagState, config: RunnableConfig) -> dict[str, Any]:
-        res = resolve()
-        cfg: NaiveRagConfig = res.cfg
-        question = question_of(state)
-        vector = hyde_vector(res.index, res.model, question, res.trace(config, "hyde_model")) if cfg.hyde else None
-        if cfg.sentence_window and cfg.retriever == "dense":  # ARAGOG: the top-k sentences, each in its window
-            found = sentence_windows(res.index, question, cfg.top_k, cfg.window, query_vector=vector)
-        else:  # chunks; with hybrid and sentence windows, each chunk cut to windows around its dense matches
-            hits = retrieve(res.index, question, cfg.top_k, cfg.retriever, query_vector=vector)
-            found = passages(res.index, hits, cfg.window if cfg.sentence_window else None)
-        args = {"query": question, "retriever": cfg.retriever, "top_k": cfg.top_k}
-        update = retrieval_update(state, "retrieve", args, found)
-        update["passages"] = [_as_dict(p) for p in found]
-        return update
-
-    def answer(state: NaiveRagState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        found = [Passage(**p) for p in state.get("passages") or []]
-        prompt = CONTEXT_ANSWER_PROMPT.format(context=passages_block(found), question=question_of(state))
-        return ModelCall(
-            res.model, [HumanMessage(prompt)], lambda r: {"messages": [r]}, res.trace(config, "answer_model")
-        )
-
-    def finish(state: NaiveRagState) -> dict[str, Any]:
-        return finish_update(state, resolve().index)
-
+    bound = Bound("naive_rag", NaiveRagContext, index, model)
     builder = StateGraph(
-        NaiveRagState, context_schema=NaiveRagConfig, input_schema=InputState, output_schema=OutputState
+        NaiveRagState, context_schema=NaiveRagContext, input_schema=InputState, output_schema=NaiveRagOutputState
     )
     builder.add_node("start", start_update)
-    builder.add_node("retrieve", retrieve_node)
-    builder.add_node("answer", model_node("answer", answer))
-    builder.add_node("finish", finish)
+    builder.add_node("retrieve", functools.partial(retrieve_once, bound=bound))
+    builder.add_node("answer", model_node("answer", functools.partial(answer_from_passages, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", _after_start, {"go": "retrieve", "error": END})
+    builder.add_conditional_edges("start", after_start, {"go": "retrieve", "error": END})
     builder.add_edge("retrieve", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    graph = builder.compile(checkpointer=checkpointer, name="naive_rag")
-    return traced_graph(graph, "naive_rag", index, NaiveRagConfig)
-
-
-def _as_dict(p: Passage) -> dict[str, Any]:
-    return {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score}
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)

@@ -193,6 +193,14 @@ def describe_step(update: dict[str, Any]) -> list[str]:
     return lines
 
 
+def tool_result(message: Any) -> dict[str, Any] | None:
+    """A tool message as a trajectory step (None for a call answered without running)."""
+    artifact = message.artifact if isinstance(message.artifact, dict) else {}
+    if artifact.get("not_run"):
+        return None
+    return {"tool": message.name, **artifact, "error": bool(artifact.get("error")) or message.status == "error"}
+
+
 def run_question(
     graph_name: str,
     question: str,
@@ -203,6 +211,8 @@ def run_question(
     echo: bool,
 ) -> dict[str, Any]:
     """Run one question through a graph, printing tool calls and results as they happen."""
+    from langchain_core.messages import ToolMessage
+
     from arag_graph.registry import build_graph, config_for
 
     graph = build_graph(graph_name, index=index, model=model)
@@ -222,13 +232,14 @@ def run_question(
         for update in chunk.values():
             for line in describe_step(update or {}):
                 print(f"  {line}")
-            trajectory = (update or {}).get("trajectory") or []
-            for step in trajectory[seen_steps:]:
+            # Tool results as they arrive (the agent's tool node), else a graph's own retrieval steps.
+            results = [tool_result(m) for m in (update or {}).get("messages") or [] if isinstance(m, ToolMessage)]
+            steps = [r for r in results if r is not None] or ((update or {}).get("trajectory") or [])[seen_steps:]
+            for step in steps:
                 ids = ", ".join(step.get("chunk_ids") or []) or "-"
                 status = " (error)" if step.get("error") else ""
                 print(f"  <- {step.get('tool')}: {step.get('tokens', 0)} tokens, chunks {ids}{status}")
-            if trajectory:
-                seen_steps = len(trajectory)
+            seen_steps += len(steps)
     return final
 
 

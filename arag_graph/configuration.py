@@ -1,222 +1,325 @@
-"""Typed run configuration, one dataclass per graph, shown as a form in LangGraph Studio.
+"""Run configuration: one pydantic context schema per graph, which LangGraph Studio renders as a form.
 
-Graphs read it as LangGraph *context* (``graph.invoke(inputs, context={...})``); every field has a
-default so a bare invocation works. Fields shared by all graphs live in :class:`GraphConfig`.
+Graphs read it as LangGraph *context* (``graph.invoke(inputs, context={...})``). LangGraph turns a
+mapping into the graph's schema before the first node runs, so a bad value fails there, once, with
+a one-line :class:`~arag_graph.errors.ContextError` naming the field and what it accepts. Every field carries its
+description and bounds, which is what ``langgraph dev`` serves to Studio.
+
+Fields that choose a model, an endpoint or an index are the caller's wishes, checked against what
+the operator allows (:mod:`arag_graph.policy`). Code that is itself the operator (the CLI, the
+evaluation runner, a Python program building its own context) builds the context with
+:meth:`GraphContext.trusted`, which skips that check.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import typing
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args, get_origin
+import contextvars
+from typing import Any, Literal
 
-from arag_graph.errors import AragError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from arag_graph.errors import ContextError
+from arag_graph.policy import RunChoice, ServingPolicy
+
+TOP_K_MIN, TOP_K_MAX = 1, 20
+"""One rule for ``top_k`` everywhere: configuration and the CLI refuse values outside it, tools called
+by a model clamp them into it."""
 
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
-
-
-def _env(name: str, default: str) -> Any:
-    return field(default_factory=lambda: os.environ.get(name, default))
-
-
-_RANGES: tuple[tuple[str, float, float | None], ...] = (
-    ("temperature", 0.0, 2.0),
-    ("max_tokens", 1, None),
-    ("timeout", 0.0, 3600.0),
-    ("max_retries", -1, 10),
-    ("max_steps", 0, None),
-    ("message_token_budget", 1, None),
-    ("window", 0, None),
-    ("loop_similarity", 0.0, 1.0),
-    ("max_context_tokens", 0, None),
-    ("relevance_threshold", 0.0, 1.0),
-    ("max_sub_questions", 1, None),
-)
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
-
-
-def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """``value`` as the field's declared type (bool, int, float, str or a Literal of strings)."""
-    if get_origin(hint) is Literal:
-        choices = get_args(hint)
-        if value not in choices:
-            raise AragError(f"configuration {name}={value!r} is not valid; choose one of {list(choices)}")
-        return value
-    try:
-        if hint is bool:
-            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                return value.strip().lower() in _TRUE
-            if isinstance(value, (bool, int)) and value in (0, 1):
-                return bool(value)
-            raise ValueError
-        if hint is int:
-            if isinstance(value, bool) or float(value) != int(float(value)):
-                raise ValueError
-            return int(float(value))
-        if hint is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if hint is str:
-            return "" if value is None else str(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: int(float("inf"))
-        kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(hint, str(hint))
-        raise AragError(f"configuration {name}={value!r} is not valid; give {kind}") from None
-    return value
-
-
-@functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
-    """Resolved field annotations per configuration class (resolving them is slow, and a run
-    builds its configuration in every node and edge)."""
-    return typing.get_type_hints(cls)
-
-
-@dataclass(kw_only=True)
-class GraphConfig:
-    """Settings every graph understands."""
-
-    model: str = _env("ARAG_MODEL", "offline")
-    """Chat model: ``offline`` (the no-LLM policy) or an OpenAI-compatible model name such as
-    ``gpt-4o-mini`` / ``openai:gpt-5-mini``; key and URL come from the environment."""
-    base_url: str = _env("ARAG_BASE_URL", "")
-    """Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio); empty for OpenAI."""
-    temperature: float = 0.0
-    max_tokens: int = 16384
-    """Upper bound on tokens the model may write per call (the paper uses at least 16,384)."""
-    reasoning_effort: ReasoningEffort = ""
-    """Passed through to reasoning models (for example GPT-5); empty leaves the provider default."""
-    timeout: float = 0.0
-    """Seconds to wait for one model reply before giving up; 0: ``$ARAG_MODEL_TIMEOUT``, else 30."""
-    max_retries: int = -1
-    """Retries of a model request that failed or timed out; -1: ``$ARAG_MODEL_RETRIES``, else 2."""
-    index_path: str = _env("ARAG_INDEX", "")
-    """Index directory; empty means the bundled sample index (built on first use)."""
-    top_k: int = 5
-    """Chunks per search (the paper uses 5)."""
-
-    def __post_init__(self) -> None:
-        """Coerce values that arrive as text (forms, environment, JSON) and reject impossible ones.
-
-        A bad value fails here, at the start of a run, with one line naming the field and what it
-        accepts, instead of as a type error deep inside a node.
-        """
-        hints = _field_types(type(self))
-        for f in fields(self):
-            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
-        self.top_k = max(1, min(20, self.top_k))  # same clamp as the tools' top_k
-        for name, low, high in _RANGES:
-            value = getattr(self, name, None)
-            # Written so that NaN, which compares false with everything, is out of range too.
-            if value is not None and not (low <= value and (high is None or value <= high)):
-                bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-                raise AragError(f"configuration {name}={value!r} is out of range; give a value {bound}")
-
-    @classmethod
-    def from_context(cls, context: Any) -> Any:
-        """Accept the dataclass itself, a mapping (from Studio or the SDK), or None."""
-        if isinstance(context, cls):
-            return context
-        if context is None:
-            return cls()
-        if isinstance(context, GraphConfig):
-            context = {f.name: getattr(context, f.name) for f in fields(context)}
-        if not isinstance(context, dict):
-            raise AragError(f"configuration must be a mapping or {cls.__name__}, got {type(context).__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(context) - names)
-        if unknown:
-            raise AragError(f"unknown configuration field(s) {unknown} for {cls.__name__}; valid: {sorted(names)}")
-        return cls(**context)
-
-
-@dataclass(kw_only=True)
-class AragConfig(GraphConfig):
-    """The A-RAG agent (and its ablations)."""
-
-    max_steps: int = 15
-    """Step cap L: tool calls allowed before the agent is made to answer from what it has."""
-    message_token_budget: int = 128_000
-    """Force the final answer once the conversation is longer than this many o200k tokens."""
-    tools: ToolSet = "full"
-    """Tool set: all three tools, or one of the paper's ablations."""
-    system_prompt: str = ""
-    """Replaces the built-in system prompt when non-empty."""
-    hyde: bool = False
-    """semantic_search embeds a model-written hypothetical answer passage instead of the query (HyDE)."""
-
-
-@dataclass(kw_only=True)
-class AragNaiveConfig(GraphConfig):
-    """A-RAG (Naive): the same loop with a single embedding search that returns whole chunks."""
-
-    max_steps: int = 15
-    """Step cap L (searches allowed before the agent must answer)."""
-    message_token_budget: int = 128_000
-    """Force the final answer once the conversation is longer than this many o200k tokens."""
-    system_prompt: str = ""
-    """Replaces the built-in system prompt when non-empty."""
-    hyde: bool = False
-    """The search embeds a model-written hypothetical answer passage instead of the query (HyDE)."""
-
-
 Retriever = Literal["dense", "bm25", "hybrid"]
 
 
-@dataclass(kw_only=True)
-class DirectConfig(GraphConfig):
+def _one_line(error: ValidationError, schema: str) -> str:
+    problems = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "context"
+        given = item.get("input")
+        shown = f"={given!r}" if not isinstance(given, dict) else ""
+        problems.append(f"{where}{shown}: {item.get('msg', 'invalid')}")
+    return f"configuration for {schema} is not valid: {'; '.join(problems)}"
+
+
+_TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_context", default=False)
+"""Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
+
+
+class GraphContext(BaseModel):
+    """Settings every graph understands."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str = Field(
+        default="",
+        description="Chat model for this run, among those the server allows. Empty: the server's default "
+        "($ARAG_MODEL, else `offline`, the deterministic no-LLM policy). `provider:name` uses that "
+        "provider's LangChain package (for example `anthropic:claude-sonnet-4-5`).",
+        max_length=200,
+    )
+    base_url: str = Field(
+        default="",
+        description="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, LM Studio), among those the server "
+        "allows. Empty: the server's default endpoint.",
+        max_length=2000,
+    )
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, allow_inf_nan=False, description="Sampling temperature of the chat model."
+    )
+    max_tokens: int = Field(
+        default=16384,
+        ge=1,
+        le=1_000_000,
+        description="Upper bound on tokens the model may write per call (the A-RAG paper uses at least 16,384).",
+    )
+    reasoning_effort: ReasoningEffort = Field(
+        default="",
+        description="Reasoning effort for reasoning models (for example GPT-5); empty leaves the provider default.",
+    )
+    timeout: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="Seconds to wait for one model reply before giving up; 0: the server's default "
+        "($ARAG_MODEL_TIMEOUT, else 30).",
+    )
+    max_retries: int = Field(
+        default=-1,
+        ge=-1,
+        le=10,
+        description="Retries of a model request that failed or timed out; -1: the server's default "
+        "($ARAG_MODEL_RETRIES, else 2).",
+    )
+    index_path: str = Field(
+        default="",
+        description="Index directory, under the index root the server allows ($ARAG_INDEX_ROOT; a relative "
+        "path is taken from there). Empty: the server's index ($ARAG_INDEX, else the bundled sample).",
+        max_length=4000,
+    )
+    top_k: int = Field(default=5, ge=TOP_K_MIN, le=TOP_K_MAX, description="Chunks per search (the A-RAG paper uses 5).")
+
+    _trusted: bool = PrivateAttr(default=False)
+
+    def __init__(self, **data: Any) -> None:
+        """A caller's context (what LangGraph builds from a run's mapping): checked, then policed.
+
+        Raises one line naming the field instead of pydantic's multi-line report, and refuses a
+        model, endpoint or index the operator does not allow, before any node runs. Both errors
+        are :class:`~arag_graph.errors.ContextError`, a ``ValueError``, so a LangGraph server
+        returns the line to its client.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ContextError(_one_line(exc, type(self).__name__)) from None
+        self._trusted = _TRUSTING.get()
+        self.choice()
+
+    @classmethod
+    def trusted(cls, **values: Any) -> Any:
+        """The context as the operator sets it (CLI, evaluation runner, your own program): not policed.
+
+        ``None`` values are left out, so callers can pass optional flags straight through. Unlike a
+        caller's context, a field this graph does not have is an error: an operator's typo.
+        """
+        unknown = sorted(set(values) - set(cls.model_fields))
+        if unknown:
+            raise ContextError(
+                f"unknown configuration field(s) {unknown} for {cls.__name__}; valid: {sorted(cls.model_fields)}"
+            )
+        token = _TRUSTING.set(True)
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None})
+        finally:
+            _TRUSTING.reset(token)
+
+    @classmethod
+    def of_run(cls, context: Any) -> Any:
+        """This graph's context from whatever the run carries.
+
+        A context of another type (a parent graph's own schema, reaching a subgraph) is not ours:
+        the defaults apply. A mapping is validated as a caller's request.
+        """
+        if isinstance(context, cls):
+            return context
+        if isinstance(context, GraphContext):  # another graph's settings: keep what both share
+            shared = {name: getattr(context, name) for name in GraphContext.model_fields}
+            return cls.trusted(**shared) if context._trusted else cls(**shared)
+        if isinstance(context, dict):
+            return cls(**context)
+        return cls()
+
+    def choice(self) -> RunChoice:
+        """Model, endpoint and index of this run: checked against the operator's policy unless trusted."""
+        policy = ServingPolicy.from_env()
+        if self._trusted:
+            return RunChoice(
+                self.model.strip() or policy.default_model,
+                self.base_url.strip() or policy.default_base_url,
+                self.index_path.strip() or policy.default_index,
+            )
+        return policy.resolve(self.model, self.base_url, self.index_path)
+
+    def settings(self) -> dict[str, Any]:
+        """The graph's own settings, for trace metadata and records (no endpoint, no prompt text)."""
+        skip = {"base_url", "system_prompt"}
+        return {k: v for k, v in self.model_dump().items() if k not in skip}
+
+
+class AragContext(GraphContext):
+    """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations)."""
+
+    max_steps: int = Field(
+        default=15,
+        ge=1,
+        le=500,
+        description="Step cap L: tool calls allowed before the agent must answer from what it has gathered.",
+    )
+    message_token_budget: int = Field(
+        default=128_000,
+        ge=1,
+        le=10_000_000,
+        description="Force the final answer once the conversation is longer than this many o200k tokens "
+        "(the paper's released code: 128k).",
+    )
+    tools: ToolSet = Field(
+        default="full",
+        description="Tool set: all three tools, or one of the paper's ablations (without chunk_read, searches "
+        "return whole chunks).",
+    )
+    system_prompt: str = Field(
+        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
+    )
+    hyde: bool = Field(
+        default=False,
+        description="semantic_search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
+    )
+    dedupe_search_chunks: bool = Field(
+        default=False,
+        description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
+        "one-line notice instead of its text again. Off, as in the paper, whose Naive variant pays for repeats.",
+    )
+    snippet_window: int = Field(
+        default=1,
+        ge=1,
+        le=41,
+        description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
+        "1 shows the matched sentence alone, as A-RAG does.",
+    )
+
+
+class AragNaiveContext(GraphContext):
+    """A-RAG (Naive): the agent loop with a single embedding search that returns whole chunks."""
+
+    max_steps: int = Field(default=15, ge=1, le=500, description="Step cap L: searches allowed before answering.")
+    message_token_budget: int = Field(
+        default=128_000,
+        ge=1,
+        le=10_000_000,
+        description="Force the final answer once the conversation is longer than this many o200k tokens.",
+    )
+    system_prompt: str = Field(
+        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
+    )
+    hyde: bool = Field(
+        default=False,
+        description="The search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
+    )
+    dedupe_search_chunks: bool = Field(
+        default=False,
+        description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
+        "the paper).",
+    )
+
+
+class DirectContext(GraphContext):
     """Direct answer: the model answers from its own knowledge, no retrieval."""
 
 
-@dataclass(kw_only=True)
-class NaiveRagConfig(GraphConfig):
+class NaiveRagContext(GraphContext):
     """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
 
-    retriever: Retriever = "dense"
-    """dense (sentence embeddings aggregated to chunks), bm25 (rank-bm25) or hybrid (reciprocal rank fusion)."""
-    hyde: bool = False
-    """Embed a model-written hypothetical answer passage instead of the question (dense and hybrid)."""
-    sentence_window: bool = False
-    """ARAGOG's sentence windows: the top_k sentences, each with ``window`` neighbours each side, instead of chunks."""
-    window: int = 3
-    """Neighbouring sentences kept on each side in sentence-window mode (ARAGOG found 3 best)."""
+    retriever: Retriever = Field(
+        default="dense",
+        description="dense (sentence embeddings, best sentence per chunk), bm25 (rank-bm25) or hybrid (reciprocal "
+        "rank fusion of both).",
+    )
+    hyde: bool = Field(
+        default=False,
+        description="Embed a model-written hypothetical answer passage instead of the question (dense and hybrid).",
+    )
+    sentence_window: bool = Field(
+        default=False,
+        description="ARAGOG's sentence-window retrieval: the top_k sentences, each inside its window, instead of "
+        "whole chunks.",
+    )
+    window: int = Field(
+        default=3,
+        ge=1,
+        le=41,
+        description="Sentences in each window, centred on the matched sentence (ARAGOG's window: 3, the best in "
+        "its comparison, is the sentence with one neighbour on each side; 7 is three on each side).",
+    )
 
 
-@dataclass(kw_only=True)
-class CoragConfig(GraphConfig):
+class CoragContext(GraphContext):
     """CoRAG: chain of retrieval with query reformulation and a sufficiency check per step."""
 
-    max_steps: int = 3
-    """Step cap S: retrievals before answering (S=1 is one-shot RAG; the paper finds S=3 gives most of the gain)."""
-    retriever: Retriever = "dense"
-    """Retriever for each step: dense, bm25 or hybrid."""
-    hyde: bool = False
-    """Embed a model-written hypothetical answer passage for each query (dense and hybrid)."""
-    loop_similarity: float = 0.9
-    """A reformulated query this similar (token Jaccard) to an earlier one counts as a loop and stops the chain."""
-    max_context_tokens: int = 0
-    """Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole union, as in CoRAG.
+    max_steps: int = Field(
+        default=3,
+        ge=1,
+        le=50,
+        description="Step cap S: retrievals before answering (S=1 is one-shot RAG; the paper finds S=3 gives most "
+        "of the gain).",
+    )
+    retriever: Retriever = Field(default="dense", description="Retriever for each step: dense, bm25 or hybrid.")
+    hyde: bool = Field(
+        default=False,
+        description="Embed a model-written hypothetical answer passage for each query (dense and hybrid).",
+    )
+    loop_similarity: float = Field(
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="A reformulated query this similar (token Jaccard) to an earlier one counts as a loop and stops "
+        "the chain.",
+    )
+    max_context_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole "
+        "union, as in CoRAG.",
+    )
 
-    With S=3 and top_k=5 the union stays near 15 chunks; set a cap for corpora of long chunks or small-context models.
-    """
 
-
-@dataclass(kw_only=True)
-class SragConfig(GraphConfig):
+class SragContext(GraphContext):
     """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
 
-    decompose: bool = True
-    """Split the question into sub-questions (off: the question is its only sub-question; paper ablation)."""
-    structured_extraction: bool = True
-    """Extract (subject, predicate, object) triplets (off: answer from raw passages; paper ablation)."""
-    table_aggregation: bool = True
-    """Aggregate triplets into one Subject | Predicate | Object | Source table (off: per-passage fact lists)."""
-    relevance_threshold: float = 0.3
-    """Triplets less relevant than this to their sub-question are dropped."""
-    route: bool = False
-    """Send questions the router judges single-hop to naive_rag instead."""
-    max_sub_questions: int = 5
-    """Upper bound on sub-questions kept from the decomposition."""
+    decompose: bool = Field(
+        default=True,
+        description="Split the question into sub-questions (off: the question is its only sub-question; paper "
+        "ablation).",
+    )
+    structured_extraction: bool = Field(
+        default=True,
+        description="Extract (subject, predicate, object) triplets (off: answer from the raw passages; paper "
+        "ablation).",
+    )
+    table_aggregation: bool = Field(
+        default=True,
+        description="Aggregate triplets into one Subject | Predicate | Object | Source table (off: per-passage fact "
+        "lists; paper ablation).",
+    )
+    relevance_threshold: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Triplets less relevant than this to their sub-question are dropped.",
+    )
+    route: bool = Field(default=False, description="Send questions the router judges single-hop to naive_rag instead.")
+    max_sub_questions: int = Field(
+        default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
+    )

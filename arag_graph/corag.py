@@ -33,12 +33,13 @@ first* (reciprocal-rank fusion of every step's ranking, so a chunk found by seve
 By default the whole union, as CoRAG answers from it; ``max_context_tokens`` cuts it at that many
 o200k tokens for corpora of long chunks or models with small contexts.
 
-Structured outputs go through :func:`arag_graph.structured.structured_call`: a bad reply is retried
-once and then read as "not sufficient" (check) or as the question itself (reformulation, which then
-stops the chain as a loop); such fallbacks are listed in ``warnings``, never raised. With the
-offline policy both steps follow the documented rules of :mod:`arag_graph.structured` (the question's
-salient names and words looked up in the passages; the missing ones, anchored by the question's
-other names, become the next query), so the whole graph runs without a network.
+The check and the reformulation are the backbone's typed requests
+(:class:`~arag_graph.backbone.Backbone`). With a real model, a bad structured reply is retried once
+and then read as "not sufficient" (check) or as the question itself (reformulation, which then
+stops the chain as a loop); such fallbacks are listed in ``warnings``, never raised. The offline
+policy answers them with its documented rules (:mod:`arag_graph.offline`: the question's salient
+names and words looked up in the passages; the missing ones, anchored by the question's other
+names, become the next query), so the whole graph runs without a network.
 
 The chain (one :class:`ChainStep` per retrieval: query, chunk IDs, new chunk IDs, the check's
 verdict and reasoning) is part of the output, so Studio shows it and
@@ -47,36 +48,31 @@ verdict and reasoning) is part of the output, so Studio shows it and
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langchain_core.runnables.config import run_in_executor
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
-from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from arag_graph.configuration import CoragConfig
-from arag_graph.hyde import hyde_vector
-from arag_graph.nodes import ModelCall, model_node
-from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
-from arag_graph.prompts import CONTEXT_ANSWER_PROMPT
-from arag_graph.retrievers import RRF_K, Passage, passages, retrieve
-from arag_graph.runtime import IndexLike, make_resolver, traced_graph
-from arag_graph.safety import describe_model_error
+from arag_graph.baselines import hyde_vector
+from arag_graph.configuration import CoragContext
+from arag_graph.nodes import Call, model_node
+from arag_graph.pipeline import finish_update, retrieval_update, start_update
+from arag_graph.prompts import verdict
+from arag_graph.retrievers import Passage, passages, retrieve, rrf_scores
+from arag_graph.runtime import Bound, IndexLike, run_index, run_of, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, question_of
-from arag_graph.structured import FALLBACKS, Reformulation, Sufficiency, astructured_call, structured_call
+from arag_graph.structured import FALLBACKS, Reformulation, Sufficiency
 from arag_graph.tokens import count_tokens, decode, encode
-from arag_graph.tools import chunk_block
 
 __all__ = [
-    "REFORMULATE_PROMPT",
-    "SUFFICIENCY_PROMPT",
     "ChainStep",
     "CoragOutputState",
     "CoragState",
@@ -85,9 +81,7 @@ __all__ = [
     "context_passages",
     "query_similarity",
     "rank_passages",
-    "reformulation_messages",
     "repeated_query",
-    "sufficiency_messages",
 ]
 
 StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit"]
@@ -97,43 +91,6 @@ StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recur
 # recursion limit the chain stops and answers instead of failing with GraphRecursionError.
 _SUPERSTEPS_PER_ROUND = 5
 _WORDS = re.compile(r"\w+")
-_BLANK_LINES = re.compile(r"\n\s*\n")
-
-# ---------------------------------------------------------------------------------------------
-# Prompts. Labelled fields are read back by the offline policy (``structured._prompt_field``: a
-# field runs to the next blank line and the last occurrence wins), so passages are shown without
-# blank lines inside, and every prompt ends with ``Question: ...``.
-
-SUFFICIENCY_PROMPT = """\
-You are gathering evidence to answer a question, one search at a time. Judge whether the passages \
-retrieved so far contain everything needed to answer it. First write your reasoning: what the \
-passages establish towards the answer, naming the entities you found (such as the person, place or \
-work that the question describes only indirectly). Then set is_sufficient; in missing_info describe \
-the specific fact that is still missing (empty when sufficient); and give your confidence from 0 to 1.
-
-Passages:
-{passages}
-
-Question: {question}\
-"""
-
-REFORMULATE_PROMPT = """\
-You are gathering evidence to answer a question, one search at a time, and the passages found so \
-far are not enough. Write the next search query: a short query for the missing information that \
-does not repeat an earlier search. When the passages name the entity the missing fact is about (for \
-example the film, person or place that the question describes only indirectly), put that name in \
-the query.
-
-Passages:
-{passages}
-
-Searches so far:
-{chain}
-
-{missing}
-
-Question: {question}\
-"""
 
 # ---------------------------------------------------------------------------------------------
 # State
@@ -216,10 +173,7 @@ def rank_passages(chain: Sequence[ChainStep], found: Sequence[dict[str, Any]]) -
     found again by a later query keeps its place in the context and gains rank. Ties keep the
     order in which chunks were first retrieved.
     """
-    scores: dict[str, float] = {}
-    for link in chain:
-        for rank, cid in enumerate(link.get("chunk_ids") or []):
-            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    scores = rrf_scores(link.get("chunk_ids") or [] for link in chain)
     order = {p["chunk_id"]: i for i, p in enumerate(found)}
     return sorted(found, key=lambda p: (-scores.get(p["chunk_id"], 0.0), order[p["chunk_id"]]))
 
@@ -249,100 +203,184 @@ def _passage(p: dict[str, Any]) -> Passage:
     return Passage(p["chunk_id"], p.get("title"), p["text"], float(p.get("score") or 0.0))
 
 
-def _evidence_block(found: Sequence[Passage]) -> str:
-    """Passages for the check and the reformulation: chunk headers, no blank lines (see Prompts)."""
-    if not found:
-        return "(no passages found)"
-    return "\n".join(_BLANK_LINES.sub("\n", chunk_block(p.chunk_id, p.title, p.text.strip())) for p in found)
-
-
 def _one_line(text: str) -> str:
     return " ".join((text or "").split())
-
-
-def _verdict(link: ChainStep) -> str:
-    if link.get("is_sufficient") is None:
-        return "not checked"
-    judged = "sufficient" if link.get("is_sufficient") else "not sufficient"
-    confidence = link.get("confidence")
-    return f"{judged} (confidence {confidence:.2f})" if confidence is not None else judged
-
-
-def _chain_lines(chain: Sequence[ChainStep]) -> str:
-    """The chain so far, one line per step, for the reformulation prompt."""
-    lines = []
-    for link in chain:
-        found = len(link.get("chunk_ids") or [])
-        new = len(link.get("new_chunk_ids") or [])
-        line = f"{link['step']}. {link['query']} -> {found} chunks, {new} new; {_verdict(link)}"
-        if link.get("reasoning"):
-            line += f"; reasoning: {_one_line(link['reasoning'])}"
-        if link.get("missing_info"):
-            line += f"; missing: {_one_line(link['missing_info'])}"
-        lines.append(line)
-    return "\n".join(lines) or "(none)"
-
-
-def sufficiency_messages(question: str, found: Sequence[Passage]) -> list[BaseMessage]:
-    return [HumanMessage(SUFFICIENCY_PROMPT.format(passages=_evidence_block(found), question=_one_line(question)))]
-
-
-def reformulation_messages(
-    question: str, found: Sequence[Passage], chain: Sequence[ChainStep], missing: str
-) -> list[BaseMessage]:
-    # Without a stated gap the ``Missing:`` field is left out altogether: an empty field would make
-    # the offline reader take the next paragraph (the question) as its value.
-    missing = _one_line(missing)
-    missing_line = f"Missing: {missing}" if missing else "(What is missing was not stated.)"
-    prompt = REFORMULATE_PROMPT.format(
-        passages=_evidence_block(found),
-        chain=_chain_lines(chain),
-        missing=missing_line,
-        question=_one_line(question),
-    )
-    return [HumanMessage(prompt)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Nodes that are not model calls, and structured calls as runnables
-
-
-def _offloaded(name: str, func: Callable[[Any, RunnableConfig], dict[str, Any]]) -> RunnableLambda:
-    """A node whose work blocks (index loading, retrieval, a HyDE call): in a thread under ``ainvoke``.
-
-    LangGraph runs a sync-only node on the event loop, which async hosts (``langgraph dev``) reject.
-    """
-
-    async def afunc(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return await run_in_executor(config, func, state, config)
-
-    return RunnableLambda(func, afunc=afunc, name=name)
-
-
-def _structured(model: BaseChatModel, schema: type[BaseModel], question: str) -> Runnable[Any, Any]:
-    """``structured_call`` as a runnable returning ``(value, problem)``, so :func:`model_node` runs it.
-
-    Its retries then sit under one named run in a trace, and anything it does not catch itself (a
-    model that cannot do structured output at all) reaches the node's ``on_error``.
-    """
-
-    def call(messages: list[BaseMessage], config: RunnableConfig) -> tuple[Any, str | None]:
-        return structured_call(model, schema, messages, question=question, config=config)
-
-    async def acall(messages: list[BaseMessage], config: RunnableConfig) -> tuple[Any, str | None]:
-        return await astructured_call(model, schema, messages, question=question, config=config)
-
-    return RunnableLambda(call, afunc=acall, name=schema.__name__)
 
 
 def _stop(reason: StopReason, detail: str) -> dict[str, Any]:
     return {"stop_reason": reason, "stop_detail": detail}
 
 
-def _next(default: str) -> Callable[[CoragState], str]:
-    def route(state: CoragState) -> str:
-        return "answer" if state.get("stop_reason") else default
+def _context(state: CoragState, ctx: CoragContext) -> list[Passage]:
+    return context_passages(state.get("chain") or [], state.get("passages") or [], ctx.max_context_tokens)
 
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+
+
+def start(state: CoragState) -> dict[str, Any]:
+    update = start_update(state)
+    update.update(
+        query=question_of(state), chain=[], passages=[], stop_reason="", stop_detail="", context_chunks=[], warnings=[]
+    )
+    return update
+
+
+def retrieve_step(
+    state: CoragState, runtime: Runtime[CoragContext], config: RunnableConfig, *, bound: Bound
+) -> dict[str, Any]:
+    """Step s: retrieve ``top_k`` chunks for ``q_s``; only chunks new to the chain join the context."""
+    run = run_of(runtime, bound)
+    ctx: CoragContext = run.ctx
+    chain = list(state.get("chain") or [])
+    known = list(state.get("passages") or [])
+    warnings = list(state.get("warnings") or [])
+    step = len(chain) + 1
+    query = state.get("query") or question_of(state)
+
+    vector, warning = hyde_vector(run, query, config)
+    if warning:
+        warnings.append(f"step {step}: {warning}")
+    found = passages(run.index, retrieve(run.index, query, ctx.top_k, ctx.retriever, query_vector=vector))
+    seen = {p["chunk_id"] for p in known}
+    new = [p for p in found if p.chunk_id not in seen]
+
+    args = {"query": query, "retriever": ctx.retriever, "top_k": ctx.top_k, "hyde": ctx.hyde, "step": step}
+    repeated = len(found) - len(new)
+    note = f"{repeated} of {len(found)} chunks were already in context" if repeated else ""
+    update = retrieval_update(state, "retrieve", args, new, note=note)
+    token_counts = [count_tokens(p.text) for p in new]
+    link = ChainStep(
+        step=step,
+        query=query,
+        chunk_ids=[p.chunk_id for p in found],
+        new_chunk_ids=[p.chunk_id for p in new],
+        tokens=sum(token_counts),
+        is_sufficient=None,
+        missing_info="",
+        confidence=None,
+        reasoning="",
+    )
+    added = [
+        {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score, "tokens": n, "step": step}
+        for p, n in zip(new, token_counts, strict=True)
+    ]
+    update.update(chain=[*chain, link], passages=[*known, *added], warnings=warnings)
+
+    cap = ctx.max_steps
+    if step >= cap:
+        update.update(_stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
+    elif not new:
+        update.update(_stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
+    elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
+        update.update(_stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more"))
+    return update
+
+
+def check(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
+    """The intermediate check after a retrieval: is the evidence so far sufficient?"""
+    run = run_of(runtime, bound)
+    question = question_of(state)
+
+    def on_result(result: tuple[Sufficiency, str | None]) -> dict[str, Any]:
+        value, problem = result
+        chain = list(state.get("chain") or [])
+        link: ChainStep = {
+            **chain[-1],
+            "is_sufficient": value.is_sufficient,
+            "missing_info": _one_line(value.missing_info),
+            "confidence": value.confidence,
+            "reasoning": _one_line(value.reasoning),
+        }
+        chain[-1] = link
+        trajectory = list(state.get("trajectory") or [])
+        if trajectory:
+            trajectory[-1] = {**trajectory[-1], "reasoning": verdict(link)}  # type: ignore[typeddict-unknown-key]
+        update: dict[str, Any] = {"chain": chain, "trajectory": trajectory}
+        if problem:
+            note = f"step {link['step']}: the sufficiency check fell back to 'not sufficient' ({problem})"
+            update["warnings"] = [*(state.get("warnings") or []), note]
+        if value.is_sufficient:
+            update.update(
+                _stop("sufficient", f"the check after step {link['step']} judged the passages {verdict(link)}")
+            )
+        return update
+
+    return Call(
+        run.backbone.sufficiency(question, _context(state, run.ctx)),
+        on_result,
+        name="sufficiency_check",
+        on_error=lambda message: on_result((FALLBACKS[Sufficiency](question), message)),  # type: ignore[arg-type]
+    )
+
+
+def reformulate(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
+    """q_{s+1}: a query for what is missing; a query that repeats an earlier one stops the chain."""
+    run = run_of(runtime, bound)
+    ctx: CoragContext = run.ctx
+    question = question_of(state)
+    chain = state.get("chain") or []
+    missing = chain[-1].get("missing_info", "") if chain else ""
+
+    def on_result(result: tuple[Reformulation, str | None]) -> dict[str, Any]:
+        value, problem = result
+        # An empty query is no query: searching the question again is what it amounts to.
+        query = _one_line(value.query) or _one_line(question)
+        update: dict[str, Any] = {"query": query}
+        if problem:
+            note = f"step {len(chain) + 1}: the reformulation fell back to the question ({problem})"
+            update["warnings"] = [*(state.get("warnings") or []), note]
+        repeat = repeated_query(query, [link["query"] for link in chain], ctx.loop_similarity)
+        if repeat is not None:
+            earlier, similarity = repeat
+            detail = (
+                f"the reformulated query {query!r} repeats the query of step {earlier} "
+                f"(similarity {similarity:.2f}, loop_similarity {ctx.loop_similarity})"
+            )
+            update.update(_stop("loop", detail))
+        return update
+
+    return Call(
+        run.backbone.reformulation(question, _context(state, ctx), chain, missing),
+        on_result,
+        name="reformulation",
+        on_error=lambda message: on_result((FALLBACKS[Reformulation](question), message)),  # type: ignore[arg-type]
+    )
+
+
+def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
+    """The answer from the union of the chain's passages, best first."""
+    run = run_of(runtime, bound)
+    found = _context(state, run.ctx)
+    ids = [p.chunk_id for p in found]
+    return Call(
+        run.backbone.answer(question_of(state), found),
+        lambda reply: {"messages": [reply], "context_chunks": ids},
+        name="answer_model",
+        on_error=lambda message: {"error": message, "context_chunks": ids},
+    )
+
+
+def finish(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> dict[str, Any]:
+    return finish_update(state, run_index(runtime, bound))
+
+
+# ---------------------------------------------------------------------------------------------
+# Edges
+
+
+def after_start(state: CoragState) -> str:
+    return "end" if state.get("error") else "retrieve"
+
+
+def unless_stopped(then: str) -> Callable[[CoragState], str]:
+    """An edge: on to ``then``, or to the answer once the chain has a stop reason."""
+
+    def route(state: CoragState) -> str:
+        return "answer" if state.get("stop_reason") else then
+
+    route.__name__ = f"to_{then}_unless_stopped"
     return route
 
 
@@ -355,183 +393,24 @@ def build_corag_graph(
 ) -> CompiledStateGraph:
     """CoRAG: retrieve, check sufficiency, reformulate, ... (at most ``max_steps`` retrievals), answer.
 
-    ``index`` and ``model`` left out come from the run's :class:`CoragConfig` (``index_path``,
+    ``index`` and ``model`` left out come from the run's :class:`CoragContext` (``index_path``,
     ``model``), so one compiled graph serves every configuration Studio can choose.
     """
-    resolve = make_resolver("corag", index, model, CoragConfig)
-
-    def context(state: CoragState, cfg: CoragConfig) -> list[Passage]:
-        return context_passages(state.get("chain") or [], state.get("passages") or [], cfg.max_context_tokens)
-
-    def start(state: CoragState) -> dict[str, Any]:
-        update = start_update(state)
-        update.update(
-            query=question_of(state),
-            chain=[],
-            passages=[],
-            stop_reason="",
-            stop_detail="",
-            context_chunks=[],
-            warnings=[],
-        )
-        return update
-
-    def after_start(state: CoragState) -> str:
-        return "end" if state.get("error") else "retrieve"
-
-    def retrieve_step(state: CoragState, config: RunnableConfig) -> dict[str, Any]:
-        res = resolve()
-        cfg: CoragConfig = res.cfg
-        cap = max(1, cfg.max_steps)
-        chain = list(state.get("chain") or [])
-        known = list(state.get("passages") or [])
-        warnings = list(state.get("warnings") or [])
-        step = len(chain) + 1
-        query = state.get("query") or question_of(state)
-
-        vector = None
-        if cfg.hyde and cfg.retriever != "bm25":  # BM25 has no query vector to replace
-            try:
-                vector = hyde_vector(res.index, res.model, query, res.trace(config, "hyde_model"))
-            except Exception as exc:  # HyDE only refines the search; the query itself still works
-                warnings.append(
-                    f"step {step}: HyDE failed, searched with the query itself ({describe_model_error(exc)})"
-                )
-        found = passages(res.index, retrieve(res.index, query, cfg.top_k, cfg.retriever, query_vector=vector))
-        seen = {p["chunk_id"] for p in known}
-        new = [p for p in found if p.chunk_id not in seen]
-
-        args = {"query": query, "retriever": cfg.retriever, "top_k": cfg.top_k, "hyde": cfg.hyde, "step": step}
-        repeated = len(found) - len(new)
-        note = f"{repeated} of {len(found)} chunks were already in context" if repeated else ""
-        update = retrieval_update(state, "retrieve", args, new, note=note)
-        token_counts = [count_tokens(p.text) for p in new]
-        link = ChainStep(
-            step=step,
-            query=query,
-            chunk_ids=[p.chunk_id for p in found],
-            new_chunk_ids=[p.chunk_id for p in new],
-            tokens=sum(token_counts),
-            is_sufficient=None,
-            missing_info="",
-            confidence=None,
-            reasoning="",
-        )
-        added = [
-            {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score, "tokens": n, "step": step}
-            for p, n in zip(new, token_counts, strict=True)
-        ]
-        update.update(chain=[*chain, link], passages=[*known, *added], warnings=warnings)
-
-        if step >= cap:
-            update.update(_stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
-        elif not new:
-            update.update(_stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
-        elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
-            update.update(
-                _stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more")
-            )
-        return update
-
-    def check(state: CoragState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        question = question_of(state)
-
-        def on_result(result: tuple[Sufficiency, str | None]) -> dict[str, Any]:
-            value, problem = result
-            chain = list(state.get("chain") or [])
-            link: ChainStep = {
-                **chain[-1],
-                "is_sufficient": value.is_sufficient,
-                "missing_info": _one_line(value.missing_info),
-                "confidence": value.confidence,
-                "reasoning": _one_line(value.reasoning),
-            }
-            chain[-1] = link
-            trajectory = list(state.get("trajectory") or [])
-            if trajectory:
-                trajectory[-1] = {**trajectory[-1], "reasoning": _verdict(link)}  # type: ignore[typeddict-unknown-key]
-            update: dict[str, Any] = {"chain": chain, "trajectory": trajectory}
-            if problem:
-                note = f"step {link['step']}: the sufficiency check fell back to 'not sufficient' ({problem})"
-                update["warnings"] = [*(state.get("warnings") or []), note]
-            if value.is_sufficient:
-                update.update(
-                    _stop("sufficient", f"the check after step {link['step']} judged the passages {_verdict(link)}")
-                )
-            return update
-
-        return ModelCall(
-            _structured(res.model, Sufficiency, question),
-            sufficiency_messages(question, context(state, res.cfg)),
-            on_result,
-            res.trace(config, "sufficiency_check"),
-            on_error=lambda message: on_result((FALLBACKS[Sufficiency](question), message)),  # type: ignore[arg-type]
-        )
-
-    def reformulate(state: CoragState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        cfg: CoragConfig = res.cfg
-        question = question_of(state)
-        chain = state.get("chain") or []
-        missing = chain[-1].get("missing_info", "") if chain else ""
-
-        def on_result(result: tuple[Reformulation, str | None]) -> dict[str, Any]:
-            value, problem = result
-            # An empty query is no query: searching the question again is what it amounts to.
-            query = _one_line(value.query) or _one_line(question)
-            update: dict[str, Any] = {"query": query}
-            if problem:
-                note = f"step {len(chain) + 1}: the reformulation fell back to the question ({problem})"
-                update["warnings"] = [*(state.get("warnings") or []), note]
-            repeat = repeated_query(query, [link["query"] for link in chain], cfg.loop_similarity)
-            if repeat is not None:
-                earlier, similarity = repeat
-                detail = (
-                    f"the reformulated query {query!r} repeats the query of step {earlier} "
-                    f"(similarity {similarity:.2f}, loop_similarity {cfg.loop_similarity})"
-                )
-                update.update(_stop("loop", detail))
-            return update
-
-        return ModelCall(
-            _structured(res.model, Reformulation, question),
-            reformulation_messages(question, context(state, cfg), chain, missing),
-            on_result,
-            res.trace(config, "reformulation"),
-            on_error=lambda message: on_result((FALLBACKS[Reformulation](question), message)),  # type: ignore[arg-type]
-        )
-
-    def answer(state: CoragState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        found = context(state, res.cfg)
-        ids = [p.chunk_id for p in found]
-        prompt = CONTEXT_ANSWER_PROMPT.format(context=passages_block(found), question=question_of(state))
-        return ModelCall(
-            res.model,
-            [HumanMessage(prompt)],
-            lambda reply: {"messages": [reply], "context_chunks": ids},
-            res.trace(config, "answer_model"),
-            on_error=lambda message: {"error": message, "context_chunks": ids},
-        )
-
-    def finish(state: CoragState, config: RunnableConfig) -> dict[str, Any]:
-        return finish_update(state, resolve().index)
-
+    bound = Bound("corag", CoragContext, index, model)
     builder = StateGraph(
-        CoragState, context_schema=CoragConfig, input_schema=InputState, output_schema=CoragOutputState
+        CoragState, context_schema=CoragContext, input_schema=InputState, output_schema=CoragOutputState
     )
     builder.add_node("start", start)
-    builder.add_node("retrieve", _offloaded("retrieve", retrieve_step))
-    builder.add_node("check", model_node("check", check))
-    builder.add_node("reformulate", model_node("reformulate", reformulate))
-    builder.add_node("answer", model_node("answer", answer))
-    builder.add_node("finish", _offloaded("finish", finish))
+    builder.add_node("retrieve", functools.partial(retrieve_step, bound=bound))
+    builder.add_node("check", model_node("check", functools.partial(check, bound=bound)))
+    builder.add_node("reformulate", model_node("reformulate", functools.partial(reformulate, bound=bound)))
+    builder.add_node("answer", model_node("answer", functools.partial(answer, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, {"retrieve": "retrieve", "end": END})
-    builder.add_conditional_edges("retrieve", _next("check"), ["check", "answer"])
-    builder.add_conditional_edges("check", _next("reformulate"), ["reformulate", "answer"])
-    builder.add_conditional_edges("reformulate", _next("retrieve"), ["retrieve", "answer"])
+    builder.add_conditional_edges("retrieve", unless_stopped("check"), ["check", "answer"])
+    builder.add_conditional_edges("check", unless_stopped("reformulate"), ["reformulate", "answer"])
+    builder.add_conditional_edges("reformulate", unless_stopped("retrieve"), ["retrieve", "answer"])
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), "corag", index, CoragConfig)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)

@@ -38,6 +38,7 @@ naming the file, the record and the fix.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ __all__ = [
     "QUESTION_FORMATS",
     "Question",
     "gold_chunk_ids",
+    "hop_count",
     "load_questions",
     "missing_support",
     "passage_maps",
@@ -68,6 +70,20 @@ _REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "arag": ("question", "answer"),
 }
 _ALIAS_FIELDS = ("answer_aliases", "aliases")
+_HOP_TYPE = re.compile(r"(\d+)hop\w*", re.IGNORECASE)
+
+
+def hop_count(question_type: str | None) -> int | None:
+    """The number of hops a question type names (MuSiQue's "2hop", "3hop1", "4hop3"), else None.
+
+    SRAG and CoRAG report accuracy per hop count; MuSiQue says it only in the id prefix, which the
+    loader keeps as the type, so the count is read from there rather than stored twice.
+
+    >>> hop_count("3hop2"), hop_count("bridge"), hop_count(None)
+    (3, None, None)
+    """
+    match = _HOP_TYPE.fullmatch(question_type.strip()) if question_type else None
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +116,11 @@ class Question:
     def answer(self) -> str:
         """The gold answer (the first of ``answers``)."""
         return self.answers[0]
+
+    @property
+    def hops(self) -> int | None:
+        """Hops the type names (MuSiQue's ``3hop1`` is 3); None for types such as ``bridge``."""
+        return hop_count(self.type)
 
 
 # --- reading files ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The two units of text the index knows: source documents and the chunks cut from them.
+"""The units of text the index knows: source documents, the chunks cut from them, and search hits.
 
 A-RAG's hierarchy has three levels: chunks (what `chunk_read` returns), sentences (what
 `semantic_search` embeds and what snippets are made of) and the raw text that
@@ -9,6 +9,7 @@ so every tool sees the same sentences.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +43,23 @@ class Chunk:
 
     def sentence_texts(self) -> list[str]:
         return [self.text[start:end] for start, end in self.sentences]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One ranked chunk from a search, with the sentences that made it match."""
+
+    chunk_id: str
+    score: float
+    snippets: tuple[str, ...]
+    title: str | None = None
+    positions: tuple[int, ...] = ()
+    """Positions of the snippet sentences in the chunk (semantic hits), for sentence windows."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "score": self.score,
+            "title": self.title,
+            "snippets": list(self.snippets),
+        }

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.cache import cache_dir
 from arag_graph.errors import AragError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -65,8 +66,11 @@ def _default_model_path() -> str:
 
 
 def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    """The model from its directory, with no hub access and without touching the host's environment.
+
+    ``local_files_only`` keeps this one load offline; setting ``HF_HUB_OFFLINE`` instead would turn
+    the hub off for the whole process, and a host app that later downloads a model would fail.
+    """
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -75,7 +79,7 @@ def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> A
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return SentenceTransformer(model_path or _default_model_path(), device=device)
+        return SentenceTransformer(model_path or _default_model_path(), device=device, local_files_only=True)
     finally:
         if bar:
             hf_logging.enable_progress_bar()
@@ -258,8 +262,6 @@ def _model_digest(model_path: str) -> str:
 
 
 def onnx_cache_dir() -> Path:
-    from arag_graph.sample import cache_dir  # here, not at the top: sample imports the index module
-
     return cache_dir() / "encoders"
 
 
@@ -355,7 +357,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
     """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
 
     The model is exported once from the packaged weights (no download) into
-    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.sample.cache_dir`), keyed by a
+    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.cache.cache_dir`), keyed by a
     digest of the weights, and reused by every later process. Batching is the torch encoder's
     (length-sorted, one batch per thread); each ONNX Runtime call is single-threaded for the same
     reason torch's are, and one session serves all threads (``InferenceSession.run`` is thread-safe).

@@ -31,5 +31,13 @@ class ModelSpecError(AragError):
     """A chat-model spec cannot be turned into a model (unknown form, missing credentials)."""
 
 
+class ContextError(AragError, ValueError):
+    """A run's settings (its LangGraph context) cannot be used: a bad value, or one the operator does not allow.
+
+    A ``ValueError`` as well, which is what servers such as LangGraph's report back to the client
+    with its message (other exception types reach a remote caller as "An internal error occurred").
+    """
+
+
 class DatasetError(AragError):
     """A question file cannot be read or does not fit its corpus."""

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.documents import Chunk, Document
+from arag_graph.documents import Chunk, Document, SearchHit
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
@@ -73,26 +73,6 @@ SENTENCE_STORE = "sentences.json"
 _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
 KeywordMatch = Literal["word", "substring"]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One ranked chunk from a search, with the sentences that made it match."""
-
-    chunk_id: str
-    score: float
-    snippets: tuple[str, ...]
-    title: str | None = None
-    positions: tuple[int, ...] = ()
-    """Positions of the snippet sentences in the chunk (semantic hits), for sentence windows."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "chunk_id": self.chunk_id,
-            "score": self.score,
-            "title": self.title,
-            "snippets": list(self.snippets),
-        }
 
 
 @dataclass(frozen=True)

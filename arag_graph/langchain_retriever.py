@@ -29,7 +29,6 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex
 from arag_graph.retrievers import Retriever, passages, retrieve
 
 SearchType = Literal["semantic", "keyword", "hybrid"]
@@ -64,8 +63,9 @@ class IndexRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: HierarchicalIndex
-    """The loaded index whose chunks are returned."""
+    index: Any
+    """The loaded :class:`~arag_graph.index.HierarchicalIndex` whose chunks are returned (typed loosely
+    so that this module need not import the index module, which offers ``as_retriever``)."""
     search_type: SearchType = "semantic"
     """How chunks are ranked: ``semantic`` (default), ``keyword`` (BM25) or ``hybrid`` (both, fused)."""
     k: int = 5
@@ -76,6 +76,13 @@ class IndexRetriever(BaseRetriever):
     def _known_search_type(cls, value: Any) -> Any:
         if value not in SEARCH_TYPES:
             raise AragError(f"retriever search_type={value!r} is unknown; use one of {', '.join(SEARCH_TYPES)}")
+        return value
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _an_index(cls, value: Any) -> Any:
+        if not (hasattr(value, "semantic_search") and hasattr(value, "get_chunk")):
+            raise AragError(f"the retriever needs a loaded index (load_index(DIR)), got {type(value).__name__}")
         return value
 
     @field_validator("k", mode="before")

@@ -6,12 +6,14 @@ Three ways to give a model, in every graph, the CLI and the evaluation runner:
 - ``"offline"``: :class:`arag_graph.offline.OfflinePolicy`, a deterministic no-LLM policy;
 - an OpenAI-compatible model name (``gpt-4o-mini``, ``openai:gpt-5-mini``), served by OpenAI or, with a
   base URL, by vLLM, Ollama, llama.cpp or LM Studio. Transient errors (429 with Retry-After, 5xx,
-  timeouts) are retried with backoff by the OpenAI client underneath ``ChatOpenAI``.
+  timeouts) are retried with backoff by the OpenAI client underneath ``ChatOpenAI``;
+- ``provider:name`` for another provider LangChain's ``init_chat_model`` knows
+  (``anthropic:claude-sonnet-4-5``), with that provider's package installed and its key and
+  endpoint in the environment (a base URL is never handed to another provider).
 
 Every model request is bounded: ``timeout`` seconds per attempt and ``max_retries`` retries, from
 the arguments, else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a
-server that accepts and never answers ends a model call in about 90 s (3 attempts of 30 s and the
-client's short backoff between them) instead of hanging a run.
+server that accepts and never answers ends a run in about 90 s.
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ import functools
 import math
 import os
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
 
 from arag_graph.errors import ModelSpecError
+from arag_graph.offline import OfflinePolicy
 
 if TYPE_CHECKING:
     from arag_graph.index import HierarchicalIndex
@@ -110,10 +110,13 @@ def resolve_chat_model(
         )
     spec = spec.strip()
     if spec == OFFLINE:
-        from arag_graph.offline import OfflinePolicy
-
         return OfflinePolicy(index=index)
     limits = request_limits(timeout, max_retries)
+    provider, _, name = spec.partition(":")
+    if name and provider != "openai":
+        other = _other_provider(spec, provider, name, temperature, max_tokens, limits)
+        if other is not None:
+            return other
     match = _SPEC.match(spec)
     if match is None:
         raise ModelSpecError(
@@ -130,6 +133,43 @@ def resolve_chat_model(
             )
         key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
     return _chat_openai(match.group("name"), base_url, key, temperature, max_tokens, reasoning_effort or None, limits)
+
+
+def _other_provider(
+    spec: str,
+    provider: str,
+    name: str,
+    temperature: float | None,
+    max_tokens: int | None,
+    limits: tuple[float, int],
+) -> BaseChatModel | None:
+    """``provider:name`` through LangChain's ``init_chat_model``; None when it knows no such provider.
+
+    A prefix it does not know is part of an OpenAI-compatible model name (Ollama's ``llama3:8b``).
+    """
+    from langchain.chat_models import init_chat_model
+
+    kwargs: dict[str, Any] = {"timeout": limits[0], "max_retries": limits[1]}
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if max_tokens:
+        kwargs["max_tokens"] = max_tokens
+    try:
+        return init_chat_model(name, model_provider=provider, **kwargs)
+    except ImportError as exc:
+        package = f"langchain-{provider.replace('_', '-')}"
+        found = re.search(r"pip install ([\w.-]+)", str(exc))
+        raise ModelSpecError(
+            f"model {spec!r} needs the {found.group(1) if found else package} package; install it with "
+            f"`pip install {found.group(1) if found else package}`, or choose another model"
+        ) from None
+    except ValueError as exc:
+        if "Unsupported" in str(exc):
+            return None
+        raise ModelSpecError(f"model {spec!r} cannot be set up: {' '.join(str(exc).split())[:200]}") from None
+    except Exception as exc:  # a provider's own checks (a missing key, say), as one line
+        detail = " ".join(str(exc).split())[:200]
+        raise ModelSpecError(f"model {spec!r} cannot be set up ({type(exc).__name__}: {detail})") from None
 
 
 @functools.lru_cache(maxsize=32)
@@ -166,22 +206,3 @@ def _chat_openai(
     elif temperature is not None:
         kwargs["temperature"] = temperature
     return CompleteReplyChatOpenAI(**kwargs)
-
-
-def bind_one_tool_per_turn(model: BaseChatModel, tools: Sequence[BaseTool]) -> Runnable[Any, Any]:
-    """Bind ``tools``, asking the provider for at most one tool call per turn where it can.
-
-    A-RAG's loop is one action per iteration. Providers that do not know ``parallel_tool_calls``
-    get the tools alone (the graph still runs extra calls in order and counts each); models that
-    cannot bind tools at all (scripted test models) are used as they are.
-    """
-    try:
-        return model.bind_tools(tools, parallel_tool_calls=False)
-    except TypeError:
-        pass
-    except NotImplementedError:
-        return model
-    try:
-        return model.bind_tools(tools)
-    except NotImplementedError:
-        return model

@@ -1,76 +1,108 @@
-"""Node factories shared by the graphs.
+"""The one node helper: a model step described once, run sync under ``invoke`` and async under ``ainvoke``.
 
-LangGraph runs a node's sync body under ``invoke``/``stream`` and its async body under
-``ainvoke``/``astream``. Model calls are the only place the two differ, so a graph describes a
-model step once (what to send, what to do with the reply) and :func:`model_node` makes both bodies.
+LangGraph runs a plain function node in a worker thread under ``ainvoke``, which suits the graphs'
+CPU-bound work (retrieval, accounting), so those nodes are plain functions. Model calls are
+different: a served graph holds many runs waiting on model servers at once, and a thread blocked on
+a socket per run would exhaust the worker pool, so model calls await under ``ainvoke``. A node
+function therefore *prepares* a :class:`Call` (the backbone's :class:`~arag_graph.backbone.Step` and
+what to do with its result) and :func:`model_node` runs it both ways.
+
 A failing model never raises out of a node: the run ends with a readable ``error`` in its output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import get_executor_for_config, run_in_executor
+from langgraph.runtime import get_runtime
 
-try:  # the node wrapper LangGraph's own prebuilt ToolNode uses; fall back if it ever moves
-    from langgraph._internal._runnable import RunnableCallable
-except ImportError:  # pragma: no cover - depends on the installed LangGraph
-    RunnableCallable = None  # type: ignore[assignment,misc]
-from langchain_core.runnables.config import run_in_executor
-
+from arag_graph.backbone import Step
 from arag_graph.safety import describe_model_error
+
+Update = dict[str, Any]
 
 
 @dataclass
-class ModelCall:
-    """One request to a model: the runnable, its input, and how the reply updates the state.
+class Call:
+    """A model step of a node: what to run, and how its result (or failure) updates the state."""
 
-    ``config`` names the child run and carries trace metadata (see ``RunResources.trace``).
-    """
-
-    runnable: Runnable[Any, Any]
-    input: Any
-    on_reply: Callable[[Any], dict[str, Any]]
-    config: RunnableConfig = field(default_factory=dict)
-    on_error: Callable[[str], dict[str, Any]] | None = None
+    step: Step[Any]
+    on_result: Callable[[Any], Update]
+    name: str = ""
+    """The traced run's name (``agent_model``, ``sufficiency_check``, ...)."""
+    on_error: Callable[[str], Update] | None = None
 
 
-def _failed(call: ModelCall, exc: BaseException) -> dict[str, Any]:
+def _failed(call: Call, exc: BaseException) -> Update:
     message = describe_model_error(exc)
     return call.on_error(message) if call.on_error else {"error": message}
 
 
-def model_node(name: str, prepare: Callable[[Any, RunnableConfig], ModelCall | dict[str, Any]]) -> Runnable[Any, Any]:
-    """A node that builds a :class:`ModelCall` from the state (or returns an update directly)."""
+def _config(call: Call, config: RunnableConfig | None) -> RunnableConfig:
+    return {**(config or {}), "run_name": call.name} if call.name else (config or {})
 
-    def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        call = prepare(state, config)
-        if not isinstance(call, ModelCall):
+
+class ModelNode(Runnable[Any, Update]):
+    """A graph node around ``prepare(state, runtime)``, which returns a :class:`Call` or an update.
+
+    Not traced itself: LangGraph already traces the node, and the model call below it is named by
+    the :class:`Call`.
+    """
+
+    def __init__(self, name: str, prepare: Callable[[Any, Any], Call | Update]) -> None:
+        self.name = name
+        self.prepare = prepare
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        call = self.prepare(input, get_runtime())
+        if not isinstance(call, Call):
             return call
         try:
-            reply = call.runnable.invoke(call.input, call.config)
+            result = call.step.invoke(_config(call, config))
         except Exception as exc:
             return _failed(call, exc)
-        return call.on_reply(reply)
+        return call.on_result(result)
 
-    async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        # Preparing a call may load the index (file, Chroma and model I/O on first use) and counts
-        # tokens: blocking work that must stay off the event loop, which async hosts such as the
-        # LangGraph server rely on (`langgraph dev` rejects blocking calls there). The executor
-        # copies the context, so `get_runtime()` still sees this run.
-        call = await run_in_executor(config, prepare, state, config)
-        if not isinstance(call, ModelCall):
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        # Preparing may load the index (file, Chroma and model I/O on first use) and counts tokens:
+        # blocking work that must stay off the event loop, which async hosts such as the LangGraph
+        # server rely on. The executor copies the context, so ``get_runtime()`` still sees this run.
+        call = await run_in_executor(config, lambda: self.prepare(input, get_runtime()))
+        if not isinstance(call, Call):
             return call
         try:
-            reply = await call.runnable.ainvoke(call.input, call.config)
+            result = await call.step.ainvoke(_config(call, config))
         except Exception as exc:
             return _failed(call, exc)
-        return call.on_reply(reply)
+        return call.on_result(result)
 
-    if RunnableCallable is not None:
-        # LangGraph traces every node already; an untraced callable avoids a second, nested run of
-        # the same name ("agent > agent > agent_model") in LangSmith.
-        return RunnableCallable(run, arun, name=name, trace=False)
-    return RunnableLambda(run, afunc=arun, name=name)
+
+def model_node(name: str, prepare: Callable[[Any, Any], Call | Update]) -> ModelNode:
+    return ModelNode(name, prepare)
+
+
+def gather(steps: Sequence[Step[Any]], name: str) -> Step[list[Any]]:
+    """Several steps as one, run concurrently (threads under ``invoke``, tasks under ``ainvoke``).
+
+    Concurrency is bounded by the run's ``max_concurrency``, as LangGraph bounds its own branches.
+    """
+
+    def run(_: Any, config: RunnableConfig) -> list[Any]:
+        with get_executor_for_config(config) as executor:
+            return list(executor.map(lambda step: step.invoke(config), steps))
+
+    async def arun(_: Any, config: RunnableConfig) -> list[Any]:
+        limit = asyncio.Semaphore((config or {}).get("max_concurrency") or len(steps) or 1)
+
+        async def one(step: Step[Any]) -> Any:
+            async with limit:
+                return await step.ainvoke(config)
+
+        return list(await asyncio.gather(*(one(step) for step in steps)))
+
+    return Step(RunnableLambda(run, afunc=arun, name=name))

@@ -17,30 +17,36 @@ two hops:
 4. ``chunk_read`` of the two best unread chunks of the second hop;
 
 and then answers. A step whose tool is not bound is skipped (the paper's ablations, A-RAG
-(Naive)), as is a step with nothing to do. Without tools (forced synthesis, or a graph that just
-asks for an answer) it answers *extractively*: the sentence of the gathered chunks that is most
-similar to the question (embedding cosine plus word overlap, with a small bonus for second-hop
-chunks), followed by the chunk ID it came from.
+(Naive)), as is a step with nothing to do. Without tools (forced synthesis) it answers
+*extractively*: the sentence of the gathered chunks that is most similar to the question (embedding
+cosine plus word overlap, with a small bonus for second-hop chunks), followed by the chunk ID it
+came from.
 
-Structured outputs (CoRAG's sufficiency check, SRAG's decomposition and triplets) are produced by
-documented rules in :mod:`arag_graph.structured`.
+The non-agentic graphs (Naive RAG, CoRAG, SRAG, Direct) do not converse with the policy: they ask
+:class:`OfflineBackbone` typed questions (the question, the passages, the chain so far) and it
+answers each with a documented rule below, without ever seeing a prompt.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import ConfigDict, Field
 
-from arag_graph.prompts import SYNTHESIS_INSTRUCTION
+from arag_graph.backbone import Backbone, Step, Structured
+from arag_graph.embeddings import embed_texts
+from arag_graph.prompts import passages_text
+from arag_graph.retrievers import Passage, rrf_scores
+from arag_graph.sentences import split_sentences
+from arag_graph.structured import Decomposition, Reformulation, Route, SubQuestion, Sufficiency, Triplet, Triplets
 
 _QUESTION_WORDS = {
     "who", "what", "which", "when", "where", "why", "how", "whose", "whom", "is", "are", "was", "were",
@@ -62,6 +68,7 @@ _TOKEN = re.compile(r"[\w'’.-]+|[^\w\s]")
 _NUMBER = re.compile(r"^\d{3,4}s?$")
 _WORD = re.compile(r"\w+")
 _CHUNK_BLOCK = re.compile(r"^\[chunk ([^\]\n]+)\]", re.MULTILINE)
+NOT_FOUND = "Answer: I could not find information about this in the collection."
 READS_PER_CALL = 2
 HOP2_BONUS = 0.1
 
@@ -124,23 +131,24 @@ def _step_of(call_id: str | None) -> str:
 class _Turn:
     """What the policy has done since the current question was asked.
 
-    The policy tags its tool-call IDs with the plan step (``offline-read1-7``), so it knows which
-    steps ran and which results belong to which hop without guessing.
+    The question is the last human message: what the user asked, never an instruction of ours (the
+    graphs send their instructions to real models only). The policy tags its tool-call IDs with the
+    plan step (``offline-read1-7``), so it knows which steps ran and which results belong to which
+    hop without guessing.
     """
 
     def __init__(self, messages: Sequence[BaseMessage]) -> None:
         self.question = ""
-        start = 0
+        start = len(messages)
         for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            if isinstance(m, HumanMessage) and m.text.strip() != SYNTHESIS_INSTRUCTION.strip():
-                self.question = _question_from_prompt(m.text)
+            if isinstance(messages[i], HumanMessage):
+                self.question = messages[i].text.strip()
                 start = i
                 break
         self.size = len(messages)
-        self.prompt = messages[start].text if messages else ""
         self.done: set[str] = set()
         self.results: list[tuple[str, str, dict[str, Any]]] = []  # (step, tool, artifact)
+        self.texts: list[str] = []  # tool results, for quoting when the policy has no index
         for m in messages[start + 1 :]:
             if isinstance(m, AIMessage):
                 self.done.update(_step_of(c.get("id")) for c in m.tool_calls)
@@ -149,6 +157,7 @@ class _Turn:
                 if not artifact:
                     artifact = {"chunk_ids": _CHUNK_BLOCK.findall(m.text), "read": []}
                 self.results.append((_step_of(m.tool_call_id), m.name or "", artifact))
+                self.texts.append(m.text)
 
     def read(self, steps: Sequence[str] | None = None) -> list[str]:
         """Chunks whose full text came back (from ``steps`` only, when given)."""
@@ -160,19 +169,13 @@ class _Turn:
 
     def ranked(self, steps: Sequence[str] | None = None) -> list[str]:
         """Chunk IDs shown by the searches (of ``steps``), fused by reciprocal rank."""
-        scores: dict[str, float] = {}
-        for step, tool, artifact in self.results:
-            if tool == "chunk_read" or (steps is not None and step not in steps):
-                continue
-            for rank, cid in enumerate(artifact.get("chunk_ids", [])):
-                scores[cid] = scores.get(cid, 0.0) + 1.0 / (60 + rank)
+        rankings = [
+            artifact.get("chunk_ids", [])
+            for step, tool, artifact in self.results
+            if tool != "chunk_read" and (steps is None or step in steps)
+        ]
+        scores = rrf_scores(rankings)
         return sorted(scores, key=lambda c: -scores[c])
-
-
-def _question_from_prompt(text: str) -> str:
-    """Our answer prompts end with ``Question: ...``; a bare question is used as it is."""
-    match = list(re.finditer(r"^Question:\s*(.+)$", text, re.MULTILINE))
-    return match[-1].group(1).strip() if match else text.strip()
 
 
 class OfflinePolicy(BaseChatModel):
@@ -197,9 +200,10 @@ class OfflinePolicy(BaseChatModel):
         return self.bind(tool_names=[n for n in names if n])
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
-        from arag_graph.structured import offline_structured
-
-        return offline_structured(self, schema, include_raw=bool(kwargs.get("include_raw")))
+        raise NotImplementedError(
+            "the offline policy has no free-form structured output: arag's graphs ask it typed questions "
+            "through OfflineBackbone; use a real model for other structured requests"
+        )
 
     # -- generation --------------------------------------------------------------------------
     def _generate(
@@ -213,7 +217,7 @@ class OfflinePolicy(BaseChatModel):
         turn = _Turn(messages)
         message = self._next_call(turn, set(tool_names)) if tool_names else None
         if message is None:
-            message = self._answer(turn, messages)
+            message = self._answer(turn)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _next_call(self, turn: _Turn, tools: set[str]) -> AIMessage | None:
@@ -288,58 +292,211 @@ class OfflinePolicy(BaseChatModel):
         return {"query": f"{bridges[0]}: {turn.question}"} if bridges else None
 
     # -- answering ---------------------------------------------------------------------------
-    def _evidence(self, turn: _Turn, messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-        """(chunk id, text) of the chunks gathered for this question, in the order they came."""
-        ids = turn.read()
-        ids.extend(i for i in _CHUNK_BLOCK.findall(turn.prompt) if i not in ids)
-        if not ids:  # nothing read: fall back to the best search hits
-            ids = turn.ranked()[:3]
-        out: list[tuple[str, str]] = []
-        for cid in ids:
-            chunk = self.index.get_chunk(cid) if self.index is not None else None
-            if chunk is not None:
-                out.append((cid, chunk.text))
-        if not out:  # no index: quote the chunk blocks of the conversation itself
-            for m in messages:
-                for block in re.split(r"\n(?=\[chunk )", m.text):
-                    found = _CHUNK_BLOCK.match(block)
-                    if found:
-                        out.append((found.group(1), block.split("\n", 1)[-1]))
-        return out
-
-    def _answer(self, turn: _Turn, messages: Sequence[BaseMessage]) -> AIMessage:
-        question = turn.question
-        sentences: list[tuple[str, str]] = []
-        for cid, text in self._evidence(turn, messages):
-            chunk = self.index.get_chunk(cid) if self.index is not None else None
-            parts = chunk.sentence_texts() if chunk is not None and chunk.sentences else _rough_sentences(text)
-            sentences.extend((cid, s.strip()) for s in parts if s.strip())
-        if not question or not sentences:
-            return AIMessage(content="Answer: I could not find information about this in the collection.")
-        scores = self._sentence_scores(question, [s for _, s in sentences])
-        # The end of a multi-hop chain is where answers tend to be: a small bonus for sentences
-        # of second-hop chunks (it raised Contain-Acc on HotpotQA-100 from 20 to 23 points).
+    def _answer(self, turn: _Turn) -> AIMessage:
+        """The extractive answer from the chunks gathered this turn (the best search hits if none was read)."""
+        ids = turn.read() or turn.ranked()[:3]
+        evidence = [(cid, chunk.text) for cid, chunk in _chunks(self.index, ids)]
+        if not evidence:  # no index: quote the chunk blocks of the tool results themselves
+            evidence = [(cid, text) for message in turn.texts for cid, text in _blocks(message)]
         second_hop = set(turn.read(("read2", "kw2", "sem2")))
-        scores = scores + np.array([HOP2_BONUS if cid in second_hop else 0.0 for cid, _ in sentences])
-        cid, sentence = sentences[int(np.argmax(scores))]
-        return AIMessage(content=f"Answer: {sentence} [{cid}]")
-
-    def _sentence_scores(self, question: str, sentences: Sequence[str]) -> np.ndarray:
-        q_words = content_words(question)
-        overlap = np.array([len(q_words & content_words(s)) / (1 + len(q_words)) for s in sentences])
-        embeddings = getattr(self.index, "embeddings", None)
-        if embeddings is None:
-            return overlap
-        from arag_graph.embeddings import embed_texts
-
-        q = np.asarray(embeddings.embed_query(question), dtype=np.float32)
-        vectors = embed_texts(embeddings, list(sentences))
-        norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(q) or 1.0)
-        cosine = vectors @ q / np.where(norms == 0, 1.0, norms)
-        return cosine + 0.5 * overlap
+        return AIMessage(content=extractive_answer(self.index, turn.question, evidence, bonus=second_hop))
 
 
-def _rough_sentences(text: str) -> list[str]:
-    from arag_graph.sentences import split_sentences
+def _chunks(index: Any, ids: Sequence[str]) -> list[tuple[str, Any]]:
+    if index is None:
+        return []
+    return [(cid, chunk) for cid in ids if (chunk := index.get_chunk(cid)) is not None]
 
-    return split_sentences(text)
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """``(chunk id, text)`` of the ``[chunk ID] ...`` blocks in a tool result."""
+    out = []
+    for block in re.split(r"\n(?=\[chunk )", text):
+        found = _CHUNK_BLOCK.match(block)
+        if found:
+            out.append((found.group(1), block.split("\n", 1)[-1]))
+    return out
+
+
+def extractive_answer(
+    index: Any, question: str, evidence: Sequence[tuple[str, str]], *, bonus: set[str] | frozenset[str] = frozenset()
+) -> str:
+    """``Answer: <sentence> [<chunk ID>]``: the evidence sentence most similar to the question.
+
+    Similarity is embedding cosine (the index's encoder) plus half the share of the question's
+    content words it contains. The end of a multi-hop chain is where answers tend to be: chunks in
+    ``bonus`` (the agent's second hop) get a small bonus (it raised Contain-Acc on HotpotQA-100 from
+    20 to 23 points).
+    """
+    sentences: list[tuple[str, str]] = []
+    for cid, text in evidence:
+        chunk = index.get_chunk(cid) if index is not None else None
+        parts = chunk.sentence_texts() if chunk is not None and chunk.sentences else split_sentences(text)
+        sentences.extend((cid, s.strip()) for s in parts if s.strip())
+    if not question or not sentences:
+        return NOT_FOUND
+    scores = _sentence_scores(index, question, [s for _, s in sentences])
+    scores = scores + np.array([HOP2_BONUS if cid in bonus else 0.0 for cid, _ in sentences])
+    cid, sentence = sentences[int(np.argmax(scores))]
+    return f"Answer: {sentence} [{cid}]"
+
+
+def _sentence_scores(index: Any, question: str, sentences: Sequence[str]) -> np.ndarray:
+    q_words = content_words(question)
+    overlap = np.array([len(q_words & content_words(s)) / (1 + len(q_words)) for s in sentences])
+    embeddings = getattr(index, "embeddings", None)
+    if embeddings is None:
+        return overlap
+    q = np.asarray(embeddings.embed_query(question), dtype=np.float32)
+    vectors = embed_texts(embeddings, list(sentences))
+    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(q) or 1.0)
+    cosine = vectors @ q / np.where(norms == 0, 1.0, norms)
+    return cosine + 0.5 * overlap
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules for the typed requests of the other graphs
+
+
+def offline_sufficiency(question: str, context: str) -> Sufficiency:
+    """CoRAG's check: the question's salient spans (names, years) and content words are looked up in
+    the retrieved text; sufficient when every salient span and at least 80% of the content words are
+    found; ``missing_info`` lists what was not found; ``confidence`` is the fraction found (halved
+    when a name is missing); ``reasoning`` says which of them were found."""
+    text = context.lower()
+    spans = salient_spans(question, limit=8)
+    words = content_words(question)
+    missing_spans = [s for s in spans if s.lower() not in text]
+    found_words = {w for w in words if w in text}
+    share = (len(found_words) / len(words)) if words else 1.0
+    sufficient = not missing_spans and share >= 0.8
+    missing = missing_spans or sorted(words - found_words)[:5]
+    found = [s for s in spans if s not in missing_spans] or sorted(found_words)[:5]
+    reasoning = f"The passages mention {', '.join(found)}." if found else "The passages mention no question term."
+    return Sufficiency(
+        reasoning=reasoning,
+        is_sufficient=sufficient,
+        missing_info="" if sufficient else ", ".join(missing),
+        confidence=round(share if not missing_spans else share * 0.5, 3),
+    )
+
+
+def offline_reformulation(question: str, missing: str) -> Reformulation:
+    """CoRAG's next query: the missing information followed by the question's other salient names,
+    which anchor it; the question itself when nothing is said to be missing. Not the whole question
+    again: its words would make every reformulation a near-repeat of the first query, which CoRAG's
+    loop detection stops."""
+    missing = " ".join(missing.split())
+    if not missing:
+        return Reformulation(query=question)
+    anchors = [s for s in salient_spans(question, limit=8) if s.lower() not in missing.lower()]
+    return Reformulation(query=" ".join([missing, *anchors]))
+
+
+def offline_decomposition(question: str) -> Decomposition:
+    """SRAG's decomposition: a question in which "and"/"or" joins two named entities ("Were A and B
+    born in the same year?", "Which came first, A or B?") is a comparison and becomes one independent
+    sub-question per entity: the question with the pair replaced by that entity (and "both"/"either"
+    dropped), so each keeps what is being compared. Any other question is a single sub-question."""
+    pair = _compared_pair(question)
+    if pair is None:
+        return Decomposition(sub_questions=[SubQuestion(id=1, question=question)])
+    joined, entities = pair
+    sub_questions = []
+    for i, entity in enumerate(entities, 1):
+        text = question.replace(joined, entity, 1)
+        text = re.sub(r"\s*\b(?:both|either)\b", "", text, flags=re.IGNORECASE)
+        sub_questions.append(SubQuestion(id=i, question=" ".join(text.split())))
+    return Decomposition(sub_questions=sub_questions)
+
+
+def _compared_pair(question: str) -> tuple[str, tuple[str, str]] | None:
+    """The text "A and B" (or "A or B") of a comparison and its two entities, if the question has one.
+
+    Requiring the conjunction to sit between two names keeps out "in or around Leland, North
+    Carolina", where "or" joins two prepositions and the two names are one place.
+    """
+    spans = [s for s in salient_spans(question, limit=6) if not s.isdigit()]
+    for a in spans:
+        for b in spans:
+            if a == b:
+                continue
+            found = re.search(rf"{re.escape(a)},?\s+(?:and|or)\s+(?:the\s+)?{re.escape(b)}", question)
+            if found:
+                return found.group(0), (a, b)
+    return None
+
+
+def offline_route(question: str) -> Route:
+    """SRAG's router: multi-hop when the decomposition rule gives more than one sub-question or the
+    question names more than one entity."""
+    several = len(offline_decomposition(question).sub_questions) > 1
+    return Route(multi_hop=several or len(salient_spans(question)) > 1)
+
+
+def offline_triplets(sub_question: str, title: str, sentences: Sequence[str]) -> Triplets:
+    """SRAG's extraction: one triplet per sentence of the passage: subject = the passage title,
+    predicate = "states", object = the sentence, relevance = the share of the sub-question's content
+    words found in the triplet (its subject and its sentence: "He was born in 1950" of the passage
+    "Ed Wood" is about Ed Wood)."""
+    words = content_words(sub_question)
+    triplets = []
+    for sentence in sentences:
+        overlap = len(words & content_words(f"{title} {sentence}")) / len(words) if words else 0.0
+        triplets.append(Triplet(subject=title, predicate="states", object=sentence, relevance=round(overlap, 3)))
+    return Triplets(triplets=triplets)
+
+
+def _rule(name: str, compute: Callable[[], Any]) -> Step[Any]:
+    """A step whose answer is computed by a rule when the graph runs it (never at request time)."""
+    return Step(RunnableLambda(lambda _: compute(), name=f"offline_{name}"))
+
+
+class OfflineBackbone(Backbone):
+    """The offline policy's answers to the graphs' typed requests: no model, no prompt.
+
+    Structured answers never fall back (the problem part is always None); HyDE searches with the
+    question itself, since the policy cannot write a passage (HyDE off, in effect).
+    """
+
+    def __init__(self, policy: OfflinePolicy) -> None:
+        super().__init__(policy)
+        self.index = policy.index
+
+    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+        return Step(self.model, list(messages))  # without tools bound the policy answers from what it read
+
+    def _extractive(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
+        evidence = [(p.chunk_id, p.text) for p in passages]
+        return _rule("answer", lambda: AIMessage(content=extractive_answer(self.index, question, evidence)))
+
+    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
+        return self._extractive(question, passages)
+
+    def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
+        return self._extractive(question, sources)
+
+    def direct(self, question: str) -> Step[AIMessage]:
+        return _rule("direct", lambda: AIMessage(content=NOT_FOUND))
+
+    def hyde(self, question: str) -> Step[str]:
+        return _rule("hyde", lambda: question)
+
+    def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
+        return _rule("sufficiency", lambda: (offline_sufficiency(question, passages_text(passages)), None))
+
+    def reformulation(
+        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]], missing: str
+    ) -> Step[Structured[Reformulation]]:
+        return _rule("reformulation", lambda: (offline_reformulation(question, missing), None))
+
+    def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
+        return _rule("decomposition", lambda: (offline_decomposition(question), None))
+
+    def route(self, question: str) -> Step[Structured[Route]]:
+        return _rule("route", lambda: (offline_route(question), None))
+
+    def triplets(self, question: str, passage: Passage) -> Step[Structured[Triplets]]:
+        title = " ".join((passage.title or "").split()) or "(untitled)"
+        text = re.sub(r"\n\s*\n", "\n", passage.text.strip())
+        return _rule("triplets", lambda: (offline_triplets(question, title, split_sentences(text)), None))

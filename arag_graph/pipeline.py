@@ -22,7 +22,8 @@ def start_update(state: RunState) -> dict[str, Any]:
     The ``question`` field is consumed (set to empty) so that a follow-up question given as
     ``messages`` on the same thread is not confused with the previous one.
     """
-    question = (state.get("question") or "").strip()
+    given = state.get("question")
+    question = given.strip() if isinstance(given, str) else ""
     update: dict[str, Any] = {
         "question": "",
         "steps": 0,
@@ -32,7 +33,9 @@ def start_update(state: RunState) -> dict[str, Any]:
         "citations": [],
         "error": None,
     }
-    if question:
+    if given is not None and not isinstance(given, str):
+        update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
+    elif question:
         update["messages"] = [HumanMessage(question)]
     elif not question_of(state):
         update["error"] = "empty question: give a non-empty `question` or a human message in `messages`"
@@ -107,17 +110,75 @@ def pending_tool_calls(message: AnyMessage | None) -> list[dict[str, Any]]:
     return calls
 
 
+NOT_RUN = {"not_run": True}
+"""The artifact of a tool message that answers a call without running it (not a step)."""
+
+
+def not_run_message(call: dict[str, Any], reason: str) -> ToolMessage:
+    """Answer a tool call without running it (providers require an answer to every call)."""
+    return ToolMessage(
+        f"Not run: {reason}",
+        tool_call_id=call.get("id") or "",
+        name=call.get("name") or "unknown",
+        status="error",
+        artifact=dict(NOT_RUN),
+    )
+
+
 def not_run_messages(message: AnyMessage | None, reason: str) -> list[ToolMessage]:
-    """Answer every tool call of ``message`` without running it (providers require an answer)."""
-    return [
-        ToolMessage(
-            f"Not run: {reason}",
-            tool_call_id=c.get("id") or "",
-            name=c.get("name") or "unknown",
-            status="error",
+    """Answer every tool call of ``message`` without running it."""
+    return [not_run_message(c, reason) for c in pending_tool_calls(message)]
+
+
+def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
+    """The messages since the question of this turn (the last human message)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return messages[i + 1 :]
+    return messages
+
+
+def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+    """Steps, retrieved tokens, trajectory and chunks of this turn, read off its tool messages.
+
+    Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
+    (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
+    what the call returned, so these figures are derived from the conversation rather than kept
+    beside it, and stay right whoever executed the tools.
+    """
+    calls: dict[str, dict[str, Any]] = {}
+    trajectory: list[dict[str, Any]] = []
+    read: list[str] = []
+    shown: list[str] = []
+    for message in current_turn(messages):
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id") or "": c for c in pending_tool_calls(message)})
+            continue
+        if not isinstance(message, ToolMessage):
+            continue
+        artifact = message.artifact if isinstance(message.artifact, dict) else {}
+        if artifact.get("not_run"):
+            continue
+        call = calls.get(message.tool_call_id, {})
+        chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
+        trajectory.append(
+            {
+                "tool": message.name or call.get("name") or "",
+                "args": artifact.get("args") or call.get("args") or {},
+                "tokens": int(artifact.get("tokens") or 0),
+                "chunk_ids": chunk_ids,
+                "error": bool(artifact.get("error")) or message.status == "error",
+            }
         )
-        for c in pending_tool_calls(message)
-    ]
+        read.extend(str(i) for i in artifact.get("read") or [])
+        shown.extend(chunk_ids)
+    return {
+        "steps": len(trajectory),
+        "retrieved_tokens": sum(step["tokens"] for step in trajectory),
+        "trajectory": trajectory,
+        "read_chunks": list(dict.fromkeys(read)),
+        "retrieved_chunks": list(dict.fromkeys(shown)),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,10 +205,3 @@ def retrieval_update(
         "read_chunks": ids,
         "retrieved_chunks": ids,
     }
-
-
-def passages_block(passages: Sequence[Any]) -> str:
-    """The context section of an answer prompt, in the same chunk format the tools use."""
-    from arag_graph.tools import chunk_block
-
-    return "\n\n".join(chunk_block(p.chunk_id, p.title, p.text) for p in passages) or "(no passages found)"

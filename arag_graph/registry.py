@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arag_graph import configuration as c
-from arag_graph.configuration import GraphConfig
+from arag_graph.configuration import GraphContext
 from arag_graph.errors import AragError
 
 
@@ -20,7 +20,8 @@ class GraphSpec:
     name: str
     builder: str
     """``module:function`` of the builder; it takes ``index``, ``model`` and ``checkpointer``."""
-    config: type[GraphConfig]
+    config: type[GraphContext]
+    """The graph's context schema (its Studio form)."""
     description: str
 
     def build(self, **kwargs: Any) -> Any:
@@ -31,35 +32,35 @@ class GraphSpec:
 GRAPHS: dict[str, GraphSpec] = {
     spec.name: spec
     for spec in (
-        GraphSpec("direct", "arag_graph.baselines:build_direct_graph", c.DirectConfig, "Direct answer: no retrieval"),
+        GraphSpec("direct", "arag_graph.baselines:build_direct_graph", c.DirectContext, "Direct answer: no retrieval"),
         GraphSpec(
             "naive_rag",
             "arag_graph.baselines:build_naive_rag_graph",
-            c.NaiveRagConfig,
+            c.NaiveRagContext,
             "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
         ),
         GraphSpec(
             "arag_naive",
             "arag_graph.agent:build_arag_naive_graph",
-            c.AragNaiveConfig,
+            c.AragNaiveContext,
             "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
         ),
         GraphSpec(
             "arag",
             "arag_graph.agent:build_arag_graph",
-            c.AragConfig,
+            c.AragContext,
             "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
         ),
         GraphSpec(
             "corag",
             "arag_graph.corag:build_corag_graph",
-            c.CoragConfig,
+            c.CoragContext,
             "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
         ),
         GraphSpec(
             "srag",
             "arag_graph.srag:build_srag_graph",
-            c.SragConfig,
+            c.SragContext,
             "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
         ),
     )
@@ -82,8 +83,11 @@ def build_graph(name: str, **kwargs: Any) -> Any:
     return get_graph_spec(name).build(**kwargs)
 
 
-def config_for(name: str, **values: Any) -> GraphConfig:
-    """The graph's configuration with ``values`` set; fields the graph does not have are dropped."""
+def config_for(name: str, **values: Any) -> GraphContext:
+    """The graph's context as the operator sets it (CLI, evaluation runner), with ``values`` set.
+
+    Fields the graph does not have are dropped; None leaves a field at its default. A bad value
+    raises the one-line :class:`~arag_graph.configuration.ContextError`.
+    """
     cls = get_graph_spec(name).config
-    known = set(cls.__dataclass_fields__)
-    return cls(**{k: v for k, v in values.items() if k in known and v is not None})
+    return cls.trusted(**{k: v for k, v in values.items() if k in cls.model_fields})

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from arag_graph.answers import contain_match, exact_match
-from arag_graph.configuration import CoragConfig
+from arag_graph.configuration import CoragContext
 from arag_graph.corag import build_corag_graph
 from arag_graph.datasets import Question
 from arag_graph.errors import AragError
@@ -155,7 +155,7 @@ def chain_record(
 
 def check_settings(
     *, n: int, temperature: float, max_steps: int, match: str, context: Mapping[str, Any] | None = None
-) -> CoragConfig:
+) -> CoragContext:
     """The chains' configuration, or the one-line :class:`AragError` of a setting that cannot work.
 
     Separate from :func:`rejection_sample` so the CLI can check everything before it prints a line.
@@ -169,7 +169,7 @@ def check_settings(
         )
     if match not in MATCH_RULES:
         raise AragError(f"unknown match rule {match!r}; use 'contain' (Contain-Acc) or 'em' (exact match)")
-    return CoragConfig.from_context({**(context or {}), "max_steps": max_steps, "temperature": temperature})
+    return CoragContext.trusted(**{**(context or {}), "max_steps": max_steps, "temperature": temperature})
 
 
 def rejection_sample(
@@ -190,7 +190,7 @@ def rejection_sample(
     """Sample ``n`` CoRAG chains per question at ``temperature``; append the correct ones to ``out``.
 
     ``index`` is an index or its directory (None: the bundled sample); ``model`` a chat model or a
-    spec string (``offline``, ``gpt-4o-mini``). ``context`` sets other :class:`CoragConfig` fields
+    spec string (``offline``, ``gpt-4o-mini``). ``context`` sets other :class:`CoragContext` fields
     (``retriever``, ``top_k``, ``hyde``, ``base_url``, ...). ``max_concurrency`` chains of a
     question run at once. ``on_question(question, kept, stats)`` is called after each question, for
     progress display. Raises :class:`AragError` for a setting that cannot work.
@@ -240,7 +240,7 @@ def rejection_sample(
     return stats
 
 
-def _at_temperature(model: BaseChatModel | str, temperature: float, cfg: CoragConfig) -> tuple[Any, bool]:
+def _at_temperature(model: BaseChatModel | str, temperature: float, cfg: CoragContext) -> tuple[Any, bool]:
     """The model to sample with and whether it samples at ``temperature``."""
     if isinstance(model, str):
         # A spec string is resolved per run with the configuration's temperature.

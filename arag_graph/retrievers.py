@@ -13,12 +13,14 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from arag_graph.documents import Chunk
-from arag_graph.index import HierarchicalIndex, SearchHit
+from arag_graph.documents import Chunk, SearchHit
+
+if TYPE_CHECKING:
+    from arag_graph.index import HierarchicalIndex
 
 Retriever = Literal["dense", "bm25", "hybrid"]
 RRF_K = 60
@@ -74,14 +76,27 @@ def bm25_search(index: HierarchicalIndex, query: str, top_k: int) -> list[Search
     return hits
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
-    """Fuse rankings by sum of 1/(k + rank); a hit keeps the snippets of its first appearance."""
+def rrf_scores(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion: each ID scores the sum over rankings of ``1 / (k + rank)``, rank from 1.
+
+    The one fusion rule of the package (hybrid retrieval, CoRAG's context order, the offline
+    policy's reading order): scores of different queries or retrievers are not comparable, ranks are.
+    IDs keep first-seen order, so a stable sort on the scores breaks ties by first appearance.
+    """
     fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, chunk_id in enumerate(ranking, 1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
+    """Fuse hit rankings with :func:`rrf_scores`; a hit keeps the snippets of its first appearance."""
     first: dict[str, SearchHit] = {}
     for ranking in rankings:
-        for rank, hit in enumerate(ranking):
-            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (k + rank + 1)
+        for hit in ranking:
             first.setdefault(hit.chunk_id, hit)
+    fused = rrf_scores(([hit.chunk_id for hit in ranking] for ranking in rankings), k)
     order = sorted(fused, key=lambda cid: -fused[cid])[:top_k]
     return [SearchHit(cid, fused[cid], first[cid].snippets, first[cid].title, first[cid].positions) for cid in order]
 
@@ -107,7 +122,7 @@ def retrieve(
 
 
 def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | None = None) -> list[Passage]:
-    """Whole chunks, or with ``window`` each hit's matched sentences with ``window`` neighbours each side.
+    """Whole chunks, or with ``window`` each hit's matched sentences inside windows of ``window`` sentences.
 
     Sentence windows need sentence positions, which dense hits carry; a hit without them (BM25)
     falls back to its whole chunk. For ARAGOG's method proper (the top-k *sentences*, each in its
@@ -126,10 +141,16 @@ def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | 
 
 
 def window_text(chunk: Chunk, positions: Iterable[int], window: int) -> str:
-    """The sentences at ``positions`` with ``window`` neighbours each side, runs joined by " ... "."""
+    """The sentences at ``positions``, each centred in a window of ``window`` sentences; runs joined by " ... ".
+
+    ARAGOG's definition: the window counts sentences in total, ``start = pos - window // 2`` and
+    ``end = pos + window // 2 + 1``, so a window of 3 is the sentence with one neighbour on each side
+    and a window of 1 the sentence alone. Windows that meet or overlap are merged.
+    """
+    half = max(0, window) // 2
     keep: set[int] = set()
     for p in positions:
-        keep.update(range(max(0, p - window), min(len(chunk.sentences), p + window + 1)))
+        keep.update(range(max(0, p - half), min(len(chunk.sentences), p + half + 1)))
     runs: list[list[int]] = []
     for p in sorted(keep):
         if runs and p == runs[-1][-1] + 1:

@@ -1,11 +1,12 @@
-"""Per-run resources: the configuration, the index and the chat model a node works with.
+"""What a node works with in one run: the run's context, its index, its model and backbone.
 
-Graph builders take an optional index and model; what they leave open comes from the run's
-configuration (LangGraph context), so one compiled graph can serve Studio users who pick another
-index or model in the form. Indexes are loaded once per process and shared by concurrent runs.
+A graph builder may fix the index and the model (:class:`Bound`, the operator's choice); what it
+leaves open comes from each run's context, so one compiled graph serves Studio users who pick
+another index or model in the form, within what the operator allows (:mod:`arag_graph.policy`).
+Indexes are loaded once per process and shared by concurrent runs.
 
-Tracing: every run of a graph, the top-level one included, carries the same metadata (graph,
-index, ``top_k``, step cap); see :class:`TracedGraph` for how the top-level run gets it.
+Tracing: every run of a graph, the top-level one included, carries the graph's name as a tag and
+its model and settings as metadata; see :class:`TracedGraph` for how the top-level run gets them.
 """
 
 from __future__ import annotations
@@ -19,102 +20,111 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
 
-from arag_graph.configuration import GraphConfig
+from arag_graph.backbone import Backbone, ChatBackbone
+from arag_graph.configuration import GraphContext
 from arag_graph.errors import AragError
 from arag_graph.index import HierarchicalIndex, load_index
 from arag_graph.models import resolve_chat_model
-
-try:  # where LangGraph keeps a run's Runtime in the config; a parent graph's reaches its subgraphs
-    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
-except ImportError:  # pragma: no cover - depends on the installed LangGraph
-    CONFIG_KEY_RUNTIME = "__pregel_runtime"
+from arag_graph.offline import OfflineBackbone, OfflinePolicy
+from arag_graph.sample import default_sample_index_path, ensure_sample_index
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 
 
-def resolve_index(index: IndexLike, cfg: GraphConfig) -> HierarchicalIndex:
-    """The index given to the builder, else the configured path, else the bundled sample."""
-    if isinstance(index, HierarchicalIndex):
-        return index
-    path = index or cfg.index_path
+def load_run_index(path: str | os.PathLike[str] | None) -> HierarchicalIndex:
+    """The index at ``path`` (loaded once per process), or the bundled sample when there is none."""
     if path:
         return load_index(path, cache=True)
-    from arag_graph.sample import ensure_sample_index
-
     return ensure_sample_index(progress=False)
 
 
-def index_label(index: IndexLike, cfg: GraphConfig) -> str:
-    """The index :func:`resolve_index` picks, as trace metadata names it, without loading it.
-
-    The same string as ``str(resolve_index(index, cfg).path)``: the top-level run is created before
-    any node runs, and loading an index there would be blocking I/O on the caller's event loop.
-    """
-    if isinstance(index, HierarchicalIndex):
-        return str(index.path)
-    path = index or cfg.index_path
-    if path:
-        return str(Path(path))
-    from arag_graph.sample import default_sample_index_path
-
-    return str(default_sample_index_path())
+def index_for_context(context: Any) -> HierarchicalIndex:
+    """The index a run's context names, as a graph without a fixed index would pick it."""
+    return load_run_index(GraphContext.of_run(context).choice().index_path)
 
 
-def trace_metadata(graph: str, index: str, cfg: Any) -> dict[str, Any]:
-    """Trace metadata: which graph, index and limits produced a run."""
-    meta: dict[str, Any] = {"graph": graph, "index": index, "top_k": cfg.top_k}
-    if hasattr(cfg, "max_steps"):
-        meta["max_steps"] = cfg.max_steps
-    return meta
+def backbone_for(model: BaseChatModel) -> Backbone:
+    """The offline policy answers typed requests by rule; every other model through prompts."""
+    return OfflineBackbone(model) if isinstance(model, OfflinePolicy) else ChatBackbone(model)
 
 
-@dataclass
-class RunResources:
-    """What a node needs for one run, resolved from the builder arguments and the configuration."""
+def model_label(model: BaseChatModel | str | None, ctx: GraphContext) -> str:
+    """The model's name as traces and records show it."""
+    if isinstance(model, BaseChatModel):
+        return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
+    return str(model or ctx.choice().model)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a graph's builder fixed; left as None, each run's context decides."""
 
     graph: str
-    cfg: Any
+    context_schema: type[GraphContext]
+    index: IndexLike = None
+    model: BaseChatModel | str | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's resources, resolved from the builder's choices and the run's context."""
+
+    graph: str
+    ctx: Any
     index: HierarchicalIndex
     model: BaseChatModel
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """Trace metadata: which graph, index and limits produced a run."""
-        return trace_metadata(self.graph, str(self.index.path), self.cfg)
-
-    def trace(self, config: RunnableConfig | None, run_name: str) -> RunnableConfig:
-        """Config for a child run (a model or tool call): a clear name and the run's metadata."""
-        return {
-            "callbacks": (config or {}).get("callbacks"),
-            "run_name": run_name,
-            "metadata": self.metadata,
-            "tags": [self.graph],
-        }
+    backbone: Backbone
 
 
-def make_resolver(
-    graph: str, index: IndexLike, model: BaseChatModel | str | None, config_cls: type[GraphConfig]
-) -> Callable[[], RunResources]:
-    """A function nodes call to get this run's configuration, index and model."""
+def run_index(runtime: Any, bound: Bound) -> HierarchicalIndex:
+    """The run's index: the builder's, else the one the run's context names."""
+    if isinstance(bound.index, HierarchicalIndex):
+        return bound.index
+    if bound.index:
+        return load_run_index(bound.index)
+    return load_run_index(bound.context_schema.of_run(getattr(runtime, "context", None)).choice().index_path)
 
-    def resolve() -> RunResources:
-        cfg = config_cls.from_context(get_runtime().context)
-        idx = resolve_index(index, cfg)
-        chat = resolve_chat_model(
-            model if model is not None else cfg.model,
-            base_url=cfg.base_url or None,
-            temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens,
-            reasoning_effort=cfg.reasoning_effort or None,
-            timeout=cfg.timeout or None,
-            max_retries=cfg.max_retries if cfg.max_retries >= 0 else None,
-            index=idx,
-        )
-        return RunResources(graph, cfg, idx, chat)
 
-    return resolve
+def run_of(runtime: Any, bound: Bound) -> Run:
+    """Resolve a run: its context (ours, or the defaults when it carries another graph's), index, model."""
+    ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
+    choice = ctx.choice()
+    index = run_index(runtime, bound)
+    model = resolve_chat_model(
+        bound.model if bound.model is not None else choice.model,
+        base_url=choice.base_url,
+        temperature=ctx.temperature,
+        max_tokens=ctx.max_tokens,
+        reasoning_effort=ctx.reasoning_effort or None,
+        timeout=ctx.timeout or None,
+        max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
+        index=index,
+    )
+    return Run(bound.graph, ctx, index, model, backbone_for(model))
+
+
+def index_label(bound: Bound, ctx: GraphContext) -> str:
+    """The index a run will use, as trace metadata names it, without loading it.
+
+    The top-level run is created before any node runs, and loading an index there would be
+    blocking I/O on the caller's event loop.
+    """
+    if isinstance(bound.index, HierarchicalIndex):
+        return str(bound.index.path)
+    path = bound.index or ctx.choice().index_path
+    return str(Path(path)) if path else str(default_sample_index_path())
+
+
+def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
+    """Trace metadata of a run: the graph, its model and index, and every setting of its context."""
+    ctx = bound.context_schema.of_run(context)
+    return {
+        "graph": bound.graph,
+        **ctx.settings(),
+        "model": model_label(bound.model, ctx),
+        "index": index_label(bound, ctx),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,19 +132,18 @@ def make_resolver(
 
 
 class TracedGraph(CompiledStateGraph):
-    """A compiled graph whose top-level run carries the run's trace metadata (graph, index, step cap).
+    """A compiled graph whose top-level run carries the run's trace metadata (model, settings, index).
 
     LangGraph creates the top-level run from the ``config`` of ``stream``/``astream`` before any
-    node runs, and a node cannot change its parent run's metadata. The step cap and, for a graph
-    built without an index, the index come from the run's context (LangGraph does not trace
-    context by design), so they are unknown when the graph is compiled and ``with_config`` cannot
-    carry them. This class therefore adds them to the config at the call: ``invoke``, ``ainvoke``,
+    node runs, and a node cannot change its parent run's metadata. The model, settings and (for a
+    graph built without an index) the index come from the run's context, which LangGraph does not
+    trace, so they are unknown when the graph is compiled and ``with_config`` cannot carry them.
+    This class therefore adds them to the config at the call: ``invoke``, ``ainvoke``,
     ``stream_events``/``astream_events`` and the LangGraph server all go through ``stream`` or
     ``astream``. Every run below (nodes, models, tools) inherits the same metadata.
 
-    The values are this graph's own and win over metadata of the same keys from the caller or a
-    parent graph. A context the graph would reject adds nothing here: the run then fails as it
-    would without tracing.
+    The values are this graph's own and win over metadata of the same keys from the caller. A
+    context the graph would refuse adds nothing here: the run then fails as it would untraced.
     """
 
     def __init__(self, *, run_metadata: Callable[[Any], dict[str, Any]] | None = None, **kwargs: Any) -> None:
@@ -144,9 +153,6 @@ class TracedGraph(CompiledStateGraph):
     def _traced(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
         if self.run_metadata is None:
             return config
-        if context is None:  # a subgraph without context of its own runs with its parent's
-            parent = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
-            context = getattr(parent, "context", None)
         try:
             metadata = self.run_metadata(context)
         except (AragError, TypeError, ValueError):
@@ -166,13 +172,12 @@ class TracedGraph(CompiledStateGraph):
         return super().astream(input, self._traced(config, context), context=context, **kwargs)
 
 
-def traced_graph(graph: CompiledStateGraph, name: str, index: IndexLike, config_cls: type[GraphConfig]) -> TracedGraph:
-    """``graph`` (just compiled) named ``name`` in traces, its every run carrying the trace metadata."""
+def traced_graph(graph: CompiledStateGraph, bound: Bound) -> TracedGraph:
+    """``graph`` (just compiled) named and tagged after its graph, every run carrying its metadata.
 
-    def run_metadata(context: Any) -> dict[str, Any]:
-        cfg = config_cls.from_context(context)
-        return trace_metadata(name, index_label(index, cfg), cfg)
-
-    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does
-    traced = TracedGraph(**attrs, run_metadata=run_metadata)
-    return traced.with_config(run_name=name, metadata={"graph": name})
+    Rebuilt the way ``Pregel.copy`` rebuilds a graph (from its attributes); a test pins that this
+    keeps every attribute, should LangGraph change its constructor.
+    """
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    traced = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
+    return traced.with_config(run_name=bound.graph, tags=[bound.graph], metadata={"graph": bound.graph})

@@ -10,6 +10,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from arag_graph.cache import cache_dir
 from arag_graph.errors import IndexNotFoundError
 from arag_graph.index import HierarchicalIndex, build_index, load_index
 
@@ -24,15 +25,6 @@ def sample_corpus_path() -> Path:
 
 def sample_questions_path() -> Path:
     return sample_dir() / "questions.json"
-
-
-def cache_dir() -> Path:
-    """Where derived files live: ``$ARAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/arag-graph``."""
-    base = os.environ.get("ARAG_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "arag-graph"
 
 
 def default_sample_index_path() -> Path:

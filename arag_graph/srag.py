@@ -13,10 +13,11 @@
    own ``solve`` branch (LangGraph ``Send``), so independent ones retrieve in parallel, in the same
    superstep, and a dependent one waits for the wave that answers it, then has the answers
    substituted into its text before it retrieves.
-3. A ``solve`` branch retrieves ``top_k`` chunks for its sub-question, extracts (subject, predicate,
-   object) triplets from each chunk (concurrently), drops triplets less relevant than the threshold,
-   and, only when a later sub-question needs it, writes a short sub-answer from its triplets (from
-   its passages when no triplet survived).
+3. A ``solve`` branch (a small subgraph: retrieve -> extract -> sub_answer) retrieves ``top_k``
+   chunks for its sub-question, extracts (subject, predicate, object) triplets from each chunk
+   (concurrently), drops triplets less relevant than the threshold, and, only when a later
+   sub-question needs it, writes a short sub-answer from its triplets (from its passages when no
+   triplet survived).
 4. ``collect`` runs once per wave, folds the branches' retrievals into the common output fields and
    dispatches the next wave; ``aggregate`` builds the deduplicated Subject | Predicate | Object |
    Source table; ``answer`` answers the *original* question from the table and the question only
@@ -27,118 +28,49 @@ merge-by-id reducer) and the chunk sets (union reducers); counters (steps, retri
 trajectory) are recomputed from the records by ``collect``, which runs alone. One retrieval is one
 step, in wave then sub-question order.
 
-Ablations (:class:`arag_graph.configuration.SragConfig`): ``decompose=False`` makes the question its
+Ablations (:class:`arag_graph.configuration.SragContext`): ``decompose=False`` makes the question its
 only sub-question (no model call); ``structured_extraction=False`` skips extraction and answers from
 the retrieved passages (no table); ``table_aggregation=False`` gives the answer each passage's own
 facts under its chunk header, neither merged nor deduplicated (no table). ``route=True`` asks a
-structured router first and hands single-hop questions to ``naive_rag`` as it is.
+structured router first and hands single-hop questions to the ``naive_rag`` graph, a subgraph here.
 
-Structured outputs go through :func:`arag_graph.structured.structured_call` (one retry, then a safe
-fallback, noted in ``warnings``). The offline policy answers them with the documented rules of
-:mod:`arag_graph.structured` and answers extractively: the sentence of the cited source chunks most
-similar to the question.
+Each model request is one of the backbone's typed calls (:class:`~arag_graph.backbone.Backbone`):
+with a real model, a bad structured reply is retried once and then replaced by a safe fallback,
+noted in ``warnings``; the offline policy answers with its documented rules (:mod:`arag_graph.offline`)
+and answers extractively: the sentence of the cited source chunks most similar to the question.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import operator
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langchain_core.runnables.config import get_executor_for_config, run_in_executor
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Overwrite, Send
-from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from arag_graph.baselines import build_naive_rag_graph
+from arag_graph.baselines import as_dict, build_naive_rag_graph
 from arag_graph.citations import parse_final_answer
-from arag_graph.configuration import GraphConfig, NaiveRagConfig, SragConfig
-from arag_graph.nodes import ModelCall, model_node
-from arag_graph.pipeline import finish_update, passages_block, retrieval_update, start_update
-from arag_graph.prompts import CONTEXT_ANSWER_PROMPT
+from arag_graph.configuration import SragContext
+from arag_graph.nodes import Call, gather, model_node
+from arag_graph.pipeline import finish_update, retrieval_update, start_update
+from arag_graph.prompts import chunk_block
 from arag_graph.retrievers import Passage, passages, retrieve
-from arag_graph.runtime import IndexLike, RunResources, make_resolver, traced_graph
-from arag_graph.safety import describe_model_error
+from arag_graph.runtime import Bound, IndexLike, run_index, run_of, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, TrajectoryStep, question_of
-from arag_graph.structured import (
-    Decomposition,
-    Route,
-    SubQuestion,
-    Triplets,
-    astructured_call,
-    structured_call,
-)
-from arag_graph.tools import chunk_block
-
-# ---------------------------------------------------------------------------------------------
-# Prompts (zero-shot, as the paper allows in place of its fine-tuned decomposer and extractor).
-# Every prompt ends with ``Question: ...`` and keeps its labelled fields apart by blank lines: the
-# offline policy reads them back (see ``structured._prompt_field`` and ``offline._Turn``).
-
-DECOMPOSE_PROMPT = """\
-Break the question below into the sub-questions needed to answer it, listed in the order they can be \
-answered. Each sub-question should need a single fact. When a sub-question needs the answer of an \
-earlier one, write that answer as [answer N], where N is the id of the earlier sub-question, and list N \
-in its depends_on. Sub-questions that do not need each other's answers must not depend on each other: \
-they are looked up in parallel. A question that needs only one fact stays a single sub-question. Use at \
-most {limit} sub-questions.
-
-For example, "What is the capital of the country where the creator of Python was born?" becomes
-1. Who created Python? (depends_on: [])
-2. In which country was [answer 1] born? (depends_on: [1])
-3. What is the capital of [answer 2]? (depends_on: [2])
-
-Question: {question}\
-"""
-
-ROUTE_PROMPT = """\
-Decide whether answering the question needs facts from more than one document (multi-hop: for example \
-a comparison of two entities, or an entity described only through another one) or a single lookup \
-(single-hop). Set multi_hop accordingly.
-
-Question: {question}\
-"""
-
-EXTRACT_PROMPT = """\
-Extract the facts of the passage that help answer the question, as (subject, predicate, object) \
-triplets. Use the passage's own names for subjects and objects (no pronouns), short predicates, and only \
-facts the passage states. Rate each triplet's relevance to the question from 0 (unrelated) to 1 (answers \
-it). Return no triplets when the passage says nothing relevant.
-
-Title: {title}
-
-Passage: {passage}
-
-Question: {question}\
-"""
-
-FACTS_ANSWER_PROMPT = """\
-Answer the question using only the facts below and do not guess beyond them. Each fact names the \
-source passage it comes from by its chunk ID. End with a final line of the form
-Answer: <the shortest complete answer, such as a name, a date, a number, yes or no> [<chunk IDs>]
-listing the Source chunk IDs of the facts the answer rests on, for example: Answer: Marie Curie [12, 40]
-If the facts do not contain the answer, say so on the Answer line instead of guessing.
-
-{facts}
-
-Question: {question}\
-"""
+from arag_graph.structured import Decomposition, Route, SubQuestion, Triplets
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
 _NO_FACTS = "(no facts found)"
 _STEPS_TO_FINISH = 6
 """Remaining supersteps (``remaining_steps`` counts the current one) that one more wave needs to still end
 normally: solve, collect, aggregate, answer, finish."""
-
 
 # ---------------------------------------------------------------------------------------------
 # State
@@ -217,7 +149,9 @@ class SragOutputState(OutputState, total=False):
 
 class SragState(RunState, SragOutputState, total=False):
     evidence: str
-    """The facts (or passages) given to the final answer, exactly as the model saw them."""
+    """The facts given to the final answer, as a model sees them (empty without structured extraction)."""
+    sources: list[str]
+    """The chunks the evidence cites (without structured extraction: the passages answered from)."""
 
 
 class SolveTask(TypedDict):
@@ -453,246 +387,216 @@ def _titles(triplets: Iterable[TripletRecord]) -> dict[str, str]:
     return {t["source"]: t["title"] for t in triplets}
 
 
-def facts_block(cfg: SragConfig, triplets: Sequence[TripletRecord]) -> str:
+def facts_block(cfg: SragContext, triplets: Sequence[TripletRecord]) -> str:
     """How facts are shown to a model under the current configuration (table or per-passage lists)."""
     if cfg.table_aggregation:
         return render_table(table_rows(triplets), _titles(triplets))
     return render_fact_lists(triplets)
 
 
-# ---------------------------------------------------------------------------------------------
-# Messages
+def fact_sources(triplets: Sequence[TripletRecord], cfg: SragContext) -> list[str]:
+    """The chunks the facts cite, in the order the answer's evidence shows them."""
+    if cfg.table_aggregation:
+        return list(dict.fromkeys(s for row in table_rows(triplets) for s in row["sources"]))
+    return list(dict.fromkeys(t["source"] for t in triplets))
 
 
-def _decompose_messages(question: str, limit: int) -> list[BaseMessage]:
-    return [HumanMessage(DECOMPOSE_PROMPT.format(question=_one_line(question), limit=limit))]
-
-
-def _route_messages(question: str) -> list[BaseMessage]:
-    return [HumanMessage(ROUTE_PROMPT.format(question=_one_line(question)))]
-
-
-def _extract_messages(sub_question: str, passage: Passage) -> list[BaseMessage]:
-    # Blank lines inside the passage would end its field for the offline policy's reader.
-    text = re.sub(r"\n\s*\n", "\n", passage.text.strip())
-    title = _one_line(passage.title or "") or "(untitled)"
-    return [HumanMessage(EXTRACT_PROMPT.format(title=title, passage=text, question=sub_question))]
-
-
-def answer_prompt(cfg: SragConfig, question: str, evidence: str) -> str:
-    """The answer request: facts (the paper's setting) or, without extraction, the passages."""
-    template = FACTS_ANSWER_PROMPT if cfg.structured_extraction else CONTEXT_ANSWER_PROMPT
-    key = "facts" if cfg.structured_extraction else "context"
-    return template.format(**{key: evidence, "question": _one_line(question)})
+def _chunk_passages(index: Any, ids: Sequence[str]) -> list[Passage]:
+    return [Passage(c.id, c.title, c.text, 0.0) for c in index.get_chunks(ids) if c is not None]
 
 
 # ---------------------------------------------------------------------------------------------
-# One sub-question's branch, written once for the sync and the async runner
+# One sub-question: the ``solve`` subgraph, run once per sub-question of a wave (``Send``)
 
 
-@dataclass
-class _Branch:
-    """The ``solve`` work for one sub-question, split at its model calls.
+class SolveState(SolveTask, total=False):
+    found: list[dict[str, Any]]
+    """The passages retrieved for the sub-question."""
+    retrieval: TrajectoryStep
+    kept: list[TripletRecord]
+    dropped: int
+    notes: list[str]
 
-    The sync and async node bodies only differ in how they wait for the model, so they share
-    everything else through this object.
-    """
 
-    res: RunResources
-    record: SubQuestionRecord
-    needs_answer: bool
-    config: RunnableConfig
-    found: list[Passage]
-    step: TrajectoryStep
+class SolveOutput(TypedDict, total=False):
+    """What a branch hands back to the parent graph: its record and the chunks it saw."""
 
-    @classmethod
-    def start(cls, res: RunResources, task: SolveTask, config: RunnableConfig) -> _Branch:
-        record = task["sub_question"]
-        query = record.get("resolved") or record["question"]
-        found = passages(res.index, retrieve(res.index, query, res.cfg.top_k))
-        args = {"query": query, "sub_question": record["id"], "top_k": res.cfg.top_k}
-        step = retrieval_update(cast(RunState, {}), "retrieve", args, found)["trajectory"][0]
-        return cls(res, {**record, "resolved": query}, task["needs_answer"], config, found, step)
+    sub_questions: list[SubQuestionRecord]
+    read_chunks: list[str]
+    retrieved_chunks: list[str]
+    warnings: list[str]
 
-    @property
-    def query(self) -> str:
-        return self.record["resolved"]
 
-    @property
-    def extracts(self) -> bool:
-        return bool(self.res.cfg.structured_extraction and self.found)
+def retrieve_for_sub_question(state: SolveState, runtime: Runtime[SragContext], *, bound: Bound) -> dict[str, Any]:
+    run = run_of(runtime, bound)
+    record = state["sub_question"]
+    query = record.get("resolved") or record["question"]
+    found = passages(run.index, retrieve(run.index, query, run.ctx.top_k))
+    args = {"query": query, "sub_question": record["id"], "top_k": run.ctx.top_k}
+    step = retrieval_update(cast(RunState, {}), "retrieve", args, found)["trajectory"][0]
+    return {
+        "sub_question": {**record, "resolved": query},
+        "found": [as_dict(p) for p in found],
+        "retrieval": step,
+        "kept": [],
+        "dropped": 0,
+        "notes": [],
+    }
 
-    def extraction_call(self, passage: Passage) -> tuple[list[BaseMessage], RunnableConfig]:
-        return _extract_messages(self.query, passage), self.res.trace(self.config, "extract_triplets")
 
-    def filtered(self, results: Sequence[tuple[Triplets, str | None]]) -> tuple[list[TripletRecord], int, list[str]]:
+def extract_triplets(state: SolveState, runtime: Runtime[SragContext], *, bound: Bound) -> Call | dict[str, Any]:
+    """Triplets from each retrieved chunk (concurrently), filtered by relevance to the sub-question."""
+    run = run_of(runtime, bound)
+    ctx: SragContext = run.ctx
+    found = [Passage(**p) for p in state.get("found") or []]
+    if not ctx.structured_extraction or not found:
+        return {}
+    record = state["sub_question"]
+    query = record["resolved"]
+
+    def on_result(results: list[tuple[Triplets, str | None]]) -> dict[str, Any]:
         kept: list[TripletRecord] = []
         dropped = 0
         notes: list[str] = []
-        for passage, (extracted, problem) in zip(self.found, results, strict=True):
+        for passage, (extracted, problem) in zip(found, results, strict=True):
             if problem:
                 notes.append(
-                    f"sub-question {self.record['id']}, chunk {passage.chunk_id}: "
+                    f"sub-question {record['id']}, chunk {passage.chunk_id}: "
                     f"triplet extraction fell back to no triplets ({problem})"
                 )
-            ok, n = keep_triplets(extracted, passage, self.record["id"], self.res.cfg.relevance_threshold)
+            ok, n = keep_triplets(extracted, passage, record["id"], ctx.relevance_threshold)
             kept.extend(ok)
             dropped += n
-        return kept, dropped, notes
+        return {"kept": kept, "dropped": dropped, "notes": notes}
 
-    def answer_messages(self, kept: Sequence[TripletRecord]) -> list[BaseMessage]:
-        """The sub-answer request: from the branch's facts, or its passages when it has none."""
-        if kept:
-            prompt = FACTS_ANSWER_PROMPT.format(facts=facts_block(self.res.cfg, kept), question=self.query)
-        else:
-            prompt = CONTEXT_ANSWER_PROMPT.format(context=passages_block(self.found), question=self.query)
-        return [HumanMessage(prompt)]
+    def on_error(message: str) -> dict[str, Any]:  # a model that cannot give structured output at all
+        return {"notes": [f"sub-question {record['id']}: triplet extraction failed ({message})"]}
 
-    def update(
-        self, kept: list[TripletRecord], dropped: int, notes: list[str], reply: Any, error: str | None
-    ) -> dict[str, Any]:
-        answer, cited = "", []
-        if reply is not None:
-            text = reply.text if isinstance(reply, BaseMessage) else str(reply)
-            answer, cited = parse_final_answer(text, lambda cid: self.res.index.get_chunk(cid) is not None)
-        ids = self.step["chunk_ids"]
-        record: SubQuestionRecord = {
-            **self.record,
-            "status": "failed" if error else "done",
-            "answer": _short(answer),
-            "answer_chunks": cited,
-            "chunk_ids": ids,
-            "retrieval": self.step,
-            "triplets": kept,
-            "dropped": dropped,
-            "error": error,
-        }
-        return {"sub_questions": [record], "read_chunks": ids, "retrieved_chunks": ids, "warnings": notes}
+    steps = [run.backbone.triplets(query, p) for p in found]
+    return Call(gather(steps, "extract_triplets"), on_result, name="extract_triplets", on_error=on_error)
 
 
-def _solve_node(resolve: Callable[[], RunResources]) -> RunnableLambda:
-    def extract(branch: _Branch, passage: Passage) -> tuple[Triplets, str | None]:
-        messages, trace = branch.extraction_call(passage)
-        return structured_call(branch.res.model, Triplets, messages, question=branch.query, config=trace)
+def answer_sub_question(state: SolveState, runtime: Runtime[SragContext], *, bound: Bound) -> Call | dict[str, Any]:
+    """The branch's record; with a short sub-answer when a later sub-question needs it."""
+    record = state["sub_question"]
+    if not state.get("needs_answer"):
+        return _branch_output(state, answer=None, error=None, index=None)
+    run = run_of(runtime, bound)
+    kept = state.get("kept") or []
+    query = record["resolved"]
+    if kept:
+        sources = _chunk_passages(run.index, fact_sources(kept, run.ctx))
+        step = run.backbone.answer_from_facts(query, facts_block(run.ctx, kept), sources)
+    else:
+        step = run.backbone.answer(query, [Passage(**p) for p in state.get("found") or []])
+    return Call(
+        step,
+        lambda reply: _branch_output(state, answer=reply, error=None, index=run.index),
+        name="sub_answer_model",
+        on_error=lambda message: _branch_output(state, answer=None, error=message, index=run.index),
+    )
 
-    async def aextract(branch: _Branch, passage: Passage) -> tuple[Triplets, str | None]:
-        messages, trace = branch.extraction_call(passage)
-        return await astructured_call(branch.res.model, Triplets, messages, question=branch.query, config=trace)
 
-    def solve(task: SolveTask, config: RunnableConfig) -> dict[str, Any]:
-        branch = _Branch.start(resolve(), task, config)
-        results: list[tuple[Triplets, str | None]] = []
-        if branch.extracts:
-            # One extraction per chunk, concurrently (bounded by the run's max_concurrency).
-            with get_executor_for_config(config) as executor:
-                results = list(executor.map(lambda p: extract(branch, p), branch.found))
-        kept, dropped, notes = branch.filtered(results) if results else ([], 0, [])
-        reply, error = None, None
-        if branch.needs_answer:
-            try:
-                reply = branch.res.model.invoke(
-                    branch.answer_messages(kept), branch.res.trace(config, "sub_answer_model")
-                )
-            except Exception as exc:
-                error = describe_model_error(exc)
-        return branch.update(kept, dropped, notes, reply, error)
+def _branch_output(state: SolveState, *, answer: Any, error: str | None, index: Any) -> dict[str, Any]:
+    text, cited = "", []
+    if answer is not None:
+        text, cited = parse_final_answer(answer.text, lambda cid: index.get_chunk(cid) is not None)
+    step = state.get("retrieval") or {}
+    ids = list(step.get("chunk_ids") or [])
+    record: SubQuestionRecord = {
+        **state["sub_question"],
+        "status": "failed" if error else "done",
+        "answer": _short(text),
+        "answer_chunks": cited,
+        "chunk_ids": ids,
+        "retrieval": step,  # type: ignore[typeddict-item]
+        "triplets": state.get("kept") or [],
+        "dropped": state.get("dropped", 0),
+        "error": error,
+    }
+    return {
+        "sub_questions": [record],
+        "read_chunks": ids,
+        "retrieved_chunks": ids,
+        "warnings": state.get("notes") or [],
+    }
 
-    async def asolve(task: SolveTask, config: RunnableConfig) -> dict[str, Any]:
-        # Resolving may load the index and retrieval embeds and queries Chroma: off the event loop.
-        branch = await run_in_executor(config, lambda: _Branch.start(resolve(), task, config))
-        results: list[tuple[Triplets, str | None]] = []
-        if branch.extracts:
-            results = list(await asyncio.gather(*(aextract(branch, p) for p in branch.found)))
-        kept, dropped, notes = branch.filtered(results) if results else ([], 0, [])
-        reply, error = None, None
-        if branch.needs_answer:
-            try:
-                reply = await branch.res.model.ainvoke(
-                    branch.answer_messages(kept), branch.res.trace(config, "sub_answer_model")
-                )
-            except Exception as exc:
-                error = describe_model_error(exc)
-        return branch.update(kept, dropped, notes, reply, error)
 
-    return RunnableLambda(solve, afunc=asolve, name="solve")
+def build_solve_graph(bound: Bound) -> CompiledStateGraph:
+    """One sub-question: retrieve, extract triplets, and answer it if a later sub-question needs that."""
+    builder = StateGraph(SolveState, context_schema=SragContext, input_schema=SolveTask, output_schema=SolveOutput)
+    builder.add_node("retrieve", functools.partial(retrieve_for_sub_question, bound=bound))
+    builder.add_node("extract", model_node("extract", functools.partial(extract_triplets, bound=bound)))
+    builder.add_node("sub_answer", model_node("sub_answer", functools.partial(answer_sub_question, bound=bound)))
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "extract")
+    builder.add_edge("extract", "sub_answer")
+    builder.add_edge("sub_answer", END)
+    return builder.compile(name="solve")
 
 
 # ---------------------------------------------------------------------------------------------
-# Structured steps (route, decompose) with sync and async bodies
+# The question: route, decompose, waves of sub-questions, the table, the answer
 
 
-@dataclass
-class _StructuredCall:
-    model: BaseChatModel
-    schema: type[BaseModel]
-    messages: list[BaseMessage]
-    question: str
-    config: RunnableConfig
-    on_result: Callable[[Any, str | None], dict[str, Any]]
+def start(state: SragState) -> dict[str, Any]:
+    update = start_update(state)
+    update.update(sub_questions=Overwrite([]), table=[], evidence="", sources=[], route="", warnings=Overwrite([]))
+    return update
 
 
-def _structured_node(
-    name: str, prepare: Callable[[Any, RunnableConfig], _StructuredCall | dict[str, Any]]
-) -> RunnableLambda:
-    """Like :func:`arag_graph.nodes.model_node`, for a structured call (which never raises)."""
-
-    def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        call = prepare(state, config)
-        if not isinstance(call, _StructuredCall):
-            return call
-        value, problem = structured_call(
-            call.model, call.schema, call.messages, question=call.question, config=call.config
-        )
-        return call.on_result(value, problem)
-
-    async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        call = await run_in_executor(config, prepare, state, config)
-        if not isinstance(call, _StructuredCall):
-            return call
-        value, problem = await astructured_call(
-            call.model, call.schema, call.messages, question=call.question, config=call.config
-        )
-        return call.on_result(value, problem)
-
-    return RunnableLambda(run, afunc=arun, name=name)
+def after_start(state: SragState, runtime: Runtime[SragContext]) -> str:
+    if state.get("error"):
+        return "end"
+    return "route" if SragContext.of_run(runtime.context).route else "decompose"
 
 
-def _offloaded(name: str, func: Callable[[Any, RunnableConfig], dict[str, Any]]) -> RunnableLambda:
-    """A node whose work may block (index loading, retrieval): run in a thread under ``ainvoke``."""
+def route(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> Call:
+    """The optional router: single-hop questions go to naive RAG."""
+    run = run_of(runtime, bound)
 
-    async def afunc(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return await run_in_executor(config, func, state, config)
+    def on_result(result: tuple[Route, str | None]) -> dict[str, Any]:
+        value, problem = result
+        notes = [f"the router fell back to multi-hop ({problem})"] if problem else []
+        return {"route": "srag" if value.multi_hop else "naive_rag", "warnings": notes}
 
-    return RunnableLambda(func, afunc=afunc, name=name)
-
-
-# ---------------------------------------------------------------------------------------------
-# The graph
-
-
-def _config() -> SragConfig:
-    return SragConfig.from_context(get_runtime().context)
-
-
-def _naive_context(cfg: SragConfig) -> NaiveRagConfig:
-    """naive_rag's configuration carrying this run's shared settings (model, index, top_k, ...)."""
-    return NaiveRagConfig(**{f.name: getattr(cfg, f.name) for f in fields(GraphConfig)})
+    return Call(
+        run.backbone.route(question_of(state)),
+        on_result,
+        name="route_model",
+        on_error=lambda message: on_result((Route(multi_hop=True), message)),
+    )
 
 
-_NAIVE_OUTPUT = (
-    "messages",
-    "answer",
-    "citations",
-    "read_chunks",
-    "retrieved_chunks",
-    "retrieved_tokens",
-    "steps",
-    "trajectory",
-    "error",
-)
+def after_route(state: SragState) -> str:
+    return "naive_rag" if state.get("route") == "naive_rag" else "decompose"
 
 
-def _dispatch(state: SragState) -> list[Send] | str:
+def decompose(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> Call | dict[str, Any]:
+    """The sub-questions and their dependencies (the ``decompose=False`` ablation: the question alone)."""
+    run = run_of(runtime, bound)
+    ctx: SragContext = run.ctx
+    question = question_of(state)
+
+    def on_result(result: tuple[Decomposition, str | None]) -> dict[str, Any]:
+        value, problem = result
+        records, notes = plan_sub_questions(value, question, ctx.max_sub_questions)
+        if problem:
+            notes.insert(0, f"the decomposition fell back to the question itself ({problem})")
+        return {"sub_questions": Overwrite(records), "route": "srag", "warnings": notes}
+
+    alone = Decomposition(sub_questions=[SubQuestion(id=1, question=question)])
+    if not ctx.decompose:  # ablation: the question is its only sub-question, no model call
+        return on_result((alone, None))
+    return Call(
+        run.backbone.decomposition(question, ctx.max_sub_questions),
+        on_result,
+        name="decompose_model",
+        on_error=lambda message: on_result((alone, message)),
+    )
+
+
+def dispatch(state: SragState) -> list[Send] | str:
     """The next wave: one ``solve`` branch per sub-question whose dependencies are answered."""
     if state.get("error"):
         return "finish"
@@ -712,132 +616,82 @@ def _dispatch(state: SragState) -> list[Send] | str:
     ]
 
 
+def collect(state: SragState) -> dict[str, Any]:
+    """Fold the finished branches into the common output fields, in wave then id order."""
+    records = state.get("sub_questions") or []
+    ran = sorted((r for r in records if r.get("retrieval")), key=lambda r: (r.get("wave", 1), r["id"]))
+    trajectory = [r["retrieval"] for r in ran]
+    update: dict[str, Any] = {
+        "steps": len(trajectory),
+        "retrieved_tokens": sum(step.get("tokens", 0) for step in trajectory),
+        "trajectory": trajectory,
+    }
+    failed = next((r for r in ran if r.get("status") == "failed"), None)
+    if failed is not None:
+        update["error"] = f"sub-question {failed['id']}: {failed.get('error')}"
+        return update
+    pending = [r["id"] for r in records if r.get("status") == "pending"]
+    if pending and state.get("remaining_steps", _STEPS_TO_FINISH) < _STEPS_TO_FINISH:
+        # Another wave would run into the caller's recursion limit: answer from what was found.
+        update["sub_questions"] = [{"id": sid, "status": "skipped"} for sid in pending]
+        update["warnings"] = [
+            f"sub-questions {pending} skipped: another wave would exceed the recursion limit "
+            "(raise it in the run config); answering from the facts found so far"
+        ]
+    return update
+
+
+def aggregate(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> dict[str, Any]:
+    """The evidence for the answer: the fact table (or, in the ablations, fact lists or passages)."""
+    ctx = SragContext.of_run(runtime.context)
+    records = [r for r in state.get("sub_questions") or [] if r.get("status") == "done"]
+    if not ctx.structured_extraction:  # ablation: answer from the retrieved passages themselves
+        ids = list(dict.fromkeys(cid for r in records for cid in r.get("chunk_ids", [])))
+        return {"table": [], "evidence": "", "sources": ids}
+    triplets = [t for r in records for t in r.get("triplets", [])]
+    rows = table_rows(triplets) if ctx.table_aggregation else []
+    return {"table": rows, "evidence": facts_block(ctx, triplets), "sources": fact_sources(triplets, ctx)}
+
+
+def answer(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> Call:
+    """The answer to the original question from the table (and the question) only."""
+    run = run_of(runtime, bound)
+    sources = _chunk_passages(run.index, state.get("sources") or [])
+    question = question_of(state)
+    if run.ctx.structured_extraction:
+        step = run.backbone.answer_from_facts(question, state.get("evidence") or _NO_FACTS, sources)
+    else:
+        step = run.backbone.answer(question, sources)
+    return Call(step, lambda reply: {"messages": [reply]}, name="answer_model")
+
+
+def finish(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> dict[str, Any]:
+    return finish_update(state, run_index(runtime, bound))
+
+
 def build_srag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
 ) -> CompiledStateGraph:
     """SRAG: decompose, solve sub-questions in dependency waves (parallel within a wave), tabulate, answer."""
-    resolve = make_resolver("srag", index, model, SragConfig)
-    naive_rag = build_naive_rag_graph(index, model)
-
-    def start(state: SragState) -> dict[str, Any]:
-        update = start_update(state)
-        update.update(sub_questions=Overwrite([]), table=[], evidence="", route="", warnings=Overwrite([]))
-        return update
-
-    def after_start(state: SragState) -> str:
-        if state.get("error"):
-            return "end"
-        return "route" if _config().route else "decompose"
-
-    def route(state: SragState, config: RunnableConfig) -> _StructuredCall:
-        res = resolve()
-        question = question_of(state)
-
-        def on_result(value: Route, problem: str | None) -> dict[str, Any]:
-            notes = [f"the router fell back to multi-hop ({problem})"] if problem else []
-            return {"route": "srag" if value.multi_hop else "naive_rag", "warnings": notes}
-
-        return _StructuredCall(
-            res.model, Route, _route_messages(question), question, res.trace(config, "route_model"), on_result
-        )
-
-    def after_route(state: SragState) -> str:
-        return "naive_rag" if state.get("route") == "naive_rag" else "decompose"
-
-    def run_naive(state: SragState, config: RunnableConfig) -> dict[str, Any]:
-        out = naive_rag.invoke({"messages": state.get("messages") or []}, config, context=_naive_context(_config()))
-        return {k: out[k] for k in _NAIVE_OUTPUT if k in out}
-
-    async def arun_naive(state: SragState, config: RunnableConfig) -> dict[str, Any]:
-        cfg = await run_in_executor(config, _config)
-        out = await naive_rag.ainvoke({"messages": state.get("messages") or []}, config, context=_naive_context(cfg))
-        return {k: out[k] for k in _NAIVE_OUTPUT if k in out}
-
-    def decompose(state: SragState, config: RunnableConfig) -> _StructuredCall | dict[str, Any]:
-        res = resolve()
-        cfg: SragConfig = res.cfg
-        question = question_of(state)
-
-        def on_result(value: Decomposition, problem: str | None) -> dict[str, Any]:
-            records, notes = plan_sub_questions(value, question, cfg.max_sub_questions)
-            if problem:
-                notes.insert(0, f"the decomposition fell back to the question itself ({problem})")
-            return {"sub_questions": Overwrite(records), "route": "srag", "warnings": notes}
-
-        if not cfg.decompose:  # ablation: the question is its only sub-question, no model call
-            return on_result(Decomposition(sub_questions=[SubQuestion(id=1, question=question)]), None)
-        messages = _decompose_messages(question, max(1, cfg.max_sub_questions))
-        return _StructuredCall(
-            res.model, Decomposition, messages, question, res.trace(config, "decompose_model"), on_result
-        )
-
-    def collect(state: SragState) -> dict[str, Any]:
-        """Fold the finished branches into the common output fields, in wave then id order."""
-        records = state.get("sub_questions") or []
-        ran = sorted((r for r in records if r.get("retrieval")), key=lambda r: (r.get("wave", 1), r["id"]))
-        trajectory = [r["retrieval"] for r in ran]
-        update: dict[str, Any] = {
-            "steps": len(trajectory),
-            "retrieved_tokens": sum(step.get("tokens", 0) for step in trajectory),
-            "trajectory": trajectory,
-        }
-        failed = next((r for r in ran if r.get("status") == "failed"), None)
-        if failed is not None:
-            update["error"] = f"sub-question {failed['id']}: {failed.get('error')}"
-            return update
-        pending = [r["id"] for r in records if r.get("status") == "pending"]
-        if pending and state.get("remaining_steps", _STEPS_TO_FINISH) < _STEPS_TO_FINISH:
-            # Another wave would run into the caller's recursion limit: answer from what was found.
-            update["sub_questions"] = [{"id": sid, "status": "skipped"} for sid in pending]
-            update["warnings"] = [
-                f"sub-questions {pending} skipped: another wave would exceed the recursion limit "
-                "(raise it in the run config); answering from the facts found so far"
-            ]
-        return update
-
-    def aggregate(state: SragState, config: RunnableConfig) -> dict[str, Any]:
-        res = resolve()
-        cfg: SragConfig = res.cfg
-        records = [r for r in state.get("sub_questions") or [] if r.get("status") == "done"]
-        if not cfg.structured_extraction:  # ablation: answer from the retrieved passages themselves
-            ids = list(dict.fromkeys(cid for r in records for cid in r.get("chunk_ids", [])))
-            chunks = [c for c in res.index.get_chunks(ids) if c is not None]
-            found = [Passage(c.id, c.title, c.text, 0.0) for c in chunks]
-            return {"table": [], "evidence": passages_block(found)}
-        triplets = [t for r in records for t in r.get("triplets", [])]
-        if cfg.table_aggregation:
-            rows = table_rows(triplets)
-            return {"table": rows, "evidence": render_table(rows, _titles(triplets))}
-        return {"table": [], "evidence": render_fact_lists(triplets)}
-
-    def answer(state: SragState, config: RunnableConfig) -> ModelCall:
-        res = resolve()
-        prompt = answer_prompt(res.cfg, question_of(state), state.get("evidence") or _NO_FACTS)
-        return ModelCall(
-            res.model, [HumanMessage(prompt)], lambda r: {"messages": [r]}, res.trace(config, "answer_model")
-        )
-
-    def finish(state: SragState, config: RunnableConfig) -> dict[str, Any]:
-        return finish_update(state, resolve().index)
-
-    builder = StateGraph(SragState, context_schema=SragConfig, input_schema=InputState, output_schema=SragOutputState)
+    bound = Bound("srag", SragContext, index, model)
+    builder = StateGraph(SragState, context_schema=SragContext, input_schema=InputState, output_schema=SragOutputState)
     builder.add_node("start", start)
-    builder.add_node("route", _structured_node("route", route))
-    builder.add_node("naive_rag", RunnableLambda(run_naive, afunc=arun_naive, name="naive_rag"))
-    builder.add_node("decompose", _structured_node("decompose", decompose))
-    builder.add_node("solve", _solve_node(resolve))
+    builder.add_node("route", model_node("route", functools.partial(route, bound=bound)))
+    builder.add_node("naive_rag", build_naive_rag_graph(index, model))
+    builder.add_node("decompose", model_node("decompose", functools.partial(decompose, bound=bound)))
+    builder.add_node("solve", build_solve_graph(bound))
     builder.add_node("collect", collect)
-    builder.add_node("aggregate", _offloaded("aggregate", aggregate))
-    builder.add_node("answer", model_node("answer", answer))
-    builder.add_node("finish", _offloaded("finish", finish))
+    builder.add_node("aggregate", functools.partial(aggregate, bound=bound))
+    builder.add_node("answer", model_node("answer", functools.partial(answer, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, {"end": END, "route": "route", "decompose": "decompose"})
     builder.add_conditional_edges("route", after_route, ["naive_rag", "decompose"])
     builder.add_edge("naive_rag", END)
-    builder.add_conditional_edges("decompose", _dispatch, ["solve", "aggregate", "finish"])
+    builder.add_conditional_edges("decompose", dispatch, ["solve", "aggregate", "finish"])
     builder.add_edge("solve", "collect")
-    builder.add_conditional_edges("collect", _dispatch, ["solve", "aggregate", "finish"])
+    builder.add_conditional_edges("collect", dispatch, ["solve", "aggregate", "finish"])
     builder.add_edge("aggregate", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), "srag", index, SragConfig)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)

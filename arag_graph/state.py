@@ -67,9 +67,9 @@ class RunState(InputState, OutputState, total=False):
 
 def question_of(state: InputState) -> str:
     """The question of this turn: the ``question`` input, else the last human message's text."""
-    question = (state.get("question") or "").strip()
-    if question:
-        return question
+    question = state.get("question")
+    if isinstance(question, str) and question.strip():
+        return question.strip()
     for message in reversed(state.get("messages") or []):
         if message.type == "human":
             return message.text.strip() if hasattr(message, "text") else str(message.content).strip()

@@ -10,7 +10,10 @@ no gold chunk ids, no usage metadata) and is never replaced by an estimate.
 
 Modules: :mod:`arag_graph.evaluators.answers` (Contain-Acc, EM, F1), :mod:`arag_graph.evaluators.judge` (LLM-Acc),
 :mod:`arag_graph.evaluators.retrieval` (evidence recall/precision, tokens, steps, usage, cost),
-:mod:`arag_graph.evaluators.similarity` (answer similarity) and :mod:`arag_graph.evaluators.report` (summary, plots).
+:mod:`arag_graph.evaluators.similarity` (answer similarity), ARAGOG's
+:mod:`arag_graph.evaluators.context_precision`, :mod:`arag_graph.evaluators.answer_relevance` and
+:mod:`arag_graph.evaluators.faithfulness`, :mod:`arag_graph.evaluators.failures` (failure modes) and
+:mod:`arag_graph.evaluators.report` (summary, breakdowns, plots).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from arag_graph.evaluators.answer_relevance import make_answer_relevance_evaluator
 from arag_graph.evaluators.answers import (
     ANSWER_EVALUATORS,
     answer_scores,
@@ -30,6 +34,13 @@ from arag_graph.evaluators.answers import (
     normalize_answer,
     token_f1,
 )
+from arag_graph.evaluators.context import ChunkSource
+from arag_graph.evaluators.context_precision import (
+    context_precision,
+    context_precision_evaluator,
+    make_context_precision_evaluator,
+)
+from arag_graph.evaluators.faithfulness import make_faithfulness_evaluator
 from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, make_llm_acc_evaluator, resolve_judge
 from arag_graph.evaluators.retrieval import (
     cost_usd,
@@ -56,6 +67,8 @@ __all__ = [
     "answer_similarity",
     "contain_acc_evaluator",
     "contain_match",
+    "context_precision",
+    "context_precision_evaluator",
     "cost_usd",
     "default_evaluators",
     "evidence_precision_evaluator",
@@ -65,7 +78,10 @@ __all__ = [
     "exact_match_evaluator",
     "f1_evaluator",
     "judge_prompt",
+    "make_answer_relevance_evaluator",
     "make_answer_similarity_evaluator",
+    "make_context_precision_evaluator",
+    "make_faithfulness_evaluator",
     "make_llm_acc_evaluator",
     "make_usage_evaluator",
     "normalize_answer",
@@ -87,18 +103,23 @@ def default_evaluators(
     *,
     model: str | None = None,
     prices: Mapping[str, Sequence[float]] | str | os.PathLike[str] | None = None,
+    chunks: ChunkSource | None = None,
 ) -> list[Callable[..., dict[str, Any]]]:
     """Every evaluator the data supports, ready for ``langsmith.evaluate(..., evaluators=...)``.
 
-    Always: Contain-Acc, EM, F1, evidence recall / read recall / precision, retrieved tokens, steps
-    and usage (input/output tokens, and cost when ``model`` (the ``--model`` spec) has a price;
-    ``prices`` overrides the table, see :data:`evaluators.retrieval.DEFAULT_PRICES`). Answer
-    similarity only with ``embeddings``, LLM-Acc only with a ``judge``: a metric without its model
-    is left out (and reported unavailable), never approximated.
+    Always: Contain-Acc, EM, F1, evidence recall / read recall / precision, ARAGOG's Context
+    Precision (from gold chunk IDs; with a ``judge`` and ``chunks``, the index, also for questions
+    without them), retrieved tokens, steps and usage (input/output tokens, and cost when ``model``
+    (the ``--model`` spec) has a price; ``prices`` overrides the table, see
+    :data:`evaluators.retrieval.DEFAULT_PRICES`). Answer similarity only with ``embeddings``; LLM-Acc
+    only with a ``judge``; Answer Relevance with a ``judge`` and ``embeddings``; Faithfulness with a
+    ``judge`` and ``chunks``: a metric without its model is left out (and reported unavailable),
+    never approximated.
     """
     evaluators: list[Callable[..., dict[str, Any]]] = [
         *ANSWER_EVALUATORS,
         *EVIDENCE_EVALUATORS,
+        make_context_precision_evaluator(judge, chunks),
         retrieved_tokens_evaluator,
         steps_evaluator,
         make_usage_evaluator(model, prices),
@@ -107,4 +128,8 @@ def default_evaluators(
         evaluators.append(make_answer_similarity_evaluator(embeddings))
     if judge is not None:
         evaluators.append(make_llm_acc_evaluator(judge))
+        if embeddings is not None:
+            evaluators.append(make_answer_relevance_evaluator(judge, embeddings))
+        if chunks is not None:
+            evaluators.append(make_faithfulness_evaluator(judge, chunks))
     return evaluators

@@ -34,12 +34,12 @@ import html
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from arag_graph.errors import ModelSpecError
 from arag_graph.evaluators.answers import _golds, _prediction
@@ -48,12 +48,17 @@ from arag_graph.structured import ModelFacing
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "JudgeVerdict",
+    "data_block",
     "judge_prompt",
     "judge_verdict",
     "local_tracing_guard",
     "make_llm_acc_evaluator",
+    "question_of",
     "resolve_judge",
+    "structured_reply",
 ]
+
+T = TypeVar("T", bound=BaseModel)
 
 MAX_PREDICTION_CHARS = 16_000
 """Longer predictions are cut (with a marker) so one runaway answer cannot blow the judge's budget."""
@@ -150,17 +155,17 @@ def _structured(judge_model: BaseChatModel) -> Runnable[Any, Any]:
     return judge_model.with_structured_output(JudgeVerdict, include_raw=True)
 
 
-def _verdict_of(result: Any) -> tuple[JudgeVerdict | None, str | None]:
+def _verdict_of(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
     if isinstance(result, dict) and "parsed" in result:
         if result.get("parsing_error") is not None:
             return None, f"invalid structured output: {' '.join(str(result['parsing_error']).split())[:200]}"
         result = result["parsed"]
-    if isinstance(result, JudgeVerdict):
+    if isinstance(result, schema):
         return result, None
     if result is None:
         return None, "the judge returned no structured verdict"
     try:
-        return JudgeVerdict.model_validate(result), None
+        return schema.model_validate(result), None
     except ValidationError as exc:
         return None, f"invalid structured output: {exc.errors()[0].get('msg', '')}"
 
@@ -180,7 +185,7 @@ def local_tracing_guard() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage]) -> tuple[JudgeVerdict | None, str | None]:
+def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[T]) -> tuple[T | None, str | None]:
     """Ask for a verdict; retry once on an invalid reply or an error; else (None, why)."""
     from arag_graph.safety import describe_model_error
 
@@ -192,10 +197,36 @@ def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage]) -> tuple[Jud
         except Exception as exc:  # provider errors, refusals, invalid JSON raised by the parser
             problem = describe_model_error(exc)
             continue
-        verdict, problem = _verdict_of(result)
+        verdict, problem = _verdict_of(result, schema)
         if verdict is not None:
             return verdict, None
     return None, problem
+
+
+def structured_reply(
+    judge_model: BaseChatModel, schema: type[T], messages: list[BaseMessage]
+) -> tuple[T | None, str | None]:
+    """One ``schema`` object from the judge, as LLM-Acc asks for its verdict: retried once, never guessed.
+
+    For the other judged metrics (Context Precision without gold ids, Faithfulness, Answer
+    Relevance). Returns ``(None, why)`` when no valid reply came; the offline policy is refused.
+    """
+    _refuse_offline(judge_model)
+    return _run(judge_model.with_structured_output(schema, include_raw=True), messages, schema)
+
+
+def data_block(name: str, text: str) -> str:
+    """``text`` as the data element ``name``, escaped so that nothing inside can close it early."""
+    return f"<{name}>\n{_escape(text)}\n</{name}>"
+
+
+def question_of(*sources: dict[str, Any] | None) -> str:
+    """The question a run answered: the first non-empty ``question`` of ``sources`` (inputs first)."""
+    for source in sources:
+        value = (source or {}).get("question")
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
 
 
 def _has_content(prediction: str) -> bool:
@@ -212,7 +243,7 @@ def judge_verdict(
     _refuse_offline(judge_model)
     if not _has_content(prediction or ""):
         return JudgeVerdict(reason="empty prediction", correct=False), None
-    return _run(_structured(judge_model), judge_prompt(question, gold_answers, prediction))
+    return _run(_structured(judge_model), judge_prompt(question, gold_answers, prediction), JudgeVerdict)
 
 
 def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str, Any]]:
@@ -233,13 +264,8 @@ def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str
         golds = _golds(reference_outputs)
         if not _has_content(prediction):
             return {"key": "llm_acc", "score": 0.0, "comment": missing or "empty prediction: incorrect without a call"}
-        question = ""
-        for source in (inputs, outputs, reference_outputs):
-            value = (source or {}).get("question")
-            if isinstance(value, str) and value.strip():
-                question = value
-                break
-        verdict, problem = _run(runnable, judge_prompt(question, golds, prediction))
+        question = question_of(inputs, outputs, reference_outputs)
+        verdict, problem = _run(runnable, judge_prompt(question, golds, prediction), JudgeVerdict)
         if verdict is None:
             return {
                 "key": "llm_acc",

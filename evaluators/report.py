@@ -17,6 +17,10 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
   ``errors`` counts them.
 * ``retrieved_tokens`` and ``steps`` are read from ``metrics``, else from ``prediction``.
 * Totals for cost and tokens are sums over the records that have them (``None`` when none has).
+* Every row is also broken down by question type where the records carry one (``question_type``:
+  HotpotQA's bridge/comparison, 2Wiki's types, MuSiQue's id prefix) and by hop count where the type
+  names one (MuSiQue's ``2hop``, ``3hop1``, ...), with the same rules inside each category.
+* Every record falls in one failure mode (:mod:`arag_graph.evaluators.failures`); a row counts them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arag_graph.datasets import hop_count
+from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
 from arag_graph.jsonl import dumps, replace_file
 
 __all__ = [
@@ -34,6 +40,7 @@ __all__ = [
     "OFFLINE_LABEL",
     "model_label",
     "summarize",
+    "write_failures",
     "write_plots",
     "write_summary",
 ]
@@ -47,6 +54,9 @@ METRICS: tuple[str, ...] = (
     "read_recall",
     "evidence_precision",
     "answer_similarity",
+    "context_precision",
+    "answer_relevance",
+    "faithfulness",
     "retrieved_tokens",
     "steps",
     "input_tokens",
@@ -87,13 +97,61 @@ def _metrics_of(record: Mapping[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+def _aggregate(recs: Sequence[Mapping[str, Any]], metric_names: Iterable[str]) -> dict[str, Any]:
+    """Counts, means, totals and failure modes of one group of records (a row or a breakdown cell)."""
+    out: dict[str, Any] = {
+        "n": len(recs),
+        "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
+        "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+    }
+    counts: dict[str, int] = {}
+    values_of: dict[str, list[float]] = {}
+    for name in metric_names:
+        values = [v for v in (_number(_metrics_of(r).get(name)) for r in recs) if v is not None]
+        values_of[name] = values
+        counts[name] = len(values)
+        out[name] = (sum(values) / len(values)) if values else None
+    for name in _TOTALS:
+        out[f"{name}_total"] = sum(values_of[name]) if values_of.get(name) else None
+    seconds = [v for v in (_number(r.get("seconds")) for r in recs) if v is not None]
+    out["seconds_mean"] = (sum(seconds) / len(seconds)) if seconds else None
+    out["counts"] = counts
+    out["failures"] = failure_counts(recs)
+    return out
+
+
+def _breakdown(
+    recs: Sequence[Mapping[str, Any]], metric_names: Sequence[str], key_of: Any, order: Any
+) -> dict[str, dict[str, Any]]:
+    """``{category: aggregate}`` over the records whose category is known; {} when none is."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for record in recs:
+        category = key_of(record)
+        if category is not None:
+            groups.setdefault(category, []).append(record)
+    return {str(c): _aggregate(groups[c], metric_names) for c in sorted(groups, key=order)}
+
+
+def _question_type(record: Mapping[str, Any]) -> str | None:
+    value = record.get("question_type")
+    return str(value) if value not in (None, "") else None
+
+
+def _hops(record: Mapping[str, Any]) -> int | None:
+    return hop_count(_question_type(record))
+
+
 def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One summary row per (graph, setting_key); see the module docstring for the rules.
 
     Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``,
     ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value), the mean of
     every metric under its own key (``None`` when unavailable), ``counts`` (records per mean),
-    ``cost_usd_total``, ``input_tokens_total`` and ``output_tokens_total``.
+    ``cost_usd_total``, ``input_tokens_total``, ``output_tokens_total``, ``failures`` (records per
+    failure mode, :mod:`arag_graph.evaluators.failures`), and the breakdowns ``by_type`` (per question
+    type, as the data names it) and ``by_hops`` (per hop count, where the type names one, as MuSiQue's
+    do), each ``{category: {n, errors, metric means, counts, failures, ...}}`` and empty when the data
+    has no such category.
     """
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     graph_order: dict[str, int] = {}
@@ -115,6 +173,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for name, value in _metrics_of(record).items():
                 if name not in seen_metrics and (value is None or _number(value) is not None):
                     seen_metrics[name] = None
+    names = list(seen_metrics)
 
     rows = []
     ordered = sorted(groups.items(), key=lambda item: (graph_order[item[0][0]], _setting_order(item[1]["setting"])))
@@ -125,22 +184,10 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "setting_key": key,
             "setting": group["setting"],
             "model": ", ".join(group["models"]),
-            "n": len(recs),
-            "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
-            "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+            **_aggregate(recs, names),
+            "by_type": _breakdown(recs, names, _question_type, str),
+            "by_hops": _breakdown(recs, names, _hops, int),
         }
-        counts: dict[str, int] = {}
-        values_of: dict[str, list[float]] = {}
-        for name in seen_metrics:
-            values = [v for v in (_number(_metrics_of(r).get(name)) for r in recs) if v is not None]
-            values_of[name] = values
-            counts[name] = len(values)
-            row[name] = (sum(values) / len(values)) if values else None
-        for name in _TOTALS:
-            row[f"{name}_total"] = sum(values_of[name]) if values_of[name] else None
-        seconds = [v for v in (_number(r.get("seconds")) for r in recs) if v is not None]
-        row["seconds_mean"] = (sum(seconds) / len(seconds)) if seconds else None
-        row["counts"] = counts
         rows.append(row)
     return rows
 
@@ -156,6 +203,9 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("evidence_recall", "evidence recall (%)", "percent"),
     ("evidence_precision", "evidence precision (%)", "percent"),
     ("answer_similarity", "answer similarity", "cosine"),
+    ("context_precision", "context precision", "judge_score"),
+    ("answer_relevance", "answer relevance", "judge_score"),
+    ("faithfulness", "faithfulness", "judge_score"),
     ("retrieved_tokens", "retrieved tokens", "tokens"),
     ("steps", "steps", "steps"),
 )
@@ -176,12 +226,13 @@ def _models(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _cell(row: Mapping[str, Any], key: str, kind: str) -> str:
     value = row.get(key)
-    if kind == "judge":
+    if kind in ("judge", "judge_score"):
+        # Metrics a model computes: "unavailable" rather than "n/a", and partial coverage is shown.
         if value is None:
             return "unavailable"
         judged, n = (row.get("counts") or {}).get(key, row.get("n")), row.get("n")
-        text = f"{100 * value:.1f}"
-        return text if judged == n else f"{text} ({judged}/{n} judged)"
+        text, done = (f"{100 * value:.1f}", "judged") if kind == "judge" else (f"{value:.3f}", "scored")
+        return text if judged == n else f"{text} ({judged}/{n} {done})"
     if value is None:
         return "n/a"
     if kind == "percent":
@@ -201,8 +252,67 @@ def _escape_md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]], category: str | None = None
+) -> list[str]:
+    """Markdown lines of a table of ``rows``; with ``category``, one line per row and category.
+
+    ``category`` names a breakdown (``by_type``, ``by_hops``) whose cells are the rows' sub-rows.
+    """
+    lead = ["graph", "setting", *([_CATEGORY_HEADERS[category]] if category else []), "n"]
+    lines = [
+        "| " + " | ".join([*lead, *(title for _, title, _ in columns)]) + " |",
+        "|" + "|".join([*("---" for _ in lead[:-1]), "---:", *("---:" for _ in columns)]) + "|",
+    ]
+    for row in rows:
+        parts = [(None, row)] if category is None else list((row.get(category) or {}).items())
+        for name, part in parts:
+            cells = [
+                _escape_md(str(row.get("graph"))),
+                _escape_md(str(row.get("setting_key") or "default")),
+                *([_escape_md(str(name))] if category else []),
+                str(part.get("n", 0)),
+                *(str(part.get(key, 0)) if kind == "int" else _cell(part, key, kind) for key, _, kind in columns),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+_CATEGORY_HEADERS = {"by_type": "question type", "by_hops": "hops"}
+
+
+def _failure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    # Modes no row has beyond the usual ones (no gold ids, unscored) would be empty columns.
+    usual = ("correct", "error", "cap_reached", "not_retrieved", "not_read", "read_wrong")
+    shown = [m for m in FAILURE_MODES if m in usual or any((r.get("failures") or {}).get(m) for r in rows)]
+    columns = [(f"failures.{mode}", FAILURE_MODES[mode], "int") for mode in shown]
+    flat = [{**row, **{f"failures.{m}": (row.get("failures") or {}).get(m, 0) for m in shown}} for row in rows]
+    return [
+        "",
+        "## Where answers are lost",
+        "",
+        "Each run in one failure mode, the first that applies: correct (LLM-Acc where judged, else "
+        "Contain-Acc); error; cap reached (all steps used, made to answer); gold never retrieved (a gold "
+        "chunk never surfaced); retrieved, never read (a gold chunk seen only as a snippet); read, answer "
+        "wrong (every gold chunk read in full). Per question: `failures.md`, `failures.csv`.",
+        "",
+        *_table(flat, columns),
+    ]
+
+
+def _breakdown_lines(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> list[str]:
+    lines: list[str] = []
+    titles = {"by_type": "By question type", "by_hops": "By number of hops"}
+    for category, title in titles.items():
+        # One category alone would repeat the main table.
+        if len({name for row in rows for name in row.get(category) or {}}) < 2:
+            continue
+        lines += ["", f"## {title}", "", *_table(rows, columns, category)]
+    return lines
+
+
 def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The ``summary.md`` text: a table of every row and the definitions a reader needs."""
+    """The ``summary.md`` text: a table of every row, breakdowns, failure modes and definitions."""
     models = _models(rows)
     with_cost = any(row.get("cost_usd_total") is not None for row in rows)
     columns = [*_COLUMNS, ("errors", "errors", "int")]
@@ -210,7 +320,6 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         columns.append(("with_warnings", "runs with warnings", "int"))
     if with_cost:
         columns.append(("cost_usd_total", "cost (USD)", "usd"))
-    header = ["graph", "setting", "n", *(title for _, title, _ in columns)]
     lines = [
         "# Evaluation summary",
         "",
@@ -221,19 +330,7 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "The offline policy is a deterministic no-LLM baseline: its numbers measure retrieval and "
             "extraction rules, not a language model, and are not comparable with LLM results."
         )
-    lines += [
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---", "---", "---:", *("---:" for _ in columns)]) + "|",
-    ]
-    for row in rows:
-        cells = [
-            _escape_md(str(row.get("graph"))),
-            _escape_md(str(row.get("setting_key") or "default")),
-            str(row.get("n", 0)),
-            *(str(row.get(key, 0)) if kind == "int" else _cell(row, key, kind) for key, _, kind in columns),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *_table(rows, columns)]
     lines += [
         "",
         "- Contain-Acc: the normalised gold answer (any alias) is a substring of the normalised prediction "
@@ -245,6 +342,12 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "Evidence precision: share of the chunks read in full that are gold. n/a: no gold chunk ids, or "
         "nothing read.",
         "- Answer similarity: cosine of the embeddings of prediction and gold answer (ARAGOG).",
+        "- Context precision (ARAGOG, RAGAS): the mean of precision@k over the ranks k of the relevant chunks "
+        "in the order the run retrieved them; relevant = a gold chunk, or the judge's call when the "
+        "question has no gold chunk ids. Answer relevance: mean cosine between the question and 3 questions "
+        "the judge writes back from the answer (the index's encoder). Faithfulness: share of the answer's "
+        'claims the judge finds supported by the retrieved chunks. "unavailable": no judge (--judge) for a '
+        "metric that needs one, or nothing to score (no retrieval, no claims).",
         "- Retrieved tokens: corpus tokens (o200k_base) returned to the model per question, mean. Steps: "
         "retrieval tool steps per question, mean. Errors: runs that failed (scored as wrong).",
     ]
@@ -258,6 +361,9 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "- Cost: every model call of the runs (structured sub-steps and HyDE included), priced from the "
             "provider's usage metadata; the judge's calls are not included."
         )
+    if any(row.get("failures") for row in rows):
+        lines += _failure_lines(rows)
+    lines += _breakdown_lines(rows, columns)
     lines.append("")
     return "\n".join(lines)
 
@@ -270,6 +376,17 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     replace_file(json_path, (dumps(list(rows), indent=2) + "\n").encode("utf-8"))
     replace_file(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
+
+
+def write_failures(records: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write the per-question failure tables ``failures.csv`` (one line per run) and ``failures.md``
+    (one row per question, one column per graph and setting); returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / "failures.csv", out / "failures.md"
+    replace_file(csv_path, failures_csv(records).encode("utf-8"))
+    replace_file(md_path, failures_markdown(records).encode("utf-8"))
+    return [csv_path, md_path]
 
 
 # --- plots -------------------------------------------------------------------------------------------
@@ -297,12 +414,16 @@ def _sweeps(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Map
     return {key: sorted(group, key=lambda r: _step_cap(r) or 0.0) for key, group in lines.items()}
 
 
+_DPI = 120
+
+
 def _new_figure() -> Any:
     # The object-oriented API with the Agg canvas: no display, no pyplot global state, thread-safe.
+    # The figure's dpi is the PNG's, so the spread of coinciding points is laid out in the pixels saved.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 5.5), layout="constrained")
+    figure = Figure(figsize=(8, 5.5), layout="constrained", dpi=_DPI)
     FigureCanvasAgg(figure)
     return figure
 
@@ -313,10 +434,17 @@ def _palette() -> list[Any]:
     return list(colormaps["tab10"].colors)
 
 
-def _colours(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+# One marker shape per graph as well as one colour: where two graphs' points coincide, the spread
+# below keeps them apart, and the shape tells them apart in grey-scale prints and for colour-blind readers.
+_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h", "<", ">")
+_MARKER_SIZE = 8.0  # points
+
+
+def _looks(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Any, str]]:
+    """(colour, marker) per graph, in order of first appearance, the same in every plot."""
     palette = _palette()
     graphs = list(dict.fromkeys(str(row.get("graph")) for row in rows))
-    return {graph: palette[i % len(palette)] for i, graph in enumerate(graphs)}
+    return {graph: (palette[i % len(palette)], _MARKERS[i % len(_MARKERS)]) for i, graph in enumerate(graphs)}
 
 
 def _point_label(row: Mapping[str, Any]) -> str:
@@ -329,36 +457,119 @@ def _point_label(row: Mapping[str, Any]) -> str:
     return str(row.get("setting_key") or "")
 
 
-def _plot_tokens(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
+class _Series:
+    """One plotted line of markers and the summary rows behind its points, for the labels."""
+
+    def __init__(self, line: Any, rows: Sequence[Mapping[str, Any]], key: str, graph: str, setting: bool) -> None:
+        self.line, self.rows, self.key, self.graph = line, list(rows), key, graph
+        self.setting = setting  # False where the x axis already says it (the step cap)
+
+    def label(self, i: int, in_cluster: bool) -> str:
+        """The point's setting and sample size; the graph's name too where points were spread."""
+        row = self.rows[i]
+        n = row.get("n")
+        scored = (row.get("counts") or {}).get(self.key, n)
+        # LLM-Acc points are labelled only when the judge left some items unscored.
+        size = f"n={n}" if self.key != "llm_acc" else (f"n={scored} judged" if scored != n else "")
+        setting = _point_label(row) if self.setting and self.key != "llm_acc" else ""
+        parts = [self.graph if in_cluster else "", setting, size]
+        return " ".join(part for part in parts if part)
+
+
+def _plot_series(
+    axes: Any,
+    xs: Sequence[float],
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    graph: str,
+    look: tuple[Any, str],
+    name: str,
+    style: str = "-",
+    setting: bool = True,
+) -> _Series:
+    """Contain-Acc as filled markers on a solid line, LLM-Acc as hollow markers on a dashed one."""
+    colour, marker = look
+    judge = key == "llm_acc"
+    ys = [100 * r[key] for r in rows]
+    (line,) = axes.plot(xs, ys, color=colour, marker=marker, markersize=_MARKER_SIZE,
+                        markerfacecolor="none" if judge else colour, markeredgewidth=1.5,
+                        linestyle=("--" if judge else style) if len(xs) > 1 else "none", linewidth=1, alpha=0.9,
+                        label=f"{name}: {'LLM-Acc' if judge else 'Contain-Acc'}", zorder=3)  # fmt: skip
+    return _Series(line, rows, key, graph, setting)
+
+
+def _spread_and_label(figure: Any, axes: Any, series: Sequence[_Series]) -> None:
+    """Move coinciding markers apart sideways, then write each point's label (with its n).
+
+    At ``--max-steps 3,6`` the offline ``arag`` and ``arag_naive`` can land on the same accuracy
+    and step cap, and one marker hid the other. Markers closer than about one marker width on
+    screen are laid side by side around their common centre; only x moves, by a few pixels, so the
+    accuracy read off the plot stays exact. Needs the final layout, so the title and legend are
+    set before this is called.
+    """
+    import numpy as np
+
+    figure.draw_without_rendering()  # constrained layout fixes the axes' place on the canvas
+    axes.set_xlim(axes.get_xlim())  # and the view stays where autoscaling put it
+    axes.set_ylim(axes.get_ylim())
+    to_screen = axes.transData
+    width = 1.3 * _MARKER_SIZE * figure.dpi / 72
+    clusters: list[list[tuple[int, int, float, float]]] = []
+    for s, item in enumerate(series):
+        data = np.column_stack([np.asarray(item.line.get_xdata(), float), np.asarray(item.line.get_ydata(), float)])
+        for i, (x, y) in enumerate(to_screen.transform(data)):
+            for cluster in clusters:
+                if math.hypot(x - cluster[0][2], y - cluster[0][3]) < width:
+                    cluster.append((s, i, x, y))
+                    break
+            else:
+                clusters.append([(s, i, x, y)])
+    place: dict[tuple[int, int], int] = {}
+    for cluster in clusters:
+        if len(cluster) < 2:
+            continue
+        centre = sum(x for _, _, x, _ in cluster) / len(cluster)
+        for j, (s, i, _x, y) in enumerate(cluster):
+            moved = to_screen.inverted().transform((centre + (j - (len(cluster) - 1) / 2) * width, y))[0]
+            xs = list(series[s].line.get_xdata())
+            xs[i] = moved
+            series[s].line.set_xdata(xs)
+            place[(s, i)] = j
+    to_axes = axes.transAxes.inverted()
+    for s, item in enumerate(series):
+        for i, (x, y) in enumerate(zip(item.line.get_xdata(), item.line.get_ydata(), strict=True)):
+            text = item.label(i, (s, i) in place)
+            if not text:
+                continue
+            # Labels grow away from the nearer side of the axes, so none runs off the canvas.
+            right = to_axes.transform(to_screen.transform((x, y)))[0] > 0.6
+            # In a cluster, stacked above it one line per member; else alternately above and below,
+            # so labels of neighbouring sweep points do not overlap.
+            offset = (0, 8 + 10 * place[(s, i)]) if (s, i) in place else (-5 if right else 5, -13 if i % 2 else 7)
+            note = axes.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=7,
+                                 color=item.line.get_color(), ha="right" if right else "left")  # fmt: skip
+            note.set_in_layout(False)  # labels must not move the axes the spread was computed for
+
+
+def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     points = [r for r in rows if r.get("retrieved_tokens") is not None and r.get("contain_acc") is not None]
     if not points:
-        return False
-    colours = _colours(rows)  # the same colour per graph in every plot
+        return None
+    looks = _looks(rows)  # the same colour and marker per graph in every plot
     figure = _new_figure()
     axes = figure.add_subplot()
     with_judge = any(r.get("llm_acc") is not None for r in points)
-    for graph, colour in colours.items():
+    series: list[_Series] = []
+    for graph, look in looks.items():
         mine = [r for r in points if str(r.get("graph")) == graph]  # already in setting order
-        if not mine:
-            continue
-        series = [("Contain-Acc", "o", "-", mine, "contain_acc")]
         judged = [r for r in mine if r.get("llm_acc") is not None]
-        if judged:
-            series.append(("LLM-Acc", "^", "--", judged, "llm_acc"))
-        for metric, marker, style, chosen, key in series:
-            xs = [r["retrieved_tokens"] for r in chosen]
-            ys = [100 * r[key] for r in chosen]
-            # Settings of one graph (a step sweep) are joined, so the cost of more steps reads as a path.
-            axes.plot(xs, ys, color=colour, marker=marker, markersize=8, linestyle=style if len(xs) > 1 else "none",
-                      linewidth=1, alpha=0.9, label=f"{graph}: {metric}", zorder=3)  # fmt: skip
-        for i, r in enumerate(mine):
-            label = _point_label(r)
-            if label:
-                # Alternate above and below so labels of neighbouring sweep points do not overlap.
-                axes.annotate(label, (r["retrieved_tokens"], 100 * r["contain_acc"]), textcoords="offset points",
-                              xytext=(5, 7 if i % 2 == 0 else -13), fontsize=8, color=colour)  # fmt: skip
+        for key, chosen in (("contain_acc", mine), ("llm_acc", judged)):
+            if chosen:
+                # Settings of one graph (a step sweep) are joined, so the cost of more steps reads as a path.
+                xs = [r["retrieved_tokens"] for r in chosen]
+                series.append(_plot_series(axes, xs, chosen, key, graph, look, graph))
     tokens = [r["retrieved_tokens"] for r in points if r["retrieved_tokens"] > 0]
     if tokens and max(tokens) / min(tokens) > 20:
         axes.set_xscale("log")  # A-RAG (Naive) reads about ten times the tokens of the others
@@ -368,56 +579,59 @@ def _plot_tokens(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
     axes.margins(x=0.12)
     axes.set_xlabel("mean retrieved corpus tokens per question (o200k_base)")
     axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 102)
+    axes.set_ylim(-2, 108)  # room for the labels of points at 100 %
     axes.grid(True, alpha=0.3)
     metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _save(figure, axes, _title(f"{metric} vs. retrieved tokens", points), path)
-    return True
+    _finish(figure, axes, _title(f"{metric} vs. retrieved tokens", points), series)
+    return figure
 
 
-def _plot_steps(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
+def _steps_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     lines = _sweeps(rows)
     if not any(len({_step_cap(r) for r in group}) > 1 for group in lines.values()):
-        return False
-    colours = _colours(rows)
+        return None
+    looks = _looks(rows)
     styles = ["-", "-.", ":"]  # a graph swept under several other settings gets one style per line
     figure = _new_figure()
     axes = figure.add_subplot()
     caps: set[float] = set()
     with_judge = False
     per_graph: dict[str, int] = {}
+    series: list[_Series] = []
     for (graph, rest), group in lines.items():
         name = f"{graph} ({rest})" if rest else graph
-        colour = colours[graph]
         style = styles[per_graph.setdefault(graph, 0) % len(styles)]
         per_graph[graph] += 1
-        xs = [_step_cap(r) for r in group]
-        caps.update(x for x in xs if x is not None)
-        acc = [(x, 100 * r["contain_acc"]) for x, r in zip(xs, group, strict=True) if r.get("contain_acc") is not None]
-        if acc:
-            axes.plot(*zip(*acc, strict=True), color=colour, marker="o", linestyle=style, label=f"{name}: Contain-Acc")
-        judged = [(x, 100 * r["llm_acc"]) for x, r in zip(xs, group, strict=True) if r.get("llm_acc") is not None]
-        if judged:
-            with_judge = True
-            axes.plot(*zip(*judged, strict=True), color=colour, marker="^", linestyle="--", label=f"{name}: LLM-Acc")
+        caps.update(c for c in (_step_cap(r) for r in group) if c is not None)
+        for key in ("contain_acc", "llm_acc"):
+            chosen = [r for r in group if r.get(key) is not None]
+            if chosen:
+                with_judge = with_judge or key == "llm_acc"
+                xs = [_step_cap(r) or 0.0 for r in chosen]
+                series.append(_plot_series(axes, xs, chosen, key, graph, looks[graph], name, style, setting=False))
     axes.set_xticks(sorted(caps))
     axes.set_xticklabels([f"{c:g}" for c in sorted(caps)])
     axes.margins(x=0.08)
     axes.set_xlabel("step cap (max_steps)")
     axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 102)
+    axes.set_ylim(-2, 108)
     axes.grid(True, alpha=0.3)
     metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _save(figure, axes, _title(f"{metric} vs. step cap (test-time scaling)", rows), path)
-    return True
+    _finish(figure, axes, _title(f"{metric} vs. step cap (test-time scaling)", rows), series)
+    return figure
 
 
-def _save(figure: Any, axes: Any, title: str, path: Path) -> None:
+def _finish(figure: Any, axes: Any, title: str, series: Sequence[_Series]) -> None:
     axes.set_title(title, fontsize=11)
     axes.legend(fontsize=8, loc="best")
+    _spread_and_label(figure, axes, series)
+
+
+def _save(figure: Any, path: Path) -> None:
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
+    title = " ".join(figure.axes[0].get_title().split())
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=120, metadata={"Title": " ".join(title.split())})
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Title": " ".join(title.split())})
     replace_file(path, buffer.getvalue())
 
 
@@ -425,17 +639,21 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[
     """Write the PNG plots the rows support and return their paths.
 
     ``accuracy_vs_tokens.png`` always (when any row has accuracy and tokens): one point per graph and
-    setting, Contain-Acc (circles) and LLM-Acc when judged (triangles). ``accuracy_vs_steps.png`` only
-    for a step sweep (some graph has two or more ``max_steps`` settings): one line per graph.
+    setting, Contain-Acc (filled markers) and LLM-Acc when judged (hollow markers), one marker shape
+    per graph. ``accuracy_vs_steps.png`` only for a step sweep (some graph has two or more
+    ``max_steps`` settings): one line per graph. Every point is labelled with its n; points that
+    would cover each other are set side by side.
     A plot of that name left by an earlier evaluation in ``out_dir`` is removed when these rows do
     not support it, so the directory never shows a plot of other results.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, plot in (("accuracy_vs_tokens.png", _plot_tokens), ("accuracy_vs_steps.png", _plot_steps)):
+    for name, plot in (("accuracy_vs_tokens.png", _tokens_figure), ("accuracy_vs_steps.png", _steps_figure)):
         path = out / name
-        if plot(rows, path):
+        figure = plot(rows)
+        if figure is not None:
+            _save(figure, path)
             written.append(path)
         else:
             path.unlink(missing_ok=True)

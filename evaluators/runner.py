@@ -99,7 +99,7 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
     out: list[Setting] = []
     for name in plan.graphs:
-        fields = get_graph_spec(name).config.__dataclass_fields__
+        fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in plan.extra_context.items() if k in fields}
         caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
@@ -184,7 +184,7 @@ def check_settings(plan: EvalPlan) -> None:
             raise AragError(f"--set {key}=...: use {flag} for that")
     known: set[str] = set()
     for name in plan.graphs:
-        known |= set(get_graph_spec(name).config.__dataclass_fields__)
+        known |= set(get_graph_spec(name).config.model_fields)
     unknown = sorted(set(plan.extra_context) - known)
     if unknown:
         raise AragError(
@@ -210,10 +210,10 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
+    from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
     from arag_graph.index import build_index, corpus_hash, load_index
-    from arag_graph.sample import cache_dir
 
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
@@ -550,6 +550,7 @@ class SettingRun:
         record = {
             "question_id": question.id,
             "question": question.question,
+            "question_type": question.type,  # for the per-type and per-hop breakdowns
             "answers": list(question.answers),
             "gold_chunk_ids": self.gold.get(question.id, []),
             "graph": self.setting.graph,
@@ -558,6 +559,8 @@ class SettingRun:
             "model": self.plan.model,
             "prediction": prediction,
             "metrics": metrics,
+            # The failure analysis tells "cap reached" from steps against the cap the run had.
+            "step_cap": getattr(self.context, "max_steps", None),
             "seconds": round(time.perf_counter() - started, 3),
         }
         try:
@@ -759,12 +762,14 @@ def _evaluate(
 ) -> list[dict[str, Any]]:
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.judge import resolve_judge
-    from arag_graph.evaluators.report import summarize, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
 
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
     judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
-    evaluators = default_evaluators(embeddings=embeddings or index.embeddings, judge=judge, model=plan.model)
+    evaluators = default_evaluators(
+        embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
+    )
     upload = upload_enabled(plan)
     client = None if upload else _offline_client()
     dataset_name = None
@@ -784,10 +789,13 @@ def _evaluate(
                 raise run.write_failure
     if upload:
         client.flush()  # runs go up from a background thread; the process may exit right after
-    wanted = {q.id for q in questions}
-    records = [r for run in runs for qid, r in run.file.keys.items() if qid in wanted]
+    types = {q.id: q.type for q in questions}
+    records = [r for run in runs for qid, r in run.file.keys.items() if qid in types]
+    for record in records:  # records written before types were recorded still get theirs
+        record.setdefault("question_type", types[record["question_id"]])
     rows = summarize(records)
     write_summary(rows, plan.out)
+    write_failures(records, plan.out)
     write_plots(rows, plan.out)
     return rows
 

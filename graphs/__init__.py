@@ -1,6 +1,8 @@
 """Entry modules for ``langgraph.json``: one compiled graph per module, configured at run time.
 
-Each graph reads its index from the run configuration (``index_path``) or ``$ARAG_INDEX``, and
-falls back to the bundled sample index; the model comes from the configuration (``model``) or
-``$ARAG_MODEL``, defaulting to the offline no-LLM policy.
+Each run's context (the Studio form, or ``context`` of an SDK call) picks its settings; the model,
+endpoint and index it may pick are those the operator allows in the server's environment
+(``ARAG_MODEL``/``ARAG_ALLOWED_MODELS``, ``ARAG_BASE_URL``/``ARAG_ALLOWED_BASE_URLS``,
+``ARAG_INDEX``/``ARAG_INDEX_ROOT``; see :mod:`arag_graph.policy`). Left empty, a run uses the
+server's default model (else the offline no-LLM policy) and index (else the bundled sample).
 """

@@ -39,6 +39,18 @@ def shared_file(relative: str) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _runs_may_choose_test_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The test session is the operator: runs may name any index it built (all under its temp dir)."""
+    old = os.environ.get("ARAG_INDEX_ROOT")
+    os.environ["ARAG_INDEX_ROOT"] = str(tmp_path_factory.getbasetemp().resolve())
+    yield
+    if old is None:
+        os.environ.pop("ARAG_INDEX_ROOT", None)
+    else:
+        os.environ["ARAG_INDEX_ROOT"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Keep the sample index and other derived files out of the user's cache."""
     cache = tmp_path_factory.mktemp("arag-cache")
@@ -90,12 +102,17 @@ def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture
-def openai_server() -> Iterator[OpenAIStubServer]:
-    """An OpenAI-compatible chat-completions server replying from a script (``server.script``)."""
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStubServer]:
+    """An OpenAI-compatible chat-completions server replying from a script (``server.script``).
+
+    The operator allows runs to choose it (``ARAG_ALLOWED_BASE_URLS``), as a deployment that serves
+    a local model would.
+    """
     from tests.stubs.openai_server import OpenAIStubServer, forget_pooled_openai_clients
 
     forget_pooled_openai_clients()  # the port may be an earlier test's: no client of a closed event loop
     with OpenAIStubServer() as server:
+        monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", server.url)
         yield server
     assert not server.errors, f"the OpenAI stand-in itself failed: {server.errors[0]}"
 

@@ -1,49 +1,169 @@
-"""Typed configuration: values from forms and environments are coerced, bad ones fail in one line."""
+"""Context schemas: what Studio renders, what a caller may set, and the one-line refusals."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import math
+from pathlib import Path
 
-from arag_graph.configuration import AragConfig, CoragConfig, NaiveRagConfig, SragConfig
+import pytest
+from pydantic import BaseModel
+
+from arag_graph.configuration import (
+    TOP_K_MAX,
+    AragContext,
+    ContextError,
+    CoragContext,
+    GraphContext,
+    NaiveRagContext,
+    SragContext,
+)
 from arag_graph.errors import AragError
+from arag_graph.policy import RunRefused, ServingPolicy
 from arag_graph.registry import GRAPHS, config_for
 
 
-def test_text_values_are_coerced_and_top_k_is_clamped() -> None:
-    cfg = AragConfig(max_steps="3", top_k=99, hyde="true", temperature="0.5")  # type: ignore[arg-type]
-    assert (cfg.max_steps, cfg.top_k, cfg.hyde, cfg.temperature) == (3, 20, True, 0.5)
-    assert AragConfig(top_k=0).top_k == 1
-    assert NaiveRagConfig(sentence_window="off").sentence_window is False  # type: ignore[arg-type]
+def test_text_values_from_forms_are_coerced() -> None:
+    cfg = AragContext(max_steps="3", hyde="true", temperature="0.5")  # type: ignore[arg-type]
+    assert (cfg.max_steps, cfg.hyde, cfg.temperature) == (3, True, 0.5)
+    assert NaiveRagContext(sentence_window="off").sentence_window is False  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("cls", "values", "fragment"),
     [
-        (AragConfig, {"max_steps": "many"}, "max_steps='many' is not valid; give a whole number"),
-        (AragConfig, {"max_steps": 2.5}, "give a whole number"),
-        (AragConfig, {"max_steps": -1}, "max_steps=-1 is out of range"),
-        (AragConfig, {"tools": "everything"}, "choose one of ['full'"),
-        (AragConfig, {"hyde": "maybe"}, "give true or false"),
-        (NaiveRagConfig, {"retriever": "sparse"}, "choose one of ['dense', 'bm25', 'hybrid']"),
-        (CoragConfig, {"loop_similarity": 1.5}, "between 0.0 and 1.0"),
-        (SragConfig, {"relevance_threshold": -0.1}, "relevance_threshold=-0.1 is out of range"),
+        (AragContext, {"max_steps": "many"}, "max_steps='many'"),
+        (AragContext, {"max_steps": 2.5}, "max_steps=2.5"),
+        (AragContext, {"max_steps": 0}, "greater than or equal to 1"),
+        (AragContext, {"top_k": 99}, f"less than or equal to {TOP_K_MAX}"),
+        (AragContext, {"top_k": 0}, "greater than or equal to 1"),
+        (AragContext, {"tools": "everything"}, "'full', 'no_keyword_search'"),
+        (AragContext, {"hyde": "maybe"}, "hyde='maybe'"),
+        (AragContext, {"temperature": math.nan}, "finite number"),
+        (AragContext, {"temperature": "nan"}, "finite number"),
+        (AragContext, {"max_tokens": math.inf}, "finite number"),
+        (AragContext, {"max_tokens": "inf"}, "max_tokens='inf'"),
+        (NaiveRagContext, {"retriever": "sparse"}, "'dense', 'bm25' or 'hybrid'"),
+        (CoragContext, {"loop_similarity": 1.5}, "less than or equal to 1"),
+        (CoragContext, {"loop_similarity": 0}, "greater than 0"),
+        (SragContext, {"relevance_threshold": -0.1}, "relevance_threshold=-0.1"),
     ],
 )
-def test_bad_values_fail_with_one_line(cls: type, values: dict, fragment: str) -> None:
-    with pytest.raises(AragError) as err:
+def test_bad_values_fail_with_one_line_naming_the_field(cls: type, values: dict, fragment: str) -> None:
+    with pytest.raises(ContextError) as err:
         cls(**values)
     assert fragment in str(err.value) and "\n" not in str(err.value)
+    assert isinstance(err.value, AragError)
 
 
-def test_from_context_accepts_mappings_and_names_unknown_fields() -> None:
-    assert AragConfig.from_context({"max_steps": "4"}).max_steps == 4
-    assert AragConfig.from_context(None) == AragConfig()
-    with pytest.raises(AragError, match=r"unknown configuration field\(s\) \['bogus'\]"):
-        AragConfig.from_context({"bogus": 1})
-
-
-def test_every_graph_has_one_typed_configuration_with_defaults() -> None:
+def test_every_field_of_every_graph_has_a_description_and_numbers_have_bounds() -> None:
+    """What `langgraph dev` serves to Studio as the graph's form (its context JSON schema)."""
     for name, spec in GRAPHS.items():
-        cfg = spec.config()
-        assert cfg.top_k == 5, name
+        schema = spec.config.model_json_schema()
+        for field, prop in schema["properties"].items():
+            assert prop.get("description"), f"{name}.{field} has no description"
+            if prop.get("type") in ("integer", "number"):
+                low = "minimum" in prop or "exclusiveMinimum" in prop
+                high = "maximum" in prop or "exclusiveMaximum" in prop
+                assert low and high, f"{name}.{field} has no bounds"
+        assert spec.config().top_k == 5, name
         assert config_for(name, top_k=7, not_a_field=1).top_k == 7
+
+
+def test_a_context_that_is_not_ours_gives_the_defaults() -> None:
+    """A parent graph's own context reaches a subgraph: it is ignored, not an error."""
+
+    class ParentCtx(BaseModel):
+        user_id: str = "u1"
+        top_k: str = "lots"
+
+    @dataclasses.dataclass
+    class ParentDataclass:
+        max_steps: int = 99
+
+    assert AragContext.of_run(ParentCtx()) == AragContext()
+    assert AragContext.of_run(ParentDataclass()) == AragContext()
+    assert AragContext.of_run(None) == AragContext()
+    assert AragContext.of_run({"max_steps": "4", "user_id": "x"}).max_steps == 4  # unknown keys ignored
+    shared = AragContext.of_run(CoragContext(top_k=3, max_steps=2))
+    assert (shared.top_k, shared.max_steps) == (3, 15)  # what the graphs share is kept, the rest defaults
+
+
+# ---------------------------------------------------------------------------------------------
+# What a caller may choose (the operator's policy)
+
+
+@pytest.fixture
+def operator_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in ("ARAG_MODEL", "ARAG_ALLOWED_MODELS", "ARAG_BASE_URL", "OPENAI_BASE_URL", "ARAG_ALLOWED_BASE_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "indexes"
+    (root / "mine").mkdir(parents=True)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
+    monkeypatch.delenv("ARAG_INDEX", raising=False)
+    return root
+
+
+def test_a_caller_cannot_point_the_model_at_another_host(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RunRefused, match=r"base_url 'http://attacker\.example/v1' is not allowed") as err:
+        AragContext(base_url="http://attacker.example/v1")
+    assert "\n" not in str(err.value)
+    monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", "http://localhost:8000/v1/, http://gpu-box:9000/v1")
+    assert AragContext(base_url="http://LOCALHOST:8000/v1").choice().base_url == "http://LOCALHOST:8000/v1"
+    with pytest.raises(RunRefused):
+        AragContext(base_url="http://localhost:8001/v1")
+    with pytest.raises(RunRefused, match="credentials"):
+        AragContext(base_url="http://user:secret@localhost:8000/v1")
+
+
+def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert AragContext().choice().model == "offline"
+    with pytest.raises(RunRefused, match="model 'gpt-4o' is not allowed"):
+        AragContext(model="gpt-4o")
+    monkeypatch.setenv("ARAG_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("ARAG_ALLOWED_MODELS", "gpt-5-mini")
+    assert AragContext().choice().model == "gpt-4o-mini"
+    assert AragContext(model="gpt-5-mini").choice().model == "gpt-5-mini"
+    assert AragContext(model="offline").choice().model == "offline"
+    monkeypatch.setenv("ARAG_ALLOWED_MODELS", "*")
+    assert AragContext(model="anything").choice().model == "anything"
+
+
+def test_index_paths_stay_under_the_operators_root(operator_env: Path, tmp_path: Path) -> None:
+    assert AragContext(index_path="mine").choice().index_path == str((operator_env / "mine").resolve())
+    assert AragContext(index_path=str(operator_env / "mine")).choice().index_path is not None
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (operator_env / "link").symlink_to(outside)
+    for escape in ("../elsewhere", str(outside), "link", "/etc"):
+        with pytest.raises(RunRefused, match="outside the index root"):
+            AragContext(index_path=escape)
+
+
+def test_without_an_index_root_runs_cannot_choose_an_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ARAG_INDEX_ROOT", raising=False)
+    monkeypatch.setenv("ARAG_INDEX", "/srv/indexes/main")
+    assert AragContext().choice().index_path == "/srv/indexes/main"
+    assert AragContext(index_path="/srv/indexes/main").choice().index_path == "/srv/indexes/main"
+    with pytest.raises(RunRefused, match="does not let runs choose an index"):
+        AragContext(index_path="/srv/indexes/other")
+
+
+def test_the_operator_sets_anything_through_trusted(operator_env: Path) -> None:
+    """The CLI and the evaluation runner are the operator: their own contexts are not policed."""
+    cfg = AragContext.trusted(base_url="http://localhost:1/v1", model="gpt-4o", top_k=None)
+    assert (cfg.choice().base_url, cfg.choice().model, cfg.top_k) == ("http://localhost:1/v1", "gpt-4o", 5)
+    assert CoragContext.of_run(cfg).choice().base_url == "http://localhost:1/v1"  # trust carries over
+    with pytest.raises(ContextError):
+        AragContext.trusted(top_k=0)  # bounds still hold
+
+
+def test_the_policy_reads_the_environment_when_a_run_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARAG_BASE_URL", "http://localhost:7/v1")
+    monkeypatch.delenv("ARAG_ALLOWED_BASE_URLS", raising=False)
+    policy = ServingPolicy.from_env()
+    assert policy.default_base_url == "http://localhost:7/v1"
+    assert policy.base_url("") == "http://localhost:7/v1"
+    assert policy.base_url("http://localhost:7/v1/") == "http://localhost:7/v1/"  # the same endpoint
+    with pytest.raises(RunRefused):
+        GraphContext(base_url="https://localhost:7/v1")  # another scheme is another endpoint

@@ -13,20 +13,18 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
+from arag_graph.backbone import ChatBackbone
 from arag_graph.corag import (
     build_corag_graph,
     context_passages,
     query_similarity,
     rank_passages,
-    reformulation_messages,
     repeated_query,
-    sufficiency_messages,
 )
 from arag_graph.datasets import Question
 from arag_graph.errors import AragError
 from arag_graph.rejection_sampling import progress_path, rejection_sample
 from arag_graph.retrievers import Passage, retrieve
-from arag_graph.structured import _prompt_field
 from arag_graph.tokens import count_tokens
 from tests.scripted import (
     FailingChatModel,
@@ -162,50 +160,45 @@ def test_context_cap_keeps_the_best_that_fit() -> None:
 
 def test_by_default_the_answer_sees_the_whole_union() -> None:
     """CoRAG answers from the union of the chain's chunks: no cap unless one is configured."""
-    from arag_graph.configuration import CoragConfig
+    from arag_graph.configuration import CoragContext
 
     found = [_found(str(i), "word " * 1000) for i in range(15)]  # S=3 x top_k=5 chunks of 1,000 tokens
     chain = [{"chunk_ids": [str(i) for i in range(15)]}]
-    default_cap = CoragConfig().max_context_tokens
+    default_cap = CoragContext().max_context_tokens
     assert len(context_passages(chain, found, default_cap)) == 15  # type: ignore[arg-type]
 
 
-def test_prompts_keep_every_field_readable_by_the_offline_rules() -> None:
+def test_prompts_are_free_text_written_for_a_model() -> None:
+    """The prompts carry the passages as they are (paragraphs kept), the chain and what is missing."""
     found = [Passage(str(i), f"Title {i}", f"First part {i}.\n\nSecond part {i}.", 1.0) for i in range(3)]
-    check = sufficiency_messages("Who is X?\nReally?", found)
-    assert check[0].text.endswith("Question: Who is X? Really?")
-    block = _prompt_field(check, "Passages")
-    assert all(f"[chunk {i}]" in block and f"Second part {i}." in block for i in range(3))
-    assert _prompt_field(check, "Question") == "Who is X? Really?"
+    backbone = ChatBackbone(ScriptedChatModel(messages=iter([])))
+    check = backbone.sufficiency("Who is X?", found).input[0].text
+    assert "Who is X?" in check and all(f"[chunk {i}]" in check and f"{i}.\n\nSecond part" in check for i in range(3))
     chain = [{"step": 1, "query": "Who is X?", "chunk_ids": ["0"], "new_chunk_ids": ["0"], "is_sufficient": False}]
-    ref = reformulation_messages("Who is X?", found, chain, "the birth\nyear")  # type: ignore[arg-type]
-    assert _prompt_field(ref, "Missing") == "the birth year"
-    assert _prompt_field(ref, "Question") == "Who is X?"
-    assert "1. Who is X? -> 1 chunks, 1 new; not sufficient" in ref[0].text
-    # No stated gap: no Missing field at all (an empty one would swallow the question).
-    assert _prompt_field(reformulation_messages("Who is X?", found, chain, ""), "Missing") == ""  # type: ignore[arg-type]
+    ref = backbone.reformulation("Who is X?", found, chain, "the birth\nyear").input[0].text
+    assert "1. Who is X? -> 1 chunks, 1 new; not sufficient" in ref and "Still missing: the birth year" in ref
+    assert "missing was not stated" in backbone.reformulation("Who is X?", found, chain, "").input[0].text
 
 
-def test_offline_rules_read_the_corag_prompts() -> None:
-    from arag_graph.offline import OfflinePolicy
-    from arag_graph.structured import Reformulation, Sufficiency
+def test_the_offline_policy_answers_typed_requests_never_prompts() -> None:
+    from arag_graph.offline import OfflineBackbone, OfflinePolicy
+    from arag_graph.structured import Sufficiency
 
     question = "Were Scott Derrickson and Ed Wood of the same nationality?"
     found = [Passage("1", "Ed Wood", "Ed Wood was an American filmmaker.\n\nHe was born in 1924.", 1.0)]
     policy = OfflinePolicy()
-    verdict = policy.with_structured_output(Sufficiency).invoke(sufficiency_messages(question, found))
-    assert not verdict.is_sufficient and verdict.missing_info.startswith("Scott Derrickson")
+    backbone = OfflineBackbone(policy)
+    verdict, problem = backbone.sufficiency(question, found).invoke()
+    assert problem is None and not verdict.is_sufficient and verdict.missing_info.startswith("Scott Derrickson")
     assert "Ed Wood" in verdict.reasoning
     chain = [{"step": 1, "query": question, "chunk_ids": ["1"], "new_chunk_ids": ["1"]}]
-    messages = reformulation_messages(question, found, chain, verdict.missing_info)  # type: ignore[arg-type]
-    query = policy.with_structured_output(Reformulation).invoke(messages).query
+    query = backbone.reformulation(question, found, chain, verdict.missing_info).invoke()[0].query
     # The gap first, anchored by the question's other names; not a near-repeat of the question.
     assert query.startswith(verdict.missing_info) and "Ed Wood" in query
     assert repeated_query(query, [question], 0.9) is None
-    assert (
-        policy.with_structured_output(Reformulation).invoke(reformulation_messages(question, found, chain, "")).query
-        == question
-    )  # type: ignore[arg-type]
+    assert backbone.reformulation(question, found, chain, "").invoke()[0].query == question
+    with pytest.raises(NotImplementedError, match="typed questions"):
+        policy.with_structured_output(Sufficiency)  # there is no prompt for it to read
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +233,7 @@ def test_stops_early_when_sufficient(index: Any) -> None:
     assert out["trajectory"][1]["reasoning"] == "sufficient (confidence 0.90)"
     # The reformulation saw what the check said was missing, and the chain so far.
     reformulation = next(e["messages"][-1].text for e in model.log if requested_schema(e["kwargs"]) == "Reformulation")
-    assert "Missing: missing 1" in reformulation and f"1. {QUESTION}" in reformulation
+    assert "Still missing: missing 1" in reformulation and f"1. {QUESTION}" in reformulation
 
 
 @pytest.mark.integration

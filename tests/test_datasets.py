@@ -179,6 +179,7 @@ def test_musique(tmp_path: Path, suffix: str) -> None:
     assert first.metadata["answerable"] is True
     assert first.metadata["question_decomposition"][0]["answer"] == "Ann Bar"
     assert second.type == "3hop1"
+    assert (first.hops, second.hops) == (2, 3)  # the per-hop breakdowns of SRAG and CoRAG
     assert second.answers == ("Yes",)
     assert load_questions(path, format="musique") == [first, second]
 
@@ -187,6 +188,7 @@ def test_2wiki(tmp_path: Path) -> None:
     (question,) = load_questions(write_json(tmp_path / "2wiki.json", TWOWIKI))
     assert question.id == "2w-1"
     assert question.type == "compositional"
+    assert question.hops is None  # 2Wiki's types name no hop count
     assert question.answers == ("John Doe",)
     assert question.supporting_titles == ("Film X", "Jane Doe")
     assert question.supporting_texts == (
@@ -469,3 +471,14 @@ def test_musique_paragraphs_sharing_a_title_count_only_the_supporting_one(tmp_pa
     (question,) = load_questions(write_json(tmp_path / "musique.json", [item]))
     chunks = [Chunk(id=str(i), text=p["paragraph_text"], title=p["title"]) for i, p in enumerate(paragraphs)]
     assert gold_chunk_ids(question, *passage_maps(chunks)) == ("1",)
+
+
+@pytest.mark.parametrize(
+    ("question_type", "hops"),
+    [("2hop", 2), ("3hop1", 3), ("4hop3", 4), (" 3HOP2 ", 3), ("bridge", None), ("bridge_comparison", None),
+     ("hop", None), ("", None), (None, None)],
+)  # fmt: skip
+def test_hop_count(question_type: str | None, hops: int | None) -> None:
+    from arag_graph.datasets import hop_count
+
+    assert hop_count(question_type) == hops

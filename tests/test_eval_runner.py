@@ -49,7 +49,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def table_rows(markdown: str) -> list[dict[str, str]]:
     """The rows of the first Markdown table, as dicts keyed by header."""
-    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    lines = markdown.split("\n\n| ", 1)[1].split("\n\n", 1)[0].splitlines()  # the first table's lines
+    lines[0] = "| " + lines[0]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     return [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]]
 

@@ -270,11 +270,39 @@ def test_answer_similarity_evaluator() -> None:
 # --- default_evaluators -------------------------------------------------------------------------------
 
 
+BACK_QUESTIONS = ["What is the capital of France?", "Which city is the capital of France?", "What is Paris?"]
+# BagOfWords cosines with "Capital of France?": 1, 2 / (sqrt 2 * sqrt 3) and 0.
+ANSWER_RELEVANCE = (1 + 2 / math.sqrt(6) + 0) / 3
+
+
 def _naive_judge() -> ScriptedChatModel:
-    """Says correct when a gold answer occurs in the prediction block (see tests/test_judge.py)."""
+    """Says correct when a gold answer occurs in the prediction block (see tests/test_judge.py).
+
+    Asked for ARAGOG's structured replies (by the schema it is bound to), it writes
+    :data:`BACK_QUESTIONS`, one claim per sentence of the answer, and finds a claim supported when
+    its words all occur in the passages.
+    """
 
     def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
         text = messages[-1].text
+        schema = getattr((kwargs.get("tools") or [None])[0], "__name__", "JudgeVerdict")
+        if schema == "GeneratedQuestions":
+            return calls(tool_call(schema, questions=BACK_QUESTIONS))
+        if schema == "Claims":
+            answer = re.search(r"<answer>(.*?)</answer>", text, re.DOTALL).group(1)
+            return calls(tool_call(schema, claims=[c.strip() for c in answer.split(".") if c.strip()]))
+        if schema == "ClaimVerdicts":
+            passages = text.split("<claims>")[0].lower()
+            claims = re.findall(r"<claim_(\d+)>\n(.*?)\n</claim_\1>", text, re.DOTALL)
+            verdicts = [
+                {
+                    "claim": int(n),
+                    "reason": "words found",
+                    "supported": all(w in passages for w in re.findall(r"\w+", c.lower())),
+                }
+                for n, c in claims
+            ]
+            return calls(tool_call(schema, verdicts=verdicts))
         prediction = re.search(r"<prediction>(.*?)</prediction>", text, re.DOTALL).group(1).lower()
         golds = re.findall(r"<answer>(.*?)</answer>", text)
         correct = any(gold.lower() in prediction for gold in golds)
@@ -292,16 +320,35 @@ def test_default_evaluators_sets() -> None:
         "evidence_recall_evaluator",
         "read_recall_evaluator",
         "evidence_precision_evaluator",
+        "context_precision_evaluator",  # from gold chunk ids: needs no model
         "retrieved_tokens_evaluator",
         "steps_evaluator",
         "usage_evaluator",
     ]
     full = [evaluator.__name__ for evaluator in default_evaluators(embeddings=BagOfWords(), judge=_naive_judge())]
-    assert full == [*names, "answer_similarity_evaluator", "llm_acc_evaluator"]
+    assert full == [*names, "answer_similarity_evaluator", "llm_acc_evaluator", "answer_relevance_evaluator"]
+    chunks = Chunks({"1": "Paris"})
+    with_index = default_evaluators(embeddings=BagOfWords(), judge=_naive_judge(), chunks=chunks)
+    assert [evaluator.__name__ for evaluator in with_index] == [*full, "faithfulness_evaluator"]
+    # Without a judge the index adds nothing: no metric is approximated without its model.
+    assert [evaluator.__name__ for evaluator in default_evaluators(chunks=chunks)] == names
 
 
 def _keys(result: dict[str, Any]) -> dict[str, Any]:
     return {item["key"]: item["score"] for item in result.get("results", [result])}
+
+
+class Chunks:
+    """A chunk source for the judged metrics (the index's ``get_chunk``)."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts = texts
+
+    def get_chunk(self, chunk_id: str) -> Any:
+        from arag_graph.documents import Chunk
+
+        text = self.texts.get(chunk_id)
+        return None if text is None else Chunk(id=chunk_id, text=text, title=None)
 
 
 PREDICTION = {
@@ -337,6 +384,8 @@ def test_default_evaluators_called_like_the_runner() -> None:
         "cost_usd": pytest.approx((1000 * 0.15 + 100 * 0.60) / 1e6),
         "answer_similarity": pytest.approx(1.0),  # "it is paris" keeps only "paris" in the vocabulary
         "llm_acc": 1.0,
+        "context_precision": 1.0,  # gold 1 and 2 are the first two of the ranked chunks 1, 2, 7, 9
+        "answer_relevance": None,  # without the question asked (inputs) there is nothing to compare
     }
 
 
@@ -383,10 +432,11 @@ def test_langsmith_evaluate_with_all_default_evaluators(
     def target(inputs: dict) -> dict:
         return cases[inputs["question"]][1]
 
+    chunks = Chunks({"1": "Lyon is a city.", "2": "It is Paris, the capital.", "7": "Rome", "9": "Milan"})
     results = evaluate(
         target,
         data=examples,
-        evaluators=default_evaluators(embeddings=BagOfWords(), judge=judge, model="gpt-4o-mini"),
+        evaluators=default_evaluators(embeddings=BagOfWords(), judge=judge, model="gpt-4o-mini", chunks=chunks),
         client=client,
         upload_results=False,
     )
@@ -408,6 +458,9 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "cost_usd": pytest.approx(0.00021),
         "answer_similarity": pytest.approx(1.0),
         "llm_acc": 1.0,
+        "context_precision": 1.0,
+        "answer_relevance": pytest.approx(ANSWER_RELEVANCE),
+        "faithfulness": 1.0,  # the one claim "It is Paris" is in passage 2
     }
     assert scores["Capital of Italy?"] == {
         "contain_acc": 0.0,
@@ -423,8 +476,13 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "cost_usd": None,
         "answer_similarity": 0.0,
         "llm_acc": 0.0,
+        "context_precision": None,  # the failed run retrieved nothing: no context to rank
+        "answer_relevance": 0.0,  # an empty answer addresses nothing, decided without a call
+        "faithfulness": None,  # an empty answer makes no claim to check
     }
     # LangSmith passed the example's inputs to the judge: the question is in its prompt.
-    assert len(judge.log) == 1  # the empty prediction was decided without a call
-    assert "Capital of France?" in judge.log[0]["messages"][-1].text
+    verdicts = [entry for entry in judge.log if "<prediction>" in entry["messages"][-1].text]
+    assert len(verdicts) == 1  # the empty prediction was decided without a call
+    assert "Capital of France?" in verdicts[0]["messages"][-1].text
+    assert len(judge.log) == 4  # LLM-Acc, the back-questions, the claims and their verdicts: all for France
     assert no_network == []

@@ -162,14 +162,14 @@ def test_markdown_table(tmp_path: Path) -> None:
     text = paths[1].read_text(encoding="utf-8")
     header = (
         "| graph | setting | n | Contain-Acc (%) | EM (%) | F1 (%) | LLM-Acc (%) | evidence recall (%) "
-        "| evidence precision (%) | answer similarity | retrieved tokens | steps | errors |"
+        "| evidence precision (%) | answer similarity | context precision | answer relevance | faithfulness "
+        "| retrieved tokens | steps | errors |"
     )
     assert header in text
-    assert (
-        "| arag | max_steps=5 | 2 | 50.0 | 50.0 | 75.0 | unavailable | 75.0 | 50.0 | 0.600 | 2,000 | 5.0 | 1 |" in text
-    )
-    assert "| arag | max_steps=10 | 2 | 100.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | 3,000 | 9.0 | 0 |" in text
-    assert "| naive_rag | default | 2 | 50.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | 600 | 1.0 | 0 |" in text
+    na3 = "unavailable | unavailable | unavailable"  # ARAGOG's metrics: no record has them
+    assert f"| arag | max_steps=5 | 2 | 50.0 | 50.0 | 75.0 | unavailable | 75.0 | 50.0 | 0.600 | {na3} | 2,000 | 5.0 | 1 |" in text  # fmt: skip  # noqa: E501
+    assert f"| arag | max_steps=10 | 2 | 100.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 3,000 | 9.0 | 0 |" in text  # fmt: skip  # noqa: E501
+    assert f"| naive_rag | default | 2 | 50.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 600 | 1.0 | 0 |" in text  # fmt: skip  # noqa: E501
     assert OFFLINE_LABEL in text
     assert "never estimated" in text
     assert "cost (USD)" not in text  # no row has a cost
@@ -243,3 +243,188 @@ def test_plots_with_a_judge_are_titled_with_the_model(tmp_path: Path) -> None:
 
 def test_no_rows_no_plots(tmp_path: Path) -> None:
     assert write_plots([], tmp_path) == []
+
+
+# --- breakdowns by question type and hops (issue 15 item 3) ---------------------------------------
+
+
+def typed(graph: str, qid: str, question_type: str | None, **metrics: Any) -> dict[str, Any]:
+    r = record(graph, {}, qid, **metrics)
+    r["question_type"] = question_type
+    return r
+
+
+def musique_records() -> list[dict[str, Any]]:
+    return [
+        typed("arag", "a", "2hop", contain_acc=1.0, context_precision=1.0, retrieved_tokens=100),
+        typed("arag", "b", "2hop", contain_acc=1.0, context_precision=0.5, retrieved_tokens=300),
+        typed("arag", "c", "3hop1", contain_acc=0.0, retrieved_tokens=500),
+        typed("arag", "d", "3hop2", contain_acc=1.0, retrieved_tokens=700),
+        typed("arag", "e", "4hop3", contain_acc=0.0, error="graph failed: boom", retrieved_tokens=900),
+        typed("naive_rag", "a", "2hop", contain_acc=0.0),
+        typed("naive_rag", "c", "3hop1", contain_acc=1.0),
+    ]
+
+
+def test_every_metric_broken_down_by_type_and_by_hops() -> None:
+    arag, naive = summarize(musique_records())
+    assert list(arag["by_type"]) == ["2hop", "3hop1", "3hop2", "4hop3"]
+    two = arag["by_type"]["2hop"]
+    assert (two["n"], two["contain_acc"], two["context_precision"], two["retrieved_tokens"]) == (2, 1.0, 0.75, 200)
+    assert two["counts"]["context_precision"] == 2 and two["llm_acc"] is None
+    assert arag["by_type"]["4hop3"]["errors"] == 1
+    # Hops from MuSiQue's type: 3hop1 and 3hop2 are both three hops.
+    assert list(arag["by_hops"]) == ["2", "3", "4"]
+    three = arag["by_hops"]["3"]
+    assert (three["n"], three["contain_acc"], three["retrieved_tokens"]) == (2, 0.5, 600)
+    assert three["context_precision"] is None  # no record of that category has it: unavailable, not 0
+    assert list(naive["by_hops"]) == ["2", "3"]
+    assert (naive["by_hops"]["2"]["contain_acc"], naive["by_hops"]["3"]["contain_acc"]) == (0.0, 1.0)
+    assert sum(part["n"] for part in arag["by_type"].values()) == arag["n"]
+
+    text = summary_markdown([arag, naive])
+    assert "## By question type" in text and "## By number of hops" in text
+    hops_table = text.split("## By number of hops")[1]
+    assert "| graph | setting | hops | n | Contain-Acc (%) |" in hops_table
+    assert "| arag | default | 3 | 2 | 50.0 |" in hops_table
+    assert "| naive_rag | default | 2 | 1 | 0.0 |" in hops_table
+    type_table = text.split("## By question type")[1].split("## By number of hops")[0]
+    assert "| arag | default | 2hop | 2 | 100.0 |" in type_table
+    assert "| arag | default | 4hop3 | 1 | 0.0 |" in type_table and type_table.count("\n| arag |") == 4
+
+
+def test_hotpotqa_types_have_no_hops_and_untyped_data_no_breakdown() -> None:
+    (row,) = summarize([typed("arag", "a", "bridge", contain_acc=1.0), typed("arag", "b", "comparison")])
+    assert list(row["by_type"]) == ["bridge", "comparison"]
+    assert row["by_hops"] == {}
+    text = summary_markdown([row])
+    assert "## By question type" in text and "## By number of hops" not in text
+    (untyped,) = summarize([typed("arag", "a", None), typed("arag", "b", None)])
+    assert untyped["by_type"] == {} and untyped["by_hops"] == {}
+    assert "## By question type" not in summary_markdown([untyped])
+
+
+# --- failure modes summed per row (issue 15 item 4) -------------------------------------------------
+
+
+def test_failure_modes_are_summed_per_graph_in_the_summary() -> None:
+    records = [
+        record("arag", {}, "q1", contain_acc=1.0),
+        record("arag", {}, "q2"),  # gold "1", nothing retrieved
+        record("arag", {}, "q3", error="graph failed: boom"),
+        record("naive_rag", {}, "q1"),
+    ]
+    records[1]["prediction"].update(retrieved_chunks=["1"], read_chunks=[])
+    arag, naive = summarize(records)
+    assert arag["failures"] == {**dict.fromkeys(arag["failures"], 0), "correct": 1, "not_read": 1, "error": 1}
+    assert naive["failures"]["not_retrieved"] == 1
+    text = summary_markdown([arag, naive])
+    lost = text.split("## Where answers are lost")[1]
+    assert (
+        "| graph | setting | n | correct | error | cap reached | gold never retrieved | retrieved, never read "
+        "| read, answer wrong |" in lost
+    )
+    assert "| arag | default | 3 | 1 | 1 | 0 | 0 | 1 | 0 |" in lost
+    assert "| naive_rag | default | 1 | 0 | 0 | 0 | 1 | 0 | 0 |" in lost
+    assert "no gold ids" not in lost  # a column only when some run needs it
+
+
+def test_write_failures(tmp_path: Path) -> None:
+    from arag_graph.evaluators.report import write_failures
+
+    paths = write_failures([record("arag", {}, "q1", contain_acc=1.0), record("naive_rag", {}, "q1")], tmp_path)
+    assert [p.name for p in paths] == ["failures.csv", "failures.md"]
+    assert paths[0].read_text(encoding="utf-8").splitlines()[1].startswith("q1,,arag,default,correct,True")
+    assert "| q1: question q1? | correct | gold never retrieved (0/1 retrieved, 0 read) |" in paths[1].read_text()
+
+
+# --- ARAGOG's metrics in the table (issue 14 item 5) -----------------------------------------------
+
+
+def test_aragog_columns_show_scores_and_coverage() -> None:
+    records = [
+        record("arag", {}, "q1", context_precision=1.0, answer_relevance=0.9, faithfulness=1.0),
+        record("arag", {}, "q2", context_precision=0.5, answer_relevance=0.7, faithfulness=None),
+    ]
+    (row,) = summarize(records)
+    assert (row["context_precision"], row["answer_relevance"], row["faithfulness"]) == (0.75, pytest.approx(0.8), 1.0)
+    line = next(line for line in summary_markdown([row]).splitlines() if line.startswith("| arag |"))
+    assert "| 0.750 | 0.800 | 1.000 (1/2 scored) |" in line
+
+
+# --- plots: n per point, coinciding points kept apart (issue 13 item 12) -------------------------
+
+
+@pytest.fixture
+def saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every matplotlib figure saved while the test runs, as it was saved."""
+    from matplotlib.figure import Figure
+
+    figures: list[Any] = []
+    original = Figure.savefig
+
+    def savefig(self: Any, *args: Any, **kwargs: Any) -> Any:
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return figures
+
+
+def _markers_on_screen(figure: Any) -> dict[str, list[tuple[float, float]]]:
+    """Pixel positions of every plotted marker, by legend label, after the figure was drawn."""
+    import numpy as np
+
+    axes = figure.axes[0]
+    out: dict[str, list[tuple[float, float]]] = {}
+    for line in axes.get_lines():
+        if line.get_marker() in (None, "None", ""):
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        out[line.get_label()] = [tuple(p) for p in axes.transData.transform(xy)]
+    return out
+
+
+def overlapping_sweep() -> list[dict[str, Any]]:
+    """``--max-steps 3,6`` where arag and arag_naive score and spend exactly the same."""
+    records = []
+    for cap in (3, 6):
+        for graph in ("arag", "arag_naive"):
+            for qid, acc in (("q1", 1.0), ("q2", 0.0), ("q3", 0.0)):
+                records.append(
+                    record(graph, {"max_steps": cap}, qid, contain_acc=acc, retrieved_tokens=200 * cap, steps=cap)
+                )
+    records += [record("naive_rag", {}, q, contain_acc=1.0, retrieved_tokens=600, steps=1) for q in ("q1", "q2")]
+    return records
+
+
+def test_coinciding_points_stay_visible_and_every_point_shows_its_n(tmp_path: Path, saved_figures: list[Any]) -> None:
+    paths = write_plots(summarize(overlapping_sweep()), tmp_path)
+    assert [p.name for p in paths] == ["accuracy_vs_tokens.png", "accuracy_vs_steps.png"]
+    assert len(saved_figures) == 2
+    for figure in saved_figures:
+        markers = _markers_on_screen(figure)
+        arag, naive = markers["arag: Contain-Acc"], markers["arag_naive: Contain-Acc"]
+        assert len(arag) == len(naive) == 2
+        for (ax, ay), (nx, ny) in zip(arag, naive, strict=True):
+            assert ay == pytest.approx(ny)  # the same accuracy, still read exactly off the y axis
+            assert abs(ax - nx) >= 8 * figure.dpi / 72  # a whole marker width apart: neither hides the other
+        # One marker shape per graph as well as one colour.
+        shapes = {line.get_label(): line.get_marker() for line in figure.axes[0].get_lines()}
+        assert shapes["arag: Contain-Acc"] != shapes["arag_naive: Contain-Acc"]
+        labels = [text.get_text() for text in figure.axes[0].texts]
+        # Every point says how many questions it is over; a spread point also says whose it is.
+        assert sum("n=3" in label for label in labels) == 4
+        assert any(label.startswith("arag ") for label in labels)
+        assert any(label.startswith("arag_naive ") for label in labels)
+    tokens_labels = [text.get_text() for text in saved_figures[0].axes[0].texts]
+    assert "n=2" in tokens_labels  # naive_rag's single point: its n, nothing else to say
+    assert "arag cap 3 n=3" in tokens_labels and "arag_naive cap 6 n=3" in tokens_labels
+
+
+def test_points_apart_are_not_moved(tmp_path: Path, saved_figures: list[Any]) -> None:
+    records = [r for r in overlapping_sweep() if r["graph"] != "arag_naive"]
+    write_plots(summarize(records), tmp_path)
+    axes = saved_figures[0].axes[0]
+    line = next(line for line in axes.get_lines() if line.get_label() == "arag: Contain-Acc")
+    assert list(line.get_xdata()) == [600, 1200]  # exact data where nothing coincides

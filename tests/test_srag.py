@@ -80,12 +80,16 @@ COMPARISON_PLAN = [
 
 
 def question_in(prompt: str) -> str:
-    found = re.findall(r"^Question:\s*(.+)$", prompt, re.MULTILINE)
-    return found[-1].strip() if found else ""
+    """The question a request is about, as a scripted model reads it from our prompts' wording."""
+    for pattern in (r"^Question:\s*(.+)$", r'the question "(.+?)"', r"can be answered: (.+)$"):
+        found = re.findall(pattern, prompt, re.MULTILINE)
+        if found:
+            return found[-1].strip()
+    return ""
 
 
-def field_in(prompt: str, label: str) -> str:
-    found = re.findall(rf"^{label}:\s*(.+)$", prompt, re.MULTILINE)
+def title_in(prompt: str) -> str:
+    found = re.findall(r'^Passage "(.+)":$', prompt, re.MULTILINE)
     return found[-1].strip() if found else ""
 
 
@@ -116,7 +120,7 @@ class Responder:
         if schema == "Triplets":
             if isinstance(self.triplets, AIMessage):
                 return self.triplets
-            return structured_reply(schema, triplets=self.triplets.get(field_in(prompt, "Title"), []))
+            return structured_reply(schema, triplets=self.triplets.get(title_in(prompt), []))
         if schema == "Route":
             if isinstance(self.multi_hop, AIMessage):
                 return self.multi_hop
@@ -490,8 +494,8 @@ def test_table_rows_merge_sources_of_the_same_fact() -> None:
 
 
 def test_offline_rules_split_comparisons_and_score_triplets_with_their_subject() -> None:
-    from arag_graph.offline import OfflinePolicy
-    from arag_graph.structured import Route, offline_decomposition, offline_triplets
+    from arag_graph.offline import offline_decomposition, offline_route, offline_triplets
+    from arag_graph.structured import Route
 
     split = offline_decomposition("Are Christopher Nolan and Sathish Kalathil both film directors?")
     assert [q.question for q in split.sub_questions] == [
@@ -508,9 +512,8 @@ def test_offline_rules_split_comparisons_and_score_triplets_with_their_subject()
         ("Ed Wood", "He was born in Poughkeepsie.", 1.0),
         ("Ed Wood", "He died.", round(2 / 3, 3)),
     ]
-    router = OfflinePolicy().with_structured_output(Route)
-    assert router.invoke("Question: Who is Christopher Nolan?") == Route(multi_hop=False)
-    assert router.invoke("Question: Were Ed Wood and Scott Derrickson both American?") == Route(multi_hop=True)
+    assert offline_route("Who is Christopher Nolan?") == Route(multi_hop=False)
+    assert offline_route("Were Ed Wood and Scott Derrickson both American?") == Route(multi_hop=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,15 +19,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from arag_graph.configuration import TOP_K_MAX
 from arag_graph.documents import Document
 from arag_graph.index import HierarchicalIndex, build_index
 from arag_graph.tokens import count_tokens
 from arag_graph.tools import (
-    TOP_K_MAX,
-    ContextTracker,
     chunk_read,
     create_retrieval_tools,
     keyword_search,
@@ -42,10 +41,27 @@ COMMON = "the"
 LELAND_QUERY = "Which films were shot in or around Leland, North Carolina?"
 
 
+class Conversation:
+    """One run's messages, with tools called as ``ToolNode`` calls them: the state injected as the runtime."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = [HumanMessage("Q?")]
+
+    def call(self, tool: BaseTool, **args: Any) -> ToolMessage:
+        tool_call = {"type": "tool_call", "id": f"call-{next(_call_ids)}", "name": tool.name, "args": args}
+        runtime = SimpleNamespace(state={"messages": list(self.messages)}, context=None)
+        message = tool.invoke({**tool_call, "args": {**args, "runtime": runtime}})
+        assert isinstance(message, ToolMessage), type(message)
+        self.messages.extend([AIMessage("", tool_calls=[tool_call]), message])
+        return message
+
+
+_conversation = Conversation()
+
+
 def call(tool: BaseTool, **args: Any) -> ToolMessage:
-    """Invoke ``tool`` the way a tool node does: with a tool call, getting a ToolMessage back."""
-    message = tool.invoke({"type": "tool_call", "id": f"call-{next(_call_ids)}", "name": tool.name, "args": args})
-    assert isinstance(message, ToolMessage), type(message)
+    """Invoke ``tool`` the way a tool node does, within one long conversation shared by a test module."""
+    message = _conversation.call(tool, **args)
     assert message.tool_call_id and message.name == tool.name
     return message
 
@@ -57,6 +73,8 @@ def artifact(message: ToolMessage) -> dict[str, Any]:
 
 @pytest.fixture
 def tools(sample_index: HierarchicalIndex) -> SimpleNamespace:
+    global _conversation
+    _conversation = Conversation()  # each test is a run of its own
     keyword, semantic, read = create_retrieval_tools(sample_index)
     return SimpleNamespace(keyword=keyword, semantic=semantic, read=read)
 
@@ -92,7 +110,7 @@ def test_schemas_show_models_only_their_arguments(tools: SimpleNamespace) -> Non
     }
     for tool in (tools.keyword, tools.semantic, tools.read):
         schema = tool.tool_call_schema.model_json_schema()
-        assert set(schema["properties"]) == expected[tool.name]  # the tracker is injected, never shown
+        assert set(schema["properties"]) == expected[tool.name]  # the run's state is injected, never shown
         assert tool.description and len(tool.description) > 60
     assert tools.keyword.tool_call_schema.model_json_schema()["properties"]["keywords"]["type"] == "array"
 
@@ -146,10 +164,11 @@ def test_top_k_is_clamped_to_1_through_20(tools: SimpleNamespace, top_k: Any, ex
 
 
 def test_top_k_clamps_in_the_plain_functions_too(sample_index: HierarchicalIndex) -> None:
-    tracker = ContextTracker()
-    assert len(keyword_search(sample_index, [COMMON], 500, tracker).chunk_ids) == TOP_K_MAX
-    assert len(keyword_search(sample_index, [COMMON], -1, tracker).chunk_ids) == 1
-    assert len(semantic_search(sample_index, "a river", 0, tracker).chunk_ids) == 1
+    assert len(keyword_search(sample_index, [COMMON], 500).chunk_ids) == TOP_K_MAX
+    assert len(keyword_search(sample_index, [COMMON], -1).chunk_ids) == 1
+    assert len(keyword_search(sample_index, [COMMON], float("inf")).chunk_ids) == TOP_K_MAX
+    assert len(keyword_search(sample_index, [COMMON], float("nan")).chunk_ids) == 5
+    assert len(semantic_search(sample_index, "a river", 0).chunk_ids) == 1
 
 
 @pytest.mark.parametrize(
@@ -363,11 +382,11 @@ def test_adjacent_at_the_corpus_edges(tools: SimpleNamespace, sample_index: Hier
 def test_unknown_id_of_a_split_document_suggests_its_first_chunk(split_index: HierarchicalIndex) -> None:
     ids = [c.id for c in split_index.store.chunks]
     assert "essay#0" in ids and "essay#1" in ids and "essay" not in ids
-    out = chunk_read(split_index, ["essay"], ContextTracker())
+    out = chunk_read(split_index, ["essay"])
     assert out.error and "Did you mean essay#0?" in out.content
-    read = chunk_read(split_index, ["essay#1"], ContextTracker(), adjacent=True)
+    read = chunk_read(split_index, ["essay#1"], adjacent=True)
     assert read.read[:2] == ["essay#0", "essay#1"]
-    assert chunk_read(split_index, ["curie"], ContextTracker(), adjacent=True).read == ["curie", "essay#0"]
+    assert chunk_read(split_index, ["curie"], adjacent=True).read == ["curie", "essay#0"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,13 +421,15 @@ def test_invalid_arguments_become_an_error_tool_message(
 # "w/o chunk_read": searches return whole chunks
 
 
-def test_without_chunk_read_searches_return_full_text_once(sample_index: HierarchicalIndex) -> None:
+def test_without_chunk_read_searches_return_full_text_every_time(sample_index: HierarchicalIndex) -> None:
+    """The paper's "w/o chunk_read" and A-RAG (Naive): whole chunks each time they are found, counted."""
     made = create_retrieval_tools(sample_index, tools=["keyword_search", "semantic_search"])
     assert [t.name for t in made] == ["keyword_search", "semantic_search"]
     keyword, semantic = made
     assert all("full text" in t.description and "chunk_read" not in t.description for t in made)
 
-    first = call(keyword, keywords=["Leland"], top_k=2)
+    run = Conversation()
+    first = run.call(keyword, keywords=["Leland"], top_k=2)
     hits = sample_index.keyword_search(["Leland"], 2)
     chunks = [sample_index.get_chunk(h.chunk_id) for h in hits]
     facts = artifact(first)
@@ -417,10 +438,22 @@ def test_without_chunk_read_searches_return_full_text_once(sample_index: Hierarc
     assert facts["tokens"] == sum(count_tokens(c.text) for c in chunks if c is not None)
     assert "chunk_read" not in first.content
 
-    second = call(semantic, query=LELAND_QUERY, top_k=5)
+    second = run.call(semantic, query=LELAND_QUERY, top_k=5)
     repeated = [i for i in artifact(second)["chunk_ids"] if i in facts["read"]]
     assert repeated, "expected the Leland chunks again"
-    assert not set(artifact(second)["read"]) & set(repeated)
+    assert set(repeated) <= set(artifact(second)["read"])  # returned again, as the paper's agent sees them
+    returned = [sample_index.get_chunk(i) for i in artifact(second)["read"]]
+    assert artifact(second)["tokens"] == sum(count_tokens(c.text) for c in returned if c is not None)
+    assert "already read" not in second.content
+
+
+def test_deduplicated_full_text_shows_a_notice_for_chunks_already_returned(sample_index: HierarchicalIndex) -> None:
+    keyword, semantic = create_retrieval_tools(sample_index, tools=["keyword_search", "semantic_search"], dedupe=True)
+    run = Conversation()
+    facts = artifact(run.call(keyword, keywords=["Leland"], top_k=2))
+    second = run.call(semantic, query=LELAND_QUERY, top_k=5)
+    repeated = [i for i in artifact(second)["chunk_ids"] if i in facts["read"]]
+    assert repeated and not set(artifact(second)["read"]) & set(repeated)
     fresh = [sample_index.get_chunk(i) for i in artifact(second)["read"]]
     assert artifact(second)["tokens"] == sum(count_tokens(c.text) for c in fresh if c is not None)
     assert second.content.count("already read") == len(repeated)
@@ -435,50 +468,45 @@ def test_full_text_flag_and_tool_subsets(sample_index: HierarchicalIndex) -> Non
 
 
 # --------------------------------------------------------------------------------------------
-# The read set belongs to one run
+# The read set belongs to one run: it is read off the run's own conversation
 
 
-def test_each_set_of_tools_has_its_own_read_set(sample_index: HierarchicalIndex) -> None:
-    run_a = create_retrieval_tools(sample_index)[2]
-    run_b = create_retrieval_tools(sample_index)[2]
-    a = artifact(call(run_a, chunk_ids=["5"]))
-    b = artifact(call(run_b, chunk_ids=["5"]))
-    assert a["read"] == b["read"] == ["5"] and a["tokens"] == b["tokens"] > 0
-    assert artifact(call(run_a, chunk_ids=["5"]))["read"] == []
-
-
-def test_injected_tracker_wins_over_the_tools_own(sample_index: HierarchicalIndex) -> None:
+def test_a_call_outside_any_conversation_has_read_nothing(sample_index: HierarchicalIndex) -> None:
     read = create_retrieval_tools(sample_index)[2]
-    run_state = ContextTracker(["5"])  # a graph restores C_read from its state
-    assert artifact(call(read, chunk_ids=["5", "6"], tracker=run_state))["read"] == ["6"]
-    assert run_state.newly_read == ["6"] and run_state.read == {"5", "6"}
-    assert artifact(call(read, chunk_ids=["5", "6"]))["read"] == ["5", "6"]  # own tracker untouched
-    keyword = create_retrieval_tools(sample_index)[0]
-    tokens = artifact(call(keyword, keywords=["Leland"], tracker=run_state))["tokens"]
-    assert run_state.retrieved_tokens == count_tokens(sample_index.get_chunk("6").text) + tokens  # type: ignore[union-attr]
+    first = read.invoke({"chunk_ids": ["5"]})
+    again = read.invoke({"chunk_ids": ["5"]})
+    assert "Leland" in first and "Leland" in again  # no run, no C_read: the tools keep no state
 
 
-def _read_everything(tool: BaseTool, ids: Sequence[str], tracker: ContextTracker, seed: int) -> list[dict[str, Any]]:
+def test_one_set_of_tools_serves_many_conversations(sample_index: HierarchicalIndex) -> None:
+    read = create_retrieval_tools(sample_index)[2]
+    a, b = Conversation(), Conversation()
+    assert artifact(a.call(read, chunk_ids=["5"]))["read"] == ["5"]
+    assert artifact(b.call(read, chunk_ids=["5"]))["read"] == ["5"]  # another run: its text again
+    assert artifact(a.call(read, chunk_ids=["5", "6"]))["read"] == ["6"]
+
+
+def _read_everything(tool: BaseTool, ids: Sequence[str], seed: int) -> tuple[Conversation, list[dict[str, Any]]]:
     order = list(ids)
     random.Random(seed).shuffle(order)
-    results = [artifact(call(tool, chunk_ids=[cid], tracker=tracker)) for cid in order]
-    results.append(artifact(call(tool, chunk_ids=list(ids), tracker=tracker)))
-    return results
+    run = Conversation()
+    results = [artifact(run.call(tool, chunk_ids=[cid])) for cid in order]
+    results.append(artifact(run.call(tool, chunk_ids=list(ids))))
+    return run, results
 
 
 def test_concurrent_runs_never_see_each_others_reads(sample_index: HierarchicalIndex) -> None:
     read = create_retrieval_tools(sample_index)[2]  # one tool object shared by all runs
     ids = [c.id for c in sample_index.store.chunks[:25]]
     expected_tokens = sum(count_tokens(c.text) for c in sample_index.store.chunks[:25])
-    trackers = [ContextTracker() for _ in range(8)]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        outcomes = list(pool.map(_read_everything, [read] * 8, [ids] * 8, trackers, range(8)))
-    for tracker, results in zip(trackers, outcomes, strict=True):
+        outcomes = list(pool.map(_read_everything, [read] * 8, [ids] * 8, range(8)))
+    for _run, results in outcomes:
         *singles, again = results
         assert all(len(r["read"]) == 1 and r["tokens"] > 0 for r in singles)
         assert again["read"] == [] and again["tokens"] == 0
-        assert tracker.read == set(ids) and sorted(tracker.newly_read) == sorted(ids)
-        assert tracker.retrieved_tokens == expected_tokens
+        assert sorted(i for r in singles for i in r["read"]) == sorted(ids)
+        assert sum(r["tokens"] for r in singles) == expected_tokens
 
 
 def test_concurrent_runs_with_their_own_tool_sets(sample_index: HierarchicalIndex) -> None:
@@ -488,38 +516,28 @@ def test_concurrent_runs_with_their_own_tool_sets(sample_index: HierarchicalInde
 
     def run(tool: BaseTool) -> list[str]:
         barrier.wait()
+        conversation = Conversation()
         read: list[str] = []
         for cid in ids:
-            read.extend(artifact(call(tool, chunk_ids=[cid]))["read"])
+            read.extend(artifact(conversation.call(tool, chunk_ids=[cid]))["read"])
         return read
 
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
         assert all(r == ids for r in pool.map(run, runs))
 
 
-def test_one_run_reading_a_chunk_from_many_threads_gets_its_text_once(
-    sample_index: HierarchicalIndex,
-) -> None:
-    read = create_retrieval_tools(sample_index)[2]
-    tracker = ContextTracker()
-    barrier = threading.Barrier(8)
-
-    def attempt(_: int) -> dict[str, Any]:
-        barrier.wait()
-        return artifact(call(read, chunk_ids=["12"], tracker=tracker))
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(attempt, range(8)))
-    assert sum(r["read"] == ["12"] for r in results) == 1
-    assert tracker.retrieved_tokens == count_tokens(sample_index.get_chunk("12").text)  # type: ignore[union-attr]
-
-
-def test_tracker_repr_is_short() -> None:
-    tracker = ContextTracker([str(i) for i in range(500)])
-    assert repr(tracker) == "ContextTracker(read=500, tokens=0)"
-
-
 def test_artifact_is_json_serialisable(tools: SimpleNamespace) -> None:
     """Graph state and LangSmith traces store artifacts as JSON."""
     for message in (call(tools.keyword, keywords="Leland"), call(tools.read, chunk_ids=["5", "x"])):
         assert json.loads(json.dumps(message.artifact)) == message.artifact
+
+
+def test_a_plain_string_input_is_one_argument_not_its_characters(sample_index: HierarchicalIndex) -> None:
+    """``tool.invoke("...")`` passes the string as the first argument, past the schema's coercion."""
+    keyword, semantic, read = create_retrieval_tools(sample_index)
+    found = keyword.invoke("Scott Derrickson")
+    assert "keyword_search(['Scott Derrickson'])" in found
+    chunk = read.invoke("12")
+    assert chunk.startswith("[chunk 12]") and "[chunk 1]" not in chunk and "[chunk 2]" not in chunk
+    assert "[chunk 13]" in read.invoke("12, 13")
+    assert semantic.invoke("who directed Sinister").startswith("semantic_search('who directed Sinister')")

@@ -32,7 +32,7 @@ import pytest
 from langsmith import Client, tracing_context
 
 from arag_graph.agent import build_arag_graph
-from arag_graph.configuration import AragConfig
+from arag_graph.configuration import AragContext
 from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun
 
 pytestmark = pytest.mark.integration
@@ -69,6 +69,10 @@ def check_run_metadata(run: RecordedRun, index_path: str, cap: int) -> None:
     assert run.metadata["graph"] == "arag", run
     assert run.metadata["index"] == index_path, run
     assert run.metadata["max_steps"] == cap, run
+    # The model and every setting of the graph, as a comparison of runs in LangSmith needs them.
+    assert run.metadata["model"] == "offline", run
+    assert (run.metadata["tools"], run.metadata["hyde"], run.metadata["top_k"]) == ("full", False, 5), run
+    assert "base_url" not in run.metadata and "system_prompt" not in run.metadata
 
 
 def check_trace(recorder: LangSmithRecorder, out: dict[str, Any], index_path: str, cap: int = CAP) -> None:
@@ -77,6 +81,7 @@ def check_trace(recorder: LangSmithRecorder, out: dict[str, Any], index_path: st
     assert [r.name for r in roots] == ["arag"], roots
     root = roots[0]
     assert root.run_type == "chain"
+    assert "arag" in (root.data.get("tags") or root.data.get("extra", {}).get("tags") or []), root.data
     assert root.data.get("session_name") == PROJECT
     # The root run says which graph, index and step cap produced the answer, though the step cap
     # (and, for a graph built without an index, the index) only exist in the run's context.
@@ -102,14 +107,14 @@ def check_trace(recorder: LangSmithRecorder, out: dict[str, Any], index_path: st
         check_run_metadata(run, index_path, cap)
 
     # Tool runs: one per trajectory step, in order, named after the tool, with the same metadata,
-    # and without the injected context tracker among their inputs.
+    # and without the injected runtime (the run's state) among their inputs.
     tools = in_start_order([r for r in trace if r.run_type == "tool"])
     assert [r.name for r in tools] == [s["tool"] for s in out["trajectory"]]
     assert len(tools) == out["steps"] <= cap
     for run in tools:
         assert run.name in TOOL_NAMES
         check_run_metadata(run, index_path, cap)
-        assert "tracker" not in (run.inputs or {})
+        assert "runtime" not in (run.inputs or {}) and "state" not in (run.inputs or {})
         assert run.ended and not run.error
 
     # Secrets: the LangSmith key authenticates the upload and appears in no body.
@@ -166,10 +171,15 @@ def _run(graph: Any, how: str, context: dict[str, Any]) -> dict[str, Any]:
     [("invoke", CAP), ("ainvoke", None), ("astream_events", CAP)],
 )
 def test_root_run_metadata_comes_from_the_run_context(
-    how: str, cap: int | None, langsmith_recorder: LangSmithRecorder, sample_index: Any
+    how: str,
+    cap: int | None,
+    langsmith_recorder: LangSmithRecorder,
+    sample_index: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A graph built without an index (as graphs/arag.py is): index and step cap from the context
     (the default cap of 15 when the context leaves it out), on the root run as on every run below it."""
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(sample_index.path.parent))  # runs may name indexes there
     client = Client(api_url=langsmith_recorder.url, api_key=LANGSMITH_KEY)
     graph = build_arag_graph(None, "offline")
     context: dict[str, Any] = {"index_path": str(sample_index.path)}
@@ -181,7 +191,7 @@ def test_root_run_metadata_comes_from_the_run_context(
 
     assert langsmith_recorder.wait_for_runs(root_ended("arag"))
     assert out["error"] is None and out["answer"]
-    check_trace(langsmith_recorder, out, str(sample_index.path), cap or AragConfig().max_steps)
+    check_trace(langsmith_recorder, out, str(sample_index.path.resolve()), cap or AragContext().max_steps)
 
 
 def test_cli_traces_from_environment_variables_alone(langsmith_recorder: LangSmithRecorder, sample_index: Any) -> None:

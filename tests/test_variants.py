@@ -5,7 +5,7 @@
   with searches that hand over whole chunks);
 * every graph of ``langgraph.json`` runs on an index built with contextual chunk headers;
 * every compiled graph exposes its configuration dataclass as the context schema Studio renders;
-* Naive RAG's sentence windows are the top_k sentences with ``window`` neighbours each side, no more;
+* Naive RAG's sentence windows are the top_k sentences, each centred in ``window`` sentences, no more;
 * ``arag ask --graph NAME --json`` returns the common output fields for every graph.
 
 Expected values are computed here from the index and the sentence splitter, never copied from a run.
@@ -13,7 +13,6 @@ Expected values are computed here from the index and the sentence splitter, neve
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import typing
@@ -25,7 +24,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from arag_graph.cli import main
-from arag_graph.configuration import GraphConfig, ToolSet
+from arag_graph.configuration import GraphContext, ToolSet
 from arag_graph.index import HierarchicalIndex, build_index
 from arag_graph.registry import build_graph, get_graph_spec
 from arag_graph.sentences import sentence_spans, split_sentences
@@ -207,30 +206,27 @@ _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 @pytest.mark.parametrize("graph_id", GRAPH_IDS)
-def test_each_graph_exposes_its_configuration_dataclass_to_studio(graph_id: str) -> None:
+def test_each_graph_exposes_its_context_schema_to_studio(graph_id: str) -> None:
     config_cls = get_graph_spec(graph_id).config
-    assert issubclass(config_cls, GraphConfig)
+    assert issubclass(config_cls, GraphContext)
     graph = entry_graph(graph_id)
     schema = graph.get_context_jsonschema()
     assert schema is not None, f"{graph_id} exposes no context schema"
     properties = schema["properties"]
-    fields = dataclasses.fields(config_cls)
-    assert set(properties) == {f.name for f in fields}
+    assert set(properties) == set(config_cls.model_fields)
     assert not set(schema.get("required", [])), "Studio would demand a value for a field with a default"
     hints = typing.get_type_hints(config_cls)
-    for f in fields:
-        prop = properties[f.name]
-        hint = hints[f.name]
+    for name, field in config_cls.model_fields.items():
+        prop = properties[name]
+        hint = hints[name]
         if get_origin(hint) is Literal:
-            assert prop["enum"] == list(get_args(hint)), f.name
+            assert prop["enum"] == list(get_args(hint)), name
         else:
-            assert prop["type"] == _JSON_TYPES[hint], f.name
-        if f.default is not dataclasses.MISSING:
-            assert prop.get("default") == f.default, f.name
-        else:  # environment-backed default (model, base_url, index_path): a bare run still works
-            assert f.default_factory is not dataclasses.MISSING, f.name
-    # The bare configuration is valid, so an empty Studio form runs.
-    assert config_cls.from_context({}) == config_cls()
+            assert prop["type"] == _JSON_TYPES[hint], name
+        assert prop.get("default") == field.default, name
+        assert prop.get("description"), name
+    # The bare context is valid, so an empty Studio form runs.
+    assert config_cls.of_run({}) == config_cls()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,13 +275,16 @@ def top_sentence_positions(index: HierarchicalIndex, question: str, k: int) -> d
     return {cid: tuple(positions) for cid, positions in grouped.items()}
 
 
-@pytest.mark.parametrize("window", [None, 1])
+@pytest.mark.parametrize("window", [None, 7])
 def test_naive_rag_sentence_window_gives_the_top_k_sentences_in_their_windows(
     hotpot_index: HierarchicalIndex, slice_questions: list[dict[str, Any]], window: int | None
 ) -> None:
-    """ARAGOG's sentence windows: the top_k *sentences*, each with ``window`` neighbours each side."""
-    size = 3 if window is None else window  # None: the configuration's default
+    """ARAGOG's sentence windows: the top_k *sentences*, each centred in a window of ``window`` sentences.
+
+    ARAGOG's window counts sentences in total: the default 3 is one neighbour on each side, 7 three.
+    """
     assert get_graph_spec("naive_rag").config().window == 3
+    size = (3 if window is None else window) // 2  # neighbours on each side
     # A question where some window leaves part of its chunk out, so the window has work to do.
     question, expected = next(
         (q["question"], top)
@@ -297,7 +296,9 @@ def test_naive_rag_sentence_window_gives_the_top_k_sentences_in_their_windows(
         )
     )
     assert sum(len(p) for p in expected.values()) == 5
-    context: dict[str, Any] = {"sentence_window": True} if window is None else {"sentence_window": True, "window": 1}
+    context: dict[str, Any] = (
+        {"sentence_window": True} if window is None else {"sentence_window": True, "window": window}
+    )
     graph = build_graph("naive_rag", index=hotpot_index, model="offline")
     found, out = naive_rag_passages(graph, question, context)
     check_common_output(out, hotpot_index, "naive_rag")

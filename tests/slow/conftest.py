@@ -1,7 +1,8 @@
 """One ``langgraph dev`` server for the whole session, shared by every test in tests/slow that needs it.
 
 Starting it (and building the sample index inside it on the first run) is the slow part, so the
-Studio tests and the concurrency tests use the same server.
+Studio tests and the concurrency tests use the same server. Its operator allows one model endpoint,
+an OpenAI-compatible stand-in started for the session (``served_model``), which tests script.
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from collections.abc import Iterator
 import pytest
 
 from tests.slow.devserver import DevServer, running_dev_server
+from tests.stubs.openai_server import OpenAIStubServer
 
 
 @pytest.fixture(scope="session")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    with running_dev_server(tmp_path_factory.mktemp("langgraph-dev")) as server:
+def served_model() -> Iterator[OpenAIStubServer]:
+    with OpenAIStubServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory, served_model: OpenAIStubServer) -> Iterator[DevServer]:
+    env = {"ARAG_ALLOWED_BASE_URLS": served_model.url, "ARAG_ALLOWED_MODELS": "gpt-4o-mini"}
+    with running_dev_server(tmp_path_factory.mktemp("langgraph-dev"), env) as server:
         yield server

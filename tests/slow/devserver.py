@@ -74,8 +74,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_env(cache: Path) -> dict[str, str]:
-    """The test's environment minus any model or tracing setting, plus the offline set-up."""
+def server_env(cache: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment minus any model or tracing setting, plus the offline set-up (and ``extra``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED_ENV_PREFIXES)}
     env.update(
         {
@@ -87,8 +87,10 @@ def server_env(cache: Path) -> dict[str, str]:
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONPATH": str(REPO),
             "PYTHONUNBUFFERED": "1",
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",  # the CLI would post usage data to an outside server
         }
     )
+    env.update(extra or {})
     return env
 
 
@@ -123,19 +125,23 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_dev_server(workdir: Path) -> Iterator[DevServer]:
-    """Start ``langgraph dev`` as the README does and stop it (with all its children) afterwards."""
+def running_dev_server(workdir: Path, env: dict[str, str] | None = None) -> Iterator[DevServer]:
+    """Start ``langgraph dev`` as the README does and stop it (with all its children) afterwards.
+
+    ``env`` adds to the server's environment (the operator's settings: keys, allowed endpoints).
+    """
     executable = Path(sys.executable).with_name("langgraph")
     if not executable.exists():
         pytest.skip("langgraph-cli is not installed next to this Python (pip install 'langgraph-cli[inmem]')")
     port = free_port()
     command = [str(executable), "dev", "--config", str(CONFIG), "--port", str(port), "--no-browser", "--no-reload"]
+    command += ["--n-jobs-per-worker", "10"]  # as the README says: `langgraph dev` alone runs one run at a time
     log_path = workdir / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command,
             cwd=REPO,
-            env=server_env(workdir / "cache"),
+            env=server_env(workdir / "cache", env),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -58,6 +58,15 @@ def test_both_graphs_are_served_with_their_configuration_forms(dev_server: DevSe
         arag_form = client.assistants.get_schemas(by_graph["arag"]["assistant_id"])["context_schema"]
         assert set(arag_form["properties"]["tools"]["enum"]) >= {"full", "no_chunk_read"}
 
+        # Studio renders a described, bounded form for every graph: no bare field.
+        for graph_id, assistant in by_graph.items():
+            form = client.assistants.get_schemas(assistant["assistant_id"])["context_schema"]
+            for name, prop in form["properties"].items():
+                assert prop.get("description"), f"{graph_id}.{name} has no description"
+                if prop.get("type") in ("integer", "number"):
+                    assert {"minimum", "exclusiveMinimum"} & set(prop), f"{graph_id}.{name} has no lower bound"
+                    assert {"maximum", "exclusiveMaximum"} & set(prop), f"{graph_id}.{name} has no upper bound"
+
 
 def test_run_through_the_sdk_returns_answer_and_state_fields(dev_server: DevServer) -> None:
     client = dev_server.client()

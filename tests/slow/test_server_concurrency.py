@@ -57,10 +57,15 @@ def test_fifty_concurrent_offline_runs_through_the_server(dev_server: DevServer)
     record("concurrency", "langgraph dev offline", trials=RUNS, seconds=round(seconds, 2))
 
 
-def test_fifty_concurrent_model_runs_through_the_server(dev_server: DevServer, sample_index: Any) -> None:
+def test_fifty_concurrent_model_runs_through_the_server(
+    dev_server: DevServer, served_model: OpenAIStubServer, sample_index: Any
+) -> None:
+    """A model the operator allows (the session's stand-in endpoint), picked per run in the context."""
     ids = [c.id for c in sample_index.store.chunks]  # the server built the same bundled sample
     shared, own = ids[0], ids[1 : RUNS + 1]
-    with OpenAIStubServer() as model, dev_server.log_on_failure():
+    model = served_model
+    before = len(model.completions)
+    with dev_server.log_on_failure():
         model.script(shared_chunk_model(shared, own))
         context = {"model": "gpt-4o-mini", "base_url": model.url, "max_steps": 5}
         started = time.perf_counter()
@@ -69,6 +74,6 @@ def test_fifty_concurrent_model_runs_through_the_server(dev_server: DevServer, s
         seconds = time.perf_counter() - started
         for i, out in enumerate(outs):
             check_shared_chunk_run(out, i, shared, own)
-        assert len(model.completions) == 3 * RUNS
+        assert len(model.completions) - before == 3 * RUNS
         assert not model.errors
     record("concurrency", "langgraph dev ChatOpenAI", trials=RUNS, seconds=round(seconds, 2))
