@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import io
 import json
 import os
 import threading
@@ -680,6 +681,34 @@ def execute(
                 evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
 
 
+class _WithoutProgressBars(io.TextIOBase):
+    """A text stream that passes lines on and drops what a tqdm progress bar writes.
+
+    A bar redraws itself with writes that start with a carriage return and ends with a lone newline;
+    everything else (messages, warnings, log records) reaches the stream underneath unchanged.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._in_bar = False
+
+    def write(self, text: str) -> int:
+        if text.startswith("\r"):
+            self._in_bar = True
+        elif text == "\n" and self._in_bar:
+            self._in_bar = False
+        else:
+            self._in_bar = False
+            self._stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+
 @contextlib.contextmanager
 def _quiet_langsmith() -> Iterator[None]:
     """Keep ``langsmith.evaluate``'s console output out of the way of ours.
@@ -687,24 +716,16 @@ def _quiet_langsmith() -> Iterator[None]:
     It prints "Starting evaluation of experiment" (or the experiment's URL) to stdout, where
     ``arag eval`` writes only its summary, so that goes to stderr; and it shows its own progress
     bar per experiment, which would interleave with the runner's single bar over all settings (and
-    ignore ``--quiet``), so its tqdm is replaced by a pass-through. ``_load_tqdm`` is private: when
-    a langsmith release renames it, only the extra bar comes back.
+    ignore ``--quiet``), so its bar is filtered out of stderr. (Not by replacing langsmith's private
+    ``_load_tqdm``: the runner's own bar holds the real stderr, so only langsmith's bar is dropped.)
     """
     import sys
 
-    from langsmith.evaluation import _runner
-
-    original = getattr(_runner, "_load_tqdm", None)
-    if original is not None:
-        _runner._load_tqdm = lambda: lambda items: items
-    try:
-        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
-            # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
-            warnings.filterwarnings("ignore", message=".*upload_(results|runs).*")
-            yield
-    finally:
-        if original is not None:
-            _runner._load_tqdm = original
+    quiet = _WithoutProgressBars(sys.stderr)
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
+        # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
+        warnings.filterwarnings("ignore", message=".*upload_(results|runs).*")
+        yield
 
 
 # ---------------------------------------------------------------------------------------------
