@@ -110,6 +110,8 @@ def _aggregate(recs: Sequence[Mapping[str, Any]], metric_names: Iterable[str]) -
         "n": len(recs),
         "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
         "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+        # Runs whose score lacks a metric because its evaluator raised (the record names which).
+        "evaluator_errors": sum(1 for r in recs if r.get("evaluator_errors")),
     }
     counts: dict[str, int] = {}
     values_of: dict[str, list[float]] = {}
@@ -157,7 +159,8 @@ def summarize(
     the order of its rows (``reasoning_effort``: minimal, low, medium, high, not alphabetical).
 
     Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``,
-    ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value), the mean of
+    ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value),
+    ``evaluator_errors`` (runs an evaluator failed on, whose metric is missing), the mean of
     every metric under its own key (``None`` when unavailable), ``counts`` (records per mean),
     ``cost_usd_total``, ``input_tokens_total``, ``output_tokens_total``, ``failures`` (records per
     failure mode, :mod:`arag_graph.evaluators.failures`), and the breakdowns ``by_type`` (per question
@@ -332,6 +335,8 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     columns = [*_COLUMNS, ("errors", "errors", "int")]
     if any(row.get("with_warnings") for row in rows):
         columns.append(("with_warnings", "runs with warnings", "int"))
+    if any(row.get("evaluator_errors") for row in rows):
+        columns.append(("evaluator_errors", "runs with evaluator errors", "int"))
     if with_cost:
         columns.append(("cost_usd_total", "cost (USD)", "usd"))
     lines = [
@@ -369,6 +374,11 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append(
             "- Runs with warnings: runs in which a step fell back to a safe default (a structured output "
             "the model did not give, a HyDE passage that failed): their predictions.jsonl records say which."
+        )
+    if any(row.get("evaluator_errors") for row in rows):
+        lines.append(
+            "- Runs with evaluator errors: runs for which an evaluator raised, so that metric is missing for "
+            "them (not counted as zero); their predictions.jsonl records name the evaluator and the error."
         )
     if with_cost:
         lines.append(

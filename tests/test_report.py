@@ -189,6 +189,17 @@ def test_runs_whose_steps_fell_back_are_counted_and_shown() -> None:
     assert "fell back to a safe default" in text
 
 
+def test_runs_an_evaluator_failed_on_are_counted_and_shown() -> None:
+    records = [record("arag", {}, "q1"), record("arag", {}, "q2", f1=None)]
+    records[1]["evaluator_errors"] = {"f1": "RuntimeError: tokenizer exploded"}
+    rows = summarize(records)
+    assert rows[0]["evaluator_errors"] == 1 and rows[0]["counts"]["f1"] == 1  # missing, not zero
+    text = summary_markdown(rows)
+    assert "| errors | runs with evaluator errors |" in text
+    assert text.split("| arag | default | 2 |")[1].split("\n")[0].endswith("| 0 | 1 |")
+    assert "an evaluator raised" in text
+
+
 def test_model_label() -> None:
     assert model_label("offline") == "offline (no-LLM policy)"
     assert model_label("gpt-5-mini") == "gpt-5-mini"
