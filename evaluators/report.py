@@ -746,7 +746,10 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], name: str, values: Sequence
         if kind is None:
             ticks = sorted(set(position.values()))
             axes.set_xticks(ticks)
-            axes.set_xticklabels([next(t for t, pos in position.items() if pos == tick) for tick in ticks])
+            # The axis names the setting, so ticks show its values alone: 5, 10 / minimal, high.
+            shown = {pos: ("default" if v in ("", None) else f"{_number(v):g}" if numeric else str(v))
+                     for v, pos in zip(values, position.values(), strict=True)}  # fmt: skip
+            axes.set_xticklabels([shown[tick] for tick in ticks])
             axes.margins(x=0.08)
             axes.set_xlabel(_SWEEP_AXES.get(name, name))
             _accuracy_axis(axes)
