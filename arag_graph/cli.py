@@ -1,7 +1,9 @@
 """The ``arag`` command line: build an index, look at retrieval, ask questions, run the demo.
 
 Every user error ends in one line on stderr (``arag: error: ...``) and exit status 2; results go to
-stdout, ``--json`` output is exactly one JSON object.
+stdout, and every command's ``--json`` output is exactly one JSON object. Log records go to stderr
+as ``arag: warning: ...`` lines, at the level ``-v``/``-q`` or ``$ARAG_LOG_LEVEL`` chooses
+(:mod:`arag_graph.logs`); ``-q`` also turns progress bars off.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from arag_graph import cliargs
+from arag_graph import cliargs, logs
 from arag_graph.errors import AragError
 
 EXIT_USAGE = 2
@@ -206,14 +208,14 @@ def check_model_spec(spec: str, base_url: str | None, limits: dict[str, Any] | N
     return resolve_chat_model(spec, base_url=base_url, **(limits or {}))
 
 
-def open_index(path: str | None) -> Any:
+def open_index(path: str | None, quiet: bool = False) -> Any:
     """The index at ``path``, or the bundled sample index (built on first use) when no path is given."""
     from arag_graph.index import load_index
     from arag_graph.sample import ensure_sample_index
 
     if path:
         return load_index(path, cache=True)
-    return ensure_sample_index(progress=sys.stderr.isatty())
+    return ensure_sample_index(progress=not quiet and sys.stderr.isatty())
 
 
 def describe_step(update: dict[str, Any]) -> list[str]:
@@ -297,6 +299,8 @@ def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, An
             for s in state.get("trajectory", [])
         ],
         "error": state.get("error"),
+        # Parts of the run that failed without failing it (a HyDE call, a structured step's fallback).
+        "warnings": [str(w) for w in state.get("warnings") or []],
     }
 
 
@@ -328,7 +332,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
     model = check_model_spec(spec, args.base_url, limits)
-    index = open_index(args.index)
+    index = open_index(args.index, args.quiet)
     if model is None:
         model = resolve_chat_model(spec, base_url=args.base_url, index=index)
     announce(notice)
@@ -405,8 +409,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rows = run_evaluation(
             plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice)
         )
-    print((out / "summary.md").read_text(encoding="utf-8"))
-    print(f"predictions, summary and plots: {out}")
+    if args.json:  # the summary.json rows, with where everything was written
+        files = sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json", ".csv", ".png"))
+        _print_json({"out": str(out), "files": files, "summary": rows})
+    else:
+        print((out / "summary.md").read_text(encoding="utf-8"))
+        print(f"predictions, summary and plots: {out}")
     failure = failed_everywhere(rows, out)
     if failure:
         print(f"arag: error: {failure}", file=sys.stderr)
@@ -434,7 +442,7 @@ def cmd_sample_chains(args: argparse.Namespace) -> int:
     check_model_spec(spec, args.base_url, limits)  # chains resolve the spec themselves; a bad one would fail each
     with cliargs.file_errors_as_one_line(args.out):
         open_outputs(args.out)  # a directory or someone else's file is refused before the index loads
-    index = open_index(args.index)
+    index = open_index(args.index, args.quiet)
     context: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
     context |= limits
     if args.top_k is not None:
@@ -486,21 +494,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise AragError(f"--questions {args.questions}: give 1 or more sample questions, e.g. --questions 3")
     get_graph_spec(args.graph)
     path = Path(args.index) if args.index else default_sample_index_path()
-    print(f"sample index: {path} (100 HotpotQA passages; built on first run)")
-    index = ensure_sample_index(path, progress=sys.stderr.isatty())
+    show = print if not args.json else lambda *_args, **_kwargs: None  # --json: one object, nothing else
+    show(f"sample index: {path} (100 HotpotQA passages; built on first run)")
+    index = ensure_sample_index(path, progress=not args.quiet and sys.stderr.isatty())
     model = resolve_chat_model("offline", index=index)
-    print("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
-    print("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
+    show("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
+    show("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
     questions = load_questions(sample_questions_path())[: args.questions]
+    answered: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):
-        print(f"\n[{i}/{len(questions)}] {q.question}")
-        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=True)
+        show(f"\n[{i}/{len(questions)}] {q.question}")
+        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=not args.json)
         record = result_record(state, args.graph, "offline")
-        print(f"  answer: {record['answer']}")
-        print(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
-        print(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
+        answered.append({"question": q.question, "gold_answers": list(q.answers), **record})
+        show(f"  answer: {record['answer']}")
+        show(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
+        show(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
         if record["error"]:
-            print(f"  error: {record['error']}")
+            show(f"  error: {record['error']}")
+    if args.json:
+        _print_json({"index": str(index.path), "model": "offline", "graph": args.graph, "questions": answered})
     return 0
 
 
@@ -532,15 +545,74 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that lists the choices of the options whose choices the library defines (graphs, formats,
+    encoders), read only when help is shown: ``arag`` starts without importing the graph registry
+    or the encoders, and the command's own checks keep their one-line errors for a wrong value."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        listed = getattr(action, "listed_choices", None)
+        return f"{text} (one of: {', '.join(listed())})" if listed is not None and text else text
+
+
+def _lists(action: argparse.Action, choices: Callable[[], Sequence[str]]) -> None:
+    action.listed_choices = choices  # type: ignore[attr-defined]
+
+
+def _graph_names() -> list[str]:
+    from arag_graph.registry import graph_names
+
+    return graph_names()
+
+
+def _corpus_formats() -> Sequence[str]:
+    from arag_graph.corpus import CORPUS_FORMATS
+
+    return CORPUS_FORMATS
+
+
+def _question_formats() -> Sequence[str]:
+    from arag_graph.datasets import QUESTION_FORMATS
+
+    return QUESTION_FORMATS
+
+
+def _encoders() -> Sequence[str]:
+    from arag_graph.embeddings import ENCODERS
+
+    return ENCODERS
+
+
+def _output_flags() -> argparse.ArgumentParser:
+    """``-v``/``-q``, on every command: how much goes to stderr (see :mod:`arag_graph.logs`)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help=f"more on stderr: -v arag's debug lines, -vv other libraries' info too (default: ${logs.ENV}, else info)",
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, and no progress bars")
+    return flags
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
+    parser = _Parser(
+        prog="arag",
+        description="Agentic RAG with hierarchical retrieval tools (A-RAG).",
+        formatter_class=_HelpFormatter,
+    )
     _add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = {"parents": [_output_flags()], "formatter_class": _HelpFormatter}
 
-    p = sub.add_parser("index", help="build an index of a corpus")
+    p = sub.add_parser("index", help="build an index of a corpus", **common)
     p.add_argument("corpus", help="corpus file or directory")
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
-    p.add_argument("--format", choices=None, default=None, help="chunks | hipporag | jsonl | dir (default: detect)")
+    _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
     p.add_argument("--contextual-headers", action="store_true", help="embed 'title: sentence' (ARAGOG's CCH)")
     p.add_argument(
@@ -556,43 +628,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--collection", default=None, help="collection name prefix in the Chroma server")
     _chroma_timeout_flag(p)
-    p.add_argument(
+    encoder = p.add_argument(
         "--encoder",
         default="torch",
         help="backend that runs the embedding model: torch (default), onnx (same vectors, faster) or onnx-int8 "
         "(int8 weights, fastest); recorded in the index and used for its queries",
     )
+    _lists(encoder, _encoders)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("search", help="run keyword_search or semantic_search against an index")
+    p = sub.add_parser("search", help="run keyword_search or semantic_search against an index", **common)
     p.add_argument("--index", required=True)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--keywords", help='comma-separated keywords, e.g. "Marie Curie,Nobel"')
     group.add_argument("--query", help="natural-language query for semantic search")
     p.add_argument("--top-k", type=int, default=5, help="chunks to return, 1 to 20 (default 5)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the hits as one JSON object")
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("read", help="print chunks by ID")
+    p = sub.add_parser("read", help="print chunks by ID", **common)
     p.add_argument("--index", required=True)
     p.add_argument("ids", nargs="+", metavar="ID")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the chunks as one JSON object")
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_read)
 
-    p = sub.add_parser("verify", help="check an index completely: checksums, keyword arrays, every sentence record")
+    p = sub.add_parser(
+        "verify", help="check an index completely: checksums, keyword arrays, every sentence record", **common
+    )
     p.add_argument("--index", required=True)
     p.add_argument("--json", action="store_true", help="print what was checked as one JSON object")
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)")
+    p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)", **common)
     p.add_argument("question")
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
-    p.add_argument("--graph", default="arag", help="which graph to run (default arag)")
+    _lists(p.add_argument("--graph", default="arag", help="which graph to run (default arag)"), _graph_names)
     p.add_argument("--model", default=None, help="offline, or an OpenAI-compatible model name (default: see README)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp, LM Studio)")
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
@@ -601,14 +675,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)")
-    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
-    p.add_argument(
-        "--format", default=None, help="question format: hotpotqa | 2wiki | musique | arag (default: detect)"
+    p = sub.add_parser(
+        "eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)", **common
     )
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
     p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
     p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
-    p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag")
+    _lists(
+        p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag"),
+        _graph_names,
+    )
     p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")
     p.add_argument("--judge", default=None, help="LLM judge model for LLM-Acc (without one it is reported unavailable)")
@@ -625,16 +702,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         dest="settings",
         metavar="KEY=VALUE",
-        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384",
+        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
+        "a comma list sweeps the setting in one run, as --max-steps does: reasoning_effort=minimal,low,medium,high",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(
-        "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)"
+        "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)", **common
     )
     p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
-    p.add_argument("--format", default=None, help="question format (default: detect)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     p.add_argument("--out", required=True, help="JSON Lines file the kept chains are appended to (resumable)")
     p.add_argument("--model", default=None, help="an OpenAI-compatible model name, or offline")
@@ -652,10 +730,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
     p.set_defaults(func=cmd_sample_chains)
 
-    p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy")
+    p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy", **common)
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")
     p.add_argument("--questions", type=int, default=3, help="how many sample questions (default 3)")
-    p.add_argument("--graph", default="arag", help="which graph answers them (default arag)")
+    _lists(p.add_argument("--graph", default="arag", help="which graph answers them (default arag)"), _graph_names)
+    p.add_argument("--json", action="store_true", help="print the answers and trajectories as one JSON object")
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -664,7 +743,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        level = logs.level_of(args.verbose, args.quiet, logs.env_level())
+        with logs.cli_logging(level, args.verbose):
+            return int(args.func(args) or 0)
     except AragError as exc:
         print(f"arag: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

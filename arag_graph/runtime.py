@@ -28,6 +28,7 @@ from arag_graph.index import HierarchicalIndex, load_index
 from arag_graph.models import resolve_chat_model
 from arag_graph.offline import OfflineBackbone, OfflinePolicy
 from arag_graph.sample import default_sample_index_path, ensure_sample_index
+from arag_graph.tracing import local_tracing_guard
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 
@@ -170,6 +171,20 @@ class TracedGraph(CompiledStateGraph):
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         return super().astream(input, self._traced(config, context), context=context, **kwargs)
+
+    # langsmith.evaluate(graph, ..., upload_results=False) calls invoke under LangSmith's local
+    # tracing mode, in which langchain-core would still post every node's run to the client's URL
+    # (arag_graph.tracing): the guard keeps the plain call offline. stream() cannot take it (its
+    # callbacks are set up when iteration starts, outside this call).
+    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        with local_tracing_guard():
+            return super().invoke(input, config, context=context, **kwargs)
+
+    async def ainvoke(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Any:
+        with local_tracing_guard():
+            return await super().ainvoke(input, config, context=context, **kwargs)
 
 
 def traced_graph(graph: CompiledStateGraph, bound: Bound) -> TracedGraph:

@@ -29,7 +29,6 @@ judge, and it saves the call.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import os
 import sys
@@ -44,6 +43,7 @@ from pydantic import BaseModel, Field, ValidationError
 from arag_graph.errors import ModelSpecError
 from arag_graph.evaluators.answers import _golds, _prediction
 from arag_graph.structured import ModelFacing
+from arag_graph.tracing import local_tracing_guard
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
@@ -168,21 +168,6 @@ def _verdict_of(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
         return schema.model_validate(result), None
     except ValidationError as exc:
         return None, f"invalid structured output: {exc.errors()[0].get('msg', '')}"
-
-
-def local_tracing_guard() -> contextlib.AbstractContextManager[Any]:
-    """Turn LangChain tracing off where LangSmith traces only locally (``evaluate(upload_results=False)``).
-
-    langsmith marks that mode ``enabled="local"``, but langchain-core only checks that tracing is
-    truthy and attaches a ``LangChainTracer`` that posts every model call to the client's URL, which
-    has no server behind it offline: each call then waits on connection retries. Under a real upload
-    (``enabled=True``) the judge's calls stay traced, nested under the evaluator's run.
-    """
-    from langsmith import run_helpers
-
-    if run_helpers.get_tracing_context().get("enabled") == "local":
-        return run_helpers.tracing_context(enabled=False)
-    return contextlib.nullcontext()
 
 
 def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[T]) -> tuple[T | None, str | None]:

@@ -17,7 +17,10 @@ How a run is organised:
 - Execution goes through ``langsmith.evaluate``: with a LangSmith key the runs and scores become an
   experiment per (graph, setting) on a dataset created (or reused) from the questions; without one
   the same call runs locally with ``upload_results=False``. Scores are computed once, by the
-  evaluators in :mod:`arag_graph.evaluators`, and stored in the record; LangSmith receives them from there.
+  evaluators in :mod:`arag_graph.evaluators`, and stored in the record; LangSmith receives them from
+  there as feedback, one LangSmith evaluator per evaluator, while the run's outputs are the prediction.
+- Sweeps (``--max-steps 5,10``, ``--set reasoning_effort=low,high``) run every combination of their
+  values, each as its own (graph, setting): :mod:`arag_graph.evaluators.sweeps`.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import io
 import json
+import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -41,9 +45,12 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 
 from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.errors import AragError, DatasetError
+from arag_graph.evaluators.sweeps import combinations, split_settings
 from arag_graph.jsonl import JsonLinesFile, dumps, replace_file, scrub
 from arag_graph.registry import config_for, get_graph_spec
 from arag_graph.safety import remember_url_credentials, url_without_credentials
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 PREDICTIONS = "predictions"
@@ -96,16 +103,23 @@ class Setting:
 # Planning and fail-fast checks
 
 
+def plan_settings(plan: EvalPlan) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The plan's fixed ``--set`` values and its sweeps (``--max-steps`` first), values in the order given."""
+    fixed, sweeps = split_settings(plan.extra_context, plan.graphs)
+    if plan.max_steps:
+        sweeps = {"max_steps": list(dict.fromkeys(plan.max_steps)), **sweeps}
+    return fixed, sweeps
+
+
 def settings_for(plan: EvalPlan) -> list[Setting]:
-    """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
+    """Every (graph, setting) to run: each combination of the sweeps' values a graph has settings for."""
+    fixed, sweeps = plan_settings(plan)
     out: list[Setting] = []
     for name in plan.graphs:
         fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
-        base = {k: v for k, v in plan.extra_context.items() if k in fields}
-        caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
-        for cap in caps:
-            out.append(Setting(name, base if cap is None else {**base, "max_steps": cap}))
+        base = {k: v for k, v in fixed.items() if k in fields}
+        out.extend(Setting(name, {**base, **values}) for values in combinations(fields, sweeps))
     return out
 
 
@@ -175,6 +189,8 @@ _RESERVED |= {"index_path": "--index", "timeout": "--model-timeout", "max_retrie
 def check_settings(plan: EvalPlan) -> None:
     """``--set KEY=VALUE`` values: a field of some chosen graph, valid for every graph that has it.
 
+    ``KEY=V1,V2,...`` is a sweep (:mod:`arag_graph.evaluators.sweeps`): each value is checked.
+
     A value a graph cannot take (``tools=bogus``) would otherwise fail once per question, deep in
     the run; the graphs' own configuration classes coerce and check it here instead.
     """
@@ -192,8 +208,9 @@ def check_settings(plan: EvalPlan) -> None:
             f"--set {unknown[0]}: none of the graphs {', '.join(plan.graphs)} has that setting; "
             f"choose from {', '.join(sorted(known - set(_RESERVED)))}"
         )
+    fixed, _ = split_settings(plan.extra_context, plan.graphs)  # checks every swept value
     for name in plan.graphs:
-        config_for(name, **plan.extra_context)  # raises a one-line AragError naming the field
+        config_for(name, **fixed)  # raises a one-line AragError naming the field
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,7 +378,8 @@ def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
         "model": plan.model,
         "judge": plan.judge,
         "top_k": plan.top_k,
-        "context": plan.extra_context,
+        # Sweeps are left out, as --max-steps is: a rerun may add values, each to its own file.
+        "context": plan_settings(plan)[0],
     }
     if index is not None:
         known |= {"corpus_hash": index.manifest.corpus_hash, "embedding_model": index.manifest.embedding_model}
@@ -446,31 +464,58 @@ def _takes_inputs(evaluator: Callable[..., Any]) -> bool:
     return any(p.name == "inputs" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
+def evaluator_name(evaluator: Callable[..., Any]) -> str:
+    """An evaluator's name as LangSmith shows it: ``contain_acc`` for ``contain_acc_evaluator``."""
+    return getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
+
+
+@dataclass
+class Scores:
+    """What the evaluators made of one prediction."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Every key's score (None: unavailable, never guessed), for the summary."""
+    feedback: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per evaluator, its results as it returned them (key, score, comment): LangSmith's feedback."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Per evaluator that raised, the error in one line."""
+
+
 def score(
     prediction: dict[str, Any],
     reference: dict[str, Any],
     evaluators: Sequence[Callable[..., Any]],
     inputs: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Scores:
     """Run each evaluator once; a key whose evaluator fails is recorded as None, never guessed.
 
     ``inputs`` (the example's ``{"question": ...}``) goes to the evaluators that take it, as
     ``langsmith.evaluate`` would pass it: the LLM judge grades against the question it was asked.
+    An evaluator that raises is logged and named in ``errors``, so the summary counts the runs it
+    left unscored instead of their metric silently missing.
     """
-    metrics: dict[str, Any] = {}
+    from arag_graph.safety import redact
+
+    scores = Scores()
     for evaluator in evaluators:
+        name = evaluator_name(evaluator)
         try:
             if inputs is not None and _takes_inputs(evaluator):
                 result = evaluator(outputs=prediction, reference_outputs=reference, inputs=inputs)
             else:
                 result = evaluator(outputs=prediction, reference_outputs=reference)
-        except Exception:
-            name = getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
-            metrics.setdefault(name, None)
+        except Exception as exc:
+            scores.errors[name] = redact(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            scores.metrics.setdefault(name, None)
+            log.warning("evaluator %s failed, its metric is missing for this run: %s", name, scores.errors[name])
             continue
-        for item in result.get("results", [result]) if isinstance(result, dict) else result:
-            metrics[item["key"]] = item.get("score")
-    return metrics
+        items = result.get("results", [result]) if isinstance(result, dict) else list(result)
+        scores.feedback[name] = [
+            {"key": item["key"], "score": item.get("score"), "comment": item.get("comment")} for item in items
+        ]
+        for item in items:
+            scores.metrics[item["key"]] = item.get("score")
+    return scores
 
 
 class SettingRun:
@@ -493,7 +538,7 @@ class SettingRun:
         self.file = file or prediction_file(plan.out / PREDICTIONS / setting.file_name)
         self.write_failure: OSError | None = None
         values = {"top_k": plan.top_k, "model": plan.model, "base_url": plan.base_url}
-        self.context = config_for(setting.graph, **{**values, **plan.extra_context, **setting.values})
+        self.context = config_for(setting.graph, **{**values, **setting.values})  # --set values are in setting
         # Graphs use a model instance as given, so the run's sampling settings (temperature 0, the
         # 16,384-token output limit, --set reasoning_effort=...) are applied here, as graphs do
         # themselves when they resolve the model from their configuration.
@@ -509,6 +554,7 @@ class SettingRun:
         )
         self.graph = build_graph(setting.graph, index=index, model=model)
         self.on_done = on_done
+        self.scored: dict[str, dict[str, Any]] = {}
 
     def metadata(self, question: Question) -> dict[str, Any]:
         """Trace metadata of the run for one question (LangSmith shows it on the root run)."""
@@ -523,31 +569,38 @@ class SettingRun:
     def reference(self, question: Question) -> dict[str, Any]:
         return {"answers": list(question.answers), "gold_chunk_ids": self.gold.get(question.id, [])}
 
+    def recorded(self, question_id: str) -> dict[str, Any] | None:
+        """The record of a question of this run: written now, or read back from an earlier run."""
+        return self.scored.get(question_id) or self.file.keys.get(question_id)
+
     def target(self, question: Question) -> dict[str, Any]:
-        """Run (or replay, when already recorded) one question; returns the prediction with its metrics."""
+        """Run (or replay, when already recorded) one question; returns the prediction.
+
+        The prediction is the model's output as LangSmith shows it; the scores go to LangSmith as
+        feedback (:func:`feedback_evaluators`), read from the record written here.
+        """
         done = self.file.keys.get(question.id)
         if done is not None:
-            return {**done["prediction"], "metrics": done["metrics"]}
+            return dict(done["prediction"])
         if self.write_failure is not None:  # results could not be saved: pay for no more questions
-            return {"answer": "", "error": f"not run: {self.write_failure}", "metrics": {}}
-        from arag_graph.evaluators.judge import local_tracing_guard
-
+            return {"answer": "", "error": f"not run: {self.write_failure}"}
         started = time.perf_counter()
         calls = UsageMetadataCallbackHandler()  # one per run: usage of every model call, side calls too
         try:
-            # Local evaluation (no upload): no LangChainTracer may post the graph's runs anywhere.
-            with local_tracing_guard():
-                state = self.graph.invoke(
-                    {"question": question.question},
-                    {"metadata": self.metadata(question), "callbacks": [calls]},
-                    context=self.context,
-                )
+            # The graph's invoke keeps a local evaluation (no upload) from posting its runs anywhere.
+            state = self.graph.invoke(
+                {"question": question.question},
+                {"metadata": self.metadata(question), "callbacks": [calls]},
+                context=self.context,
+            )
         except Exception as exc:  # a graph bug must not stop the evaluation: record it as an error
             from arag_graph.safety import redact
 
             state = {"error": redact(f"graph failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
         prediction = scrub(prediction_of(state, calls))  # no key a model echoed reaches files or LangSmith
-        metrics = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
+        if prediction["error"]:
+            log.warning("%s, question %s: %s", self.setting.graph, question.id, prediction["error"])
+        scores = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
         record = {
             "question_id": question.id,
             "question": question.question,
@@ -559,18 +612,22 @@ class SettingRun:
             "setting_key": self.setting.key,
             "model": self.plan.model,
             "prediction": prediction,
-            "metrics": metrics,
+            "metrics": scores.metrics,
+            "feedback": scores.feedback,  # each evaluator's results with their comments, for LangSmith
             # The failure analysis tells "cap reached" from steps against the cap the run had.
             "step_cap": getattr(self.context, "max_steps", None),
             "seconds": round(time.perf_counter() - started, 3),
         }
+        if scores.errors:
+            record["evaluator_errors"] = scores.errors
+        self.scored[question.id] = record
         try:
             self.file.add(record)
         except OSError as exc:  # a full disk, say: langsmith.evaluate would only log it and go on
             self.write_failure = exc
-            return {**prediction, "metrics": metrics}
+            return prediction
         self.on_done()
-        return {**prediction, "metrics": metrics}
+        return prediction
 
 
 # ---------------------------------------------------------------------------------------------
@@ -639,13 +696,45 @@ def langsmith_dataset(client: Any, plan: EvalPlan, questions: Sequence[Question]
     return name
 
 
-def stored_metrics(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
-    """Hands LangSmith the scores the runner already computed and stored (no second computation).
+def _stored_feedback(record: Mapping[str, Any], name: str, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Evaluator ``name``'s results as the record holds them (unavailable scores left out).
 
-    Unavailable metrics (None, such as LLM-Acc without a judge) are left out, never sent as zero.
+    A record written before records kept each evaluator's results has only its metrics: a metric is
+    then given to the evaluator of its name, and the ones no evaluator is named after (a usage
+    evaluator's tokens and cost) to the first evaluator, so every key still arrives once.
     """
-    metrics = outputs.get("metrics") or {}
-    return {"results": [{"key": k, "score": v} for k, v in metrics.items() if v is not None]}
+    if isinstance(record.get("feedback"), dict):
+        results = list(record["feedback"].get(name) or [])
+    else:
+        metrics = record.get("metrics") or {}
+        keys = [k for k in metrics if k == name or (name == names[0] and k not in names)]
+        results = [{"key": k, "score": metrics[k], "comment": None} for k in keys]
+    error = (record.get("evaluator_errors") or {}).get(name)
+    if error:  # as LangSmith records an evaluator that raised: feedback under its name, marked an error
+        results.append({"key": name, "score": None, "comment": f"evaluator failed: {error}", "extra": {"error": True}})
+    return [r for r in results if r.get("score") is not None or r.get("extra")]
+
+
+def feedback_evaluators(run: SettingRun) -> list[Callable[[dict[str, Any]], dict[str, Any]]]:
+    """One LangSmith evaluator per evaluator of the run, named after it, handing over what it scored.
+
+    LangSmith then shows each metric as feedback from its own evaluator, with its comment (the
+    judge's reason, why a metric is unavailable), as its own evaluators do. The scores themselves
+    are computed once, in :meth:`SettingRun.target`, and stored with the prediction: a resumed
+    evaluation replays them from the predictions file instead of paying for them (and the judge)
+    again.
+    """
+    names = [evaluator_name(e) for e in run.evaluators]
+
+    def make(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def evaluator(inputs: dict[str, Any]) -> dict[str, Any]:
+            record = run.recorded(str(inputs.get("question_id")))
+            return {"results": _stored_feedback(record, name, names) if record else []}
+
+        evaluator.__name__ = evaluator.__qualname__ = name
+        return evaluator
+
+    return [make(name) for name in names]
 
 
 def execute(
@@ -665,7 +754,7 @@ def execute(
         return run.target(by_id[inputs["question_id"]])
 
     common = {
-        "evaluators": [stored_metrics],
+        "evaluators": feedback_evaluators(run),
         "max_concurrency": run.plan.workers,
         "metadata": {"graph": run.setting.graph, "setting": run.setting.key, "model": run.plan.model},
         "experiment_prefix": f"{run.setting.graph}-{run.setting.key}",
@@ -681,51 +770,38 @@ def execute(
                 evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
 
 
-class _WithoutProgressBars(io.TextIOBase):
-    """A text stream that passes lines on and drops what a tqdm progress bar writes.
-
-    A bar redraws itself with writes that start with a carriage return and ends with a lone newline;
-    everything else (messages, warnings, log records) reaches the stream underneath unchanged.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._in_bar = False
-
-    def write(self, text: str) -> int:
-        if text.startswith("\r"):
-            self._in_bar = True
-        elif text == "\n" and self._in_bar:
-            self._in_bar = False
-        else:
-            self._in_bar = False
-            self._stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def writable(self) -> bool:
-        return True
+_BAR = re.compile(r"\[\d+:\d{2}(:\d{2})?(<[^\]]*)?, [^\]]*(it/s|s/it|\?it/s)[^\]]*\]\s*$")
+"""The end of a tqdm progress line: ``[00:21, 21.60s/it]``, ``[00:01<00:03, 2.50it/s]``."""
 
 
 @contextlib.contextmanager
 def _quiet_langsmith() -> Iterator[None]:
-    """Keep ``langsmith.evaluate``'s console output out of the way of ours.
+    """Keep ``langsmith.evaluate``'s console output out of ours, by public means only.
 
-    It prints "Starting evaluation of experiment" (or the experiment's URL) to stdout, where
-    ``arag eval`` writes only its summary, so that goes to stderr; and it shows its own progress
-    bar per experiment, which would interleave with the runner's single bar over all settings (and
-    ignore ``--quiet``), so its bar is filtered out of stderr. (Not by replacing langsmith's private
-    ``_load_tqdm``: the runner's own bar holds the real stderr, so only langsmith's bar is dropped.)
+    It prints "Starting evaluation of experiment: ..." (uploading: the experiment's URL) to stdout,
+    where ``arag eval`` writes only its summary, and draws a progress bar per experiment on stderr,
+    which would interleave with the runner's one bar over all settings and ignore ``--quiet``. Both
+    streams are captured while it runs; the runner's bar and the command's log handler were given
+    the real stderr before, so they still show. Afterwards the printed lines become log records
+    (the URL at info, the rest at debug: ``--quiet`` shows neither), LangSmith's bar is dropped, and
+    anything else written to stderr meanwhile is passed on.
     """
+    import io
     import sys
 
-    quiet = _WithoutProgressBars(sys.stderr)
-    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
-        # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
-        warnings.filterwarnings("ignore", message=".*upload_(results|runs).*")
-        yield
+    printed, errors = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors), warnings.catch_warnings():
+            # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
+            warnings.filterwarnings("ignore", message=".*upload_(results|runs).*")
+            yield
+    finally:
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                log.log(logging.INFO if "://" in line else logging.DEBUG, "LangSmith: %s", line.strip())
+        rest = [line for line in errors.getvalue().splitlines() if line.strip() and not _BAR.search(line)]
+        if rest:
+            sys.stderr.write("\n".join(rest) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -734,9 +810,12 @@ def _quiet_langsmith() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _progress(total: int, enabled: bool) -> Iterator[Callable[[], None]]:
+    """One bar over every question of every setting; log lines are written above it, not through it."""
     from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with tqdm(total=total, desc="questions", unit="q", disable=not enabled) as bar:
+    redirect = logging_redirect_tqdm() if enabled else contextlib.nullcontext()
+    with tqdm(total=total, desc="questions", unit="q", disable=not enabled) as bar, redirect:
         lock = threading.Lock()
 
         def tick() -> None:
@@ -814,10 +893,11 @@ def _evaluate(
     records = [r for run in runs for qid, r in run.file.keys.items() if qid in types]
     for record in records:  # records written before types were recorded still get theirs
         record.setdefault("question_type", types[record["question_id"]])
-    rows = summarize(records)
+    orders = plan_settings(plan)[1]  # each swept setting's values in the order asked for
+    rows = summarize(records, orders)
     write_summary(rows, plan.out)
     write_failures(records, plan.out)
-    write_plots(rows, plan.out)
+    write_plots(rows, plan.out, orders)
     return rows
 
 

@@ -306,6 +306,36 @@ def test_hyde_embeds_a_hypothetical_passage_for_semantic_search(sample_index: An
     assert len(hyde.log) == len(plain.log) + 1  # one extra call wrote the passage
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failing_hyde_call_is_logged_and_counted_in_the_runs_warnings(
+    sample_index: Any, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HyDE refines the search, so its failure does not stop the run; it must not pass unseen either."""
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if "encyclopedia-style" in messages[-1].content:
+            raise RuntimeError("hyde backend down")
+        if any(m.type == "tool" for m in messages):
+            return AIMessage("Answer: done")
+        return calls(tool_call("semantic_search", query="who directed the film shot in Leland"))
+
+    graph = build_arag_graph(sample_index, ScriptedChatModel(messages=iter([]), reply=reply))
+    inputs, context = {"question": "Who directed it?"}, {"hyde": True}
+    with caplog.at_level("WARNING", logger="arag_graph"):
+        out = (
+            graph.invoke(inputs, context=context)
+            if mode == "sync"
+            else asyncio.run(graph.ainvoke(inputs, context=context))
+        )
+    expected = [h.chunk_id for h in sample_index.semantic_search("who directed the film shot in Leland", 5)]
+    assert out["trajectory"][0]["chunk_ids"] == expected and out["error"] is None  # searched with the query
+    assert len(out["warnings"]) == 1 and "HyDE failed" in out["warnings"][0] and "step 1" in out["warnings"][0]
+    assert any("HyDE failed" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    # A run without the failure reports none.
+    clean = build_arag_graph(sample_index, scripted(calls(tool_call("semantic_search", query="x")), "Answer: y"))
+    assert clean.invoke(inputs, context=context | {"hyde": False})["warnings"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Configuration reaching the model and the index
 
