@@ -45,8 +45,8 @@ whose steps become ``chain``.
 
 Offline, the policy has no temperature: sampled chain k reformulates by a fixed variant k of its
 rule (:func:`arag_graph.offline.offline_reformulation`), so every strategy runs deterministically,
-and the run's ``warnings`` say so. A model instance without a ``temperature`` field is used as it
-is (its chains may repeat), and a reasoning model takes no temperature; the warnings say that too.
+and the run's ``notes`` say so. A model instance without a ``temperature`` field is used as it is
+(its chains may repeat), and a reasoning model takes no temperature; the run's ``warnings`` say so.
 
 The chain (one :class:`~arag_graph.corag_chain.ChainStep` per retrieval: query, chunk IDs, new
 chunk IDs, the sub-answer and its penalty, the check's verdict and reasoning) is part of the
@@ -134,6 +134,8 @@ class CoragOutputState(OutputState, total=False):
     """best_of_n and tree: every chain run (without passage text), ``selected`` on the one that answered."""
     selected_chain: str
     """best_of_n and tree: the ID of the chain that answered ("" for greedy)."""
+    notes: list[str]
+    """What is worth knowing and is no problem, such as how the offline policy varied its chains."""
 
 
 class CoragState(ChainState, CoragOutputState, total=False):
@@ -196,6 +198,7 @@ def start(state: CoragState, runtime: Runtime[CoragContext]) -> dict[str, Any]:
         depth=0,
         sampled_chains=[],
         selected_chain="",
+        notes=[],
     )
     ctx = CoragContext.of_run(runtime.context)
     if ctx.decoding != "greedy" and not update.get("error"):
@@ -272,26 +275,27 @@ def _accounting(runs: Sequence[ChainRun]) -> dict[str, Any]:
     }
 
 
-def _sampling_notes(run: Run, ctx: CoragContext) -> list[str]:
-    """What the run's warnings say about how (or whether) the chains were sampled."""
+def _sampling_notes(run: Run, ctx: CoragContext) -> tuple[list[str], list[str]]:
+    """How the chains were sampled, as notes (nothing wrong) and warnings (not sampled as meant)."""
     if isinstance(run.model, OfflinePolicy):
-        return [
+        note = (
             f"offline policy: {ctx.decoding}'s chains are not sampled (the policy has no temperature); sampled chain "
             "k reformulates by the policy's fixed variant k (arag_graph.offline.offline_reformulation), so the "
             "strategy runs deterministically"
-        ]
+        )
+        return [note], []
     if ctx.reasoning_effort or getattr(run.model, "reasoning_effort", None):
-        return ["a reasoning model takes no temperature: the chains were sampled at the provider's own setting"]
+        return [], ["a reasoning model takes no temperature: the chains were sampled at the provider's own setting"]
     if not supports_setting(run.model, "temperature"):
         label = model_label(run.model, ctx)
-        return [f"model {label} has no temperature setting: its chains were sampled as it was built (they may repeat)"]
-    return []
+        return [], [f"model {label} has no temperature setting: its chains were sampled as it was built (may repeat)"]
+    return [], []
 
 
 def _final(state: CoragState, run: Run, runs: list[ChainRun], chosen: ChainRun, extra: Sequence[str]) -> dict:
     """The chosen chain becomes the run's chain; every run stays in ``sampled_chains``."""
-    notes = [*_sampling_notes(run, run.ctx), *extra]
-    notes += [f"chain {r['id']}: {w}" for r in sorted(runs, key=_order) for w in r.get("warnings") or []]
+    notes, warnings = _sampling_notes(run, run.ctx)
+    warnings += [*extra, *(f"chain {r['id']}: {w}" for r in sorted(runs, key=_order) for w in r.get("warnings") or [])]
     summaries = [
         {**{k: v for k, v in r.items() if k != "passages"}, "selected": r["id"] == chosen["id"]}
         for r in sorted(runs, key=_order)
@@ -303,7 +307,8 @@ def _final(state: CoragState, run: Run, runs: list[ChainRun], chosen: ChainRun, 
         "stop_detail": chosen.get("stop_detail") or "",
         "selected_chain": chosen["id"],
         "sampled_chains": summaries,
-        "warnings": [*(state.get("warnings") or []), *notes],
+        "warnings": [*(state.get("warnings") or []), *warnings],
+        "notes": notes,
         "tasks": [],
     }
 

@@ -21,18 +21,19 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler, UsageMetadataCallbackHandler
 from langchain_openai import ChatOpenAI
 
+from arag_graph import models
 from arag_graph.configuration import ContextError, CoragContext
 from arag_graph.corag import build_corag_graph, chain_penalty, step_penalty
 from arag_graph.offline import bridge_names, offline_reformulation, offline_sub_answer
-from arag_graph.registry import build_graph
+from arag_graph.registry import build_graph, config_for
 from arag_graph.retrievers import Passage
 from arag_graph.sentences import split_sentences
 from arag_graph.structured import NO_RELEVANT_INFORMATION, SubAnswer
-from tests.scripted import requested_schema
+from tests import test_model_faults as faults
+from tests.scripted import ScriptedChatModel, requested_schema
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
 from tests.test_corag import QUESTION, TOPICS, CountingModel, chain_model
-from tests.test_model_faults import _structured_schema
 
 STOP_REASONS = {"sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit"}
 
@@ -176,6 +177,16 @@ def test_best_of_n_keeps_the_first_chain_on_a_tie_and_best_of_one_is_greedy(inde
     assert one["steps"] == greedy["steps"] == 3 and one["retrieved_tokens"] == greedy["retrieved_tokens"]
     assert one["context_chunks"] == greedy["context_chunks"] and one["stop_reason"] == greedy["stop_reason"]
     assert greedy["sampled_chains"] == [] and greedy["selected_chain"] == ""
+
+
+@pytest.mark.integration
+def test_a_model_without_a_temperature_is_used_as_it_is_and_the_run_says_so(index: Any) -> None:
+    plain = ScriptedChatModel(messages=iter([]), reply=chain_model().reply)  # no temperature field
+    out = build_corag_graph(index, plain).invoke(
+        {"question": QUESTION}, context={"decoding": "best_of_n", "n": 2, "max_steps": 2}
+    )
+    assert out["error"] is None and len(out["sampled_chains"]) == 2
+    assert any("has no temperature setting" in w for w in out["warnings"]) and out["notes"] == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,9 +350,10 @@ def test_offline_policy_runs_each_strategy_deterministically(
         assert first["citations"] and set(first["citations"]) <= set(first["context_chunks"])
         assert all(link["sub_answer"] and link["penalty"] is not None for link in first["chain"])
         if context["decoding"] == "greedy":
-            assert first["sampled_chains"] == [] and not any("offline policy" in w for w in first["warnings"])
+            assert first["sampled_chains"] == [] and first["notes"] == []
             continue
-        assert any("offline policy" in w and "deterministic" in w for w in first["warnings"])
+        assert any("offline policy" in n and "deterministic" in n for n in first["notes"])
+        assert first["warnings"] == []  # nothing went wrong: the policy's variants are no fault
         check_counting(first)
         runs = list(first["sampled_chains"])
         queries = {tuple(link["query"] for link in r["chain"]) for r in runs}
@@ -376,7 +388,7 @@ def test_offline_strategies_give_the_same_runs_async(hotpot_index: Any, hotpot_s
 
 def corag_responder(request: RecordedRequest) -> Reply:
     """Sub-answers, never-sufficient checks, a fresh query per reformulation, then the answer."""
-    schema = _structured_schema(request)
+    schema = faults._structured_schema(request)
     if schema == "SubAnswer":
         return text(json.dumps({"answer": "a director", "confidence": 0.5}))
     if schema == "Sufficiency":
@@ -399,7 +411,7 @@ class CallCounter(BaseCallbackHandler):
 
 
 def _bodies(server: OpenAIStubServer, schema: str | None = None) -> list[dict[str, Any]]:
-    return [c.body for c in server.completions if schema is None or _structured_schema(c.recorded) == schema]
+    return [c.body for c in server.completions if schema is None or faults._structured_schema(c.recorded) == schema]
 
 
 @pytest.mark.integration
@@ -489,4 +501,44 @@ def test_arag_eval_runs_a_decoding_strategy_offline(
         prediction = record["prediction"]
         assert prediction["error"] is None and prediction["steps"] == len(prediction["trajectory"])
         assert {s["args"]["chain"] for s in prediction["trajectory"]} <= {"1", "2"}
-        assert any("offline policy" in w for w in prediction["warnings"])
+        assert prediction["warnings"] == []  # the offline policy's note is not a warning
+
+
+# ---------------------------------------------------------------------------------------------
+# Model faults under the sampling strategies (the fault matrix of tests/test_model_faults.py runs greedy)
+
+DECODING_FAULTS = ["429_then_ok", "500_always", "timeout", "truncated_json", "never_stops_calling_tools"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fault_name", DECODING_FAULTS)
+@pytest.mark.parametrize("decoding", ["best_of_n", "tree"])
+def test_sampling_strategies_survive_model_faults(
+    decoding: str,
+    fault_name: str,
+    openai_server: OpenAIStubServer,
+    sample_index: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", faults.KEY)
+    monkeypatch.setattr(models, "TIMEOUT_SECONDS", faults.TIMEOUT)
+    fault = faults.FAULTS[fault_name]
+    faults._arm(openai_server, fault, monkeypatch)
+    try:
+        graph = build_graph("corag", index=sample_index, model="gpt-4o-mini")
+        settings = {"n": 2, "beam": 1, "expand": 2, "rollouts": 1}
+        context = config_for("corag", base_url=openai_server.url, max_steps=2, top_k=3, decoding=decoding, **settings)
+        out = graph.invoke({"question": faults.QUESTION}, context=context)
+    finally:
+        models._chat_openai.cache_clear()
+    error = out.get("error")
+    assert faults.KEY not in json.dumps(out, default=str)
+    assert out["steps"] == len(out["trajectory"]) == sum(r["steps"] for r in out["sampled_chains"])
+    # best-of-2: two chains of at most 2 steps; the tree: the first step, 2 candidates, 2 rollouts.
+    assert out["steps"] <= 4 if decoding == "best_of_n" else out["steps"] <= 1 + 2 + 2
+    if fault.answers:
+        assert error is None and out["answer"] == faults.ANSWER
+    else:
+        assert isinstance(error, str) and "\n" not in error and fault.needle in error, error
