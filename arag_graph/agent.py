@@ -243,6 +243,7 @@ class ToolCallGuard:
             full_text="chunk_read" not in self.bound.tools(run),
             dedupe=bool(getattr(run.ctx, "dedupe_search_chunks", False)),
             also_read=also_read if name == "chunk_read" else frozenset(),
+            snippet_window=int(getattr(run.ctx, "snippet_window", 1)),
         )
         return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
 

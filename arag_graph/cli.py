@@ -14,13 +14,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from arag_graph import cliargs
 from arag_graph.errors import AragError
 
 EXIT_USAGE = 2
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    """Exactly one strict JSON object (no NaN or Infinity, secrets redacted): see :func:`arag_graph.jsonl.dumps`."""
+    from arag_graph.jsonl import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,17 +158,19 @@ def announce(notice: str | None) -> None:
         print(notice, file=sys.stderr)
 
 
-def check_model_spec(spec: str, base_url: str | None) -> Any:
+def check_model_spec(spec: str, base_url: str | None, limits: dict[str, Any] | None = None) -> Any:
     """The chat model of a spec that needs no index (None for ``offline``, which reads the index).
 
     Raises the one-line :class:`ModelSpecError` for a malformed spec or a missing key before any index
-    is loaded or built.
+    is loaded or built. ``limits`` holds the ``timeout`` and ``max_retries`` given on the command line.
     """
     from arag_graph.models import OFFLINE, resolve_chat_model
+    from arag_graph.safety import remember_url_credentials
 
+    remember_url_credentials(base_url)
     if spec.strip() == OFFLINE:
         return None
-    return resolve_chat_model(spec, base_url=base_url)
+    return resolve_chat_model(spec, base_url=base_url, **(limits or {}))
 
 
 def open_index(path: str | None) -> Any:
@@ -262,31 +268,33 @@ def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, An
 
 
 def check_run_limits(max_steps: int | None, top_k: int | None) -> None:
-    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default)."""
-    from arag_graph.tools import TOP_K_MAX
+    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default).
 
+    ``--top-k`` follows one rule in every command: refused outside the tools' range (the tools clamp
+    only what a model asks for).
+    """
     if max_steps is not None and max_steps < 0:
         raise AragError(f"--max-steps {max_steps} is not a step cap; give 0 or more tool steps, e.g. --max-steps 15")
-    if top_k is not None and top_k < 1:
-        raise AragError(
-            f"--top-k {top_k} is not a number of chunks; give 1 to {TOP_K_MAX} chunks per search, e.g. --top-k 5"
-        )
+    cliargs.top_k(top_k)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from arag_graph.jsonl import finite, scrub
     from arag_graph.models import resolve_chat_model
     from arag_graph.registry import config_for, get_graph_spec
 
     # Every check comes before the first line of output: bad input prints its one error line only.
+    cliargs.require_utf8([("the question", args.question), *cliargs.flags(args, "index", "graph", "model", "base_url")])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
     check_run_limits(args.max_steps, args.top_k)
     spec, notice = choose_model_spec(args.model, args.base_url)
-    context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url}
+    limits = cliargs.model_limits(args)
+    context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
-    model = check_model_spec(spec, args.base_url)
+    model = check_model_spec(spec, args.base_url, limits)
     index = open_index(args.index)
     if model is None:
         model = resolve_chat_model(spec, base_url=args.base_url, index=index)
@@ -294,7 +302,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"graph {args.graph}, model {spec}, index {index.path}")
     state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
-    record = result_record(state, args.graph, spec)
+    record = scrub(finite(result_record(state, args.graph, spec)))  # no key a model echoed is printed
     if args.json:
         _print_json(record)
     else:
@@ -332,8 +340,10 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from arag_graph.evaluators.runner import EvalPlan, run_evaluation
+    from arag_graph.evaluators.runner import EvalPlan, failed_everywhere, run_evaluation
 
+    texts = ("dataset", "corpus", "index", "graphs", "model", "base_url", "judge", "max_steps", "out", "format")
+    cliargs.require_utf8([*cliargs.flags(args, *texts), *(("--set", pair) for pair in args.settings)])
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     dataset = Path(args.dataset)
     model, notice = choose_model_spec(args.model, args.base_url)
@@ -356,10 +366,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
         dataset_format=args.format,
         upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
+        **cliargs.model_limits(args),
     )
-    run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice))
+    with cliargs.file_errors_as_one_line(str(out)):
+        rows = run_evaluation(
+            plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice)
+        )
     print((out / "summary.md").read_text(encoding="utf-8"))
     print(f"predictions, summary and plots: {out}")
+    failure = failed_everywhere(rows, out)
+    if failure:
+        print(f"arag: error: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -370,16 +388,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_sample_chains(args: argparse.Namespace) -> int:
     """CoRAG's rejection sampling: N chains per question, keep those whose answer matches the gold."""
     from arag_graph.datasets import load_questions
-    from arag_graph.rejection_sampling import check_settings, rejection_sample
+    from arag_graph.rejection_sampling import check_settings, open_outputs, rejection_sample
 
+    cliargs.require_utf8(cliargs.flags(args, "dataset", "format", "index", "out", "model", "base_url"))
     if args.limit is not None and args.limit < 1:
         raise AragError(f"--limit {args.limit} is not a positive number of questions")
+    cliargs.whole_number(args.workers, "--workers", 1, example="--workers 4")
     questions = load_questions(args.dataset, args.format)[: args.limit]
     check_run_limits(args.max_steps, args.top_k)
     spec, notice = choose_model_spec(args.model, args.base_url)
-    check_model_spec(spec, args.base_url)  # chains resolve the spec themselves; a bad one would fail each
+    limits = cliargs.model_limits(args)
+    check_model_spec(spec, args.base_url, limits)  # chains resolve the spec themselves; a bad one would fail each
+    with cliargs.file_errors_as_one_line(args.out):
+        open_outputs(args.out)  # a directory or someone else's file is refused before the index loads
     index = open_index(args.index)
-    context = {"base_url": args.base_url} if args.base_url else {}
+    context: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
+    context |= limits
     if args.top_k is not None:
         context["top_k"] = args.top_k
     settings: dict[str, Any] = {"n": args.n, "temperature": args.temperature, "max_steps": args.max_steps}
@@ -391,9 +415,16 @@ def cmd_sample_chains(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{stats.questions}/{len(questions)}] {question.id}: kept {kept} of {args.n}")
 
-    stats = rejection_sample(
-        questions, index=index, model=spec, out=args.out, **settings, max_concurrency=args.workers, on_question=shown
-    )
+    with cliargs.file_errors_as_one_line(args.out):
+        stats = rejection_sample(
+            questions,
+            index=index,
+            model=spec,
+            out=args.out,
+            **settings,
+            max_concurrency=args.workers,
+            on_question=shown,
+        )
     summary = {"model": spec, **stats.as_dict()}
     if args.json:
         _print_json(summary)
@@ -513,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="offline, or an OpenAI-compatible model name (default: see README)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp, LM Studio)")
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
-    p.add_argument("--top-k", type=int, default=None, help="chunks per search (default 5)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
+    cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
 
@@ -531,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
     p.add_argument("--max-steps", default=None, help="step caps to sweep, e.g. 5,10,15,20 (graphs with a step cap)")
-    p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5, as in the paper)")
+    p.add_argument("--top-k", type=int, default=5, help="chunks per search, 1 to 20 (default 5, as in the paper)")
+    cliargs.add_model_limits(p, judge=True)
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
     p.add_argument(
@@ -555,12 +588,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="an OpenAI-compatible model name, or offline")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
     p.add_argument("--n", type=int, default=4, help="chains sampled per question (default 4)")
-    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature, above 0 (default 0.7)")
+    p.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature, above 0 and at most 2 (default 0.7)"
+    )
     p.add_argument("--max-steps", type=int, default=3, help="CoRAG step cap S (default 3)")
-    p.add_argument("--top-k", type=int, default=None, help="chunks per retrieval (default 5)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per retrieval, 1 to 20 (default 5)")
     p.add_argument("--match", choices=["contain", "em"], default="contain", help="answer check (default contain)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--workers", type=int, default=1, help="chains of a question run at once (default 1)")
+    cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
     p.set_defaults(func=cmd_sample_chains)
 

@@ -200,6 +200,13 @@ class AragContext(GraphContext):
         description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
         "one-line notice instead of its text again. Off, as in the paper, whose Naive variant pays for repeats.",
     )
+    snippet_window: int = Field(
+        default=1,
+        ge=1,
+        le=41,
+        description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
+        "1 shows the matched sentence alone, as A-RAG does.",
+    )
 
 
 class AragNaiveContext(GraphContext):
@@ -251,7 +258,8 @@ class NaiveRagContext(GraphContext):
         default=3,
         ge=1,
         le=41,
-        description="Neighbouring sentences kept on each side of a matched sentence in sentence-window mode.",
+        description="Sentences in each window, centred on the matched sentence (ARAGOG's window: 3, the best in "
+        "its comparison, is the sentence with one neighbour on each side; 7 is three on each side).",
     )
 
 

@@ -38,6 +38,8 @@ FAST = [
     "tests/test_hostile_content.py",
     "tests/test_secrets.py",
     "tests/test_servers_bind_localhost.py",
+    "tests/test_model_limits.py",
+    "tests/test_eval_safety.py",
 ]
 SLOW = [
     "tests/slow/test_index_kills.py",
@@ -54,6 +56,8 @@ AREAS = {
     "hostile_content": "Hostile corpus content (obedient model, offline policy on every graph)",
     "secrets": "Sentinel API keys in outputs, errors and eval files",
     "servers": "Servers bind to localhost",
+    "bounded_waits": "Bounded model waits: a model server that accepts and never answers",
+    "eval_safety": "Evaluation output: full disks, write failures, two `arag eval` runs into one --out",
 }
 FIGURES = ("trials", "faults", "survived", "inputs", "lost")
 
@@ -124,6 +128,25 @@ def details(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def eval_safety_details(entries: list[dict[str, Any]]) -> list[str]:
+    """What the evaluation-output and bounded-wait tests did (issue 11, eval side)."""
+    lines: list[str] = []
+    silent = [e for e in entries if e["area"] == "bounded_waits"]
+    if silent:
+        lines.append(
+            f"- Bounded model waits: {len(silent)} runs against a server that accepts and never answers "
+            f"({'; '.join(e['case'] for e in silent)}); each ended after exactly its attempts (timeout and "
+            "retries) with one line saying it timed out."
+        )
+    for e in entries:
+        if e["area"] == "eval_safety":
+            lines.append(
+                f"- Evaluation output, {e['case']}: {e['trials']} runs, {e['faults']} fault(s), "
+                f"{e['inputs']} questions, {e['lost']} lost or duplicated."
+            )
+    return lines
+
+
 def write(report: dict[str, Any], entries: list[dict[str, Any]]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "reliability.json").write_text(json.dumps({**report, "entries": entries}, indent=2) + "\n")
@@ -160,6 +183,7 @@ def write(report: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         "before recording.",
         "",
         *details(entries),
+        *eval_safety_details(entries),
         "",
         "More evaluation-kill trials, kill by kill: bench/results/reliability-eval.md "
         "(`python bench/bench_eval_kill.py --trials 10`).",

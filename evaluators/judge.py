@@ -293,13 +293,20 @@ def _refuse_offline(model: Any) -> None:
         raise ModelSpecError(_OFFLINE_REFUSED)
 
 
-def resolve_judge(spec: str | BaseChatModel | None, base_url: str | None = None) -> BaseChatModel | None:
+def resolve_judge(
+    spec: str | BaseChatModel | None,
+    base_url: str | None = None,
+    *,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+) -> BaseChatModel | None:
     """The judge model for ``--judge SPEC``, or None (LLM-Acc unavailable) when no spec is given.
 
     A spec is an OpenAI-compatible model name, as for ``--model``; the key is ``ARAG_JUDGE_API_KEY``
     if set, else the model's (``ARAG_API_KEY``/``OPENAI_API_KEY``); ``base_url`` (``--base-url``) is
-    used for a local server. Raises :class:`ModelSpecError` with one line naming ``--judge`` for
-    ``offline``, an unreadable spec or missing credentials, before any question runs.
+    used for a local server; ``timeout`` and ``max_retries`` bound its requests as the model's are
+    (:func:`arag_graph.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
+    ``--judge`` for ``offline``, an unreadable spec or missing credentials, before any question runs.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         return None
@@ -319,7 +326,9 @@ def resolve_judge(spec: str | BaseChatModel | None, base_url: str | None = None)
             "as unavailable"
         )
     try:
-        return resolve_chat_model(spec, base_url=base_url, api_key=key, temperature=0.0)
+        return resolve_chat_model(
+            spec, base_url=base_url, api_key=key, temperature=0.0, timeout=timeout, max_retries=max_retries
+        )
     except ModelSpecError:
         # Credentials were checked above, so what is left is an unreadable spec; resolve_chat_model's
         # own message suggests "offline", which is no answer for a judge.

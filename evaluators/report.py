@@ -26,15 +26,14 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
 from __future__ import annotations
 
 import io
-import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from arag_graph.datasets import hop_count
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
+from arag_graph.jsonl import dumps, replace_file
 
 __all__ = [
     "METRICS",
@@ -374,8 +373,8 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "summary.json", out / "summary.md"
-    _replace(json_path, (json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    _replace(md_path, summary_markdown(rows).encode("utf-8"))
+    replace_file(json_path, (dumps(list(rows), indent=2) + "\n").encode("utf-8"))
+    replace_file(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
 
 
@@ -385,8 +384,8 @@ def write_failures(records: Sequence[Mapping[str, Any]], out_dir: str | Path) ->
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out / "failures.csv", out / "failures.md"
-    _replace(csv_path, failures_csv(records).encode("utf-8"))
-    _replace(md_path, failures_markdown(records).encode("utf-8"))
+    replace_file(csv_path, failures_csv(records).encode("utf-8"))
+    replace_file(md_path, failures_markdown(records).encode("utf-8"))
     return [csv_path, md_path]
 
 
@@ -632,15 +631,8 @@ def _save(figure: Any, path: Path) -> None:
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
     title = " ".join(figure.axes[0].get_title().split())
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Title": title})
-    _replace(path, buffer.getvalue())
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename: a run killed mid-write leaves the old file whole."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Title": " ".join(title.split())})
+    replace_file(path, buffer.getvalue())
 
 
 def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
