@@ -21,7 +21,6 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler, UsageMetadataCallbackHandler
 from langchain_openai import ChatOpenAI
 
-from arag_graph import models
 from arag_graph.configuration import ContextError, CoragContext
 from arag_graph.corag import build_corag_graph, chain_penalty, step_penalty
 from arag_graph.offline import bridge_names, offline_reformulation, offline_sub_answer
@@ -34,6 +33,7 @@ from tests.scripted import ScriptedChatModel, requested_schema
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
 from tests.test_corag import QUESTION, TOPICS, CountingModel, chain_model
+from tests.test_model_faults import fault_env  # noqa: F401  (a fixture these tests use)
 
 STOP_REASONS = {"sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit"}
 
@@ -511,6 +511,7 @@ DECODING_FAULTS = ["429_then_ok", "500_always", "timeout", "truncated_json", "ne
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("fault_env")  # the matrix's sentinel key and short timeouts
 @pytest.mark.parametrize("fault_name", DECODING_FAULTS)
 @pytest.mark.parametrize("decoding", ["best_of_n", "tree"])
 def test_sampling_strategies_survive_model_faults(
@@ -520,19 +521,12 @@ def test_sampling_strategies_survive_model_faults(
     sample_index: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", faults.KEY)
-    monkeypatch.setattr(models, "TIMEOUT_SECONDS", faults.TIMEOUT)
     fault = faults.FAULTS[fault_name]
     faults._arm(openai_server, fault, monkeypatch)
-    try:
-        graph = build_graph("corag", index=sample_index, model="gpt-4o-mini")
-        settings = {"n": 2, "beam": 1, "expand": 2, "rollouts": 1}
-        context = config_for("corag", base_url=openai_server.url, max_steps=2, top_k=3, decoding=decoding, **settings)
-        out = graph.invoke({"question": faults.QUESTION}, context=context)
-    finally:
-        models._chat_openai.cache_clear()
+    graph = build_graph("corag", index=sample_index, model="gpt-4o-mini")
+    settings = {"n": 2, "beam": 1, "expand": 2, "rollouts": 1}
+    context = config_for("corag", base_url=openai_server.url, max_steps=2, top_k=3, decoding=decoding, **settings)
+    out = graph.invoke({"question": faults.QUESTION}, context=context)
     error = out.get("error")
     assert faults.KEY not in json.dumps(out, default=str)
     assert out["steps"] == len(out["trajectory"]) == sum(r["steps"] for r in out["sampled_chains"])
