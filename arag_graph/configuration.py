@@ -264,7 +264,9 @@ class NaiveRagContext(GraphContext):
 
 
 class CoragContext(GraphContext):
-    """CoRAG: chain of retrieval with query reformulation and a sufficiency check per step."""
+    """CoRAG: chain of retrieval with query reformulation, a sub-answer and a sufficiency check per step,
+    decoded greedily, best-of-N or by tree search (the paper's test-time scaling knobs: ``max_steps``,
+    ``n``, ``beam``)."""
 
     max_steps: int = Field(
         default=3,

@@ -24,7 +24,10 @@ came from.
 
 The non-agentic graphs (Naive RAG, CoRAG, SRAG, Direct) do not converse with the policy: they ask
 :class:`OfflineBackbone` typed questions (the question, the passages, the chain so far) and it
-answers each with a documented rule below, without ever seeing a prompt.
+answers each with a documented rule below, without ever seeing a prompt. The policy has no
+temperature, so CoRAG's sampled chains (best-of-N, tree search) get fixed variants of its
+reformulation rule instead (:func:`offline_reformulation`): every decoding strategy runs
+deterministically offline.
 """
 
 from __future__ import annotations
