@@ -206,3 +206,38 @@ def _chat_openai(
     elif temperature is not None:
         kwargs["temperature"] = temperature
     return CompleteReplyChatOpenAI(**kwargs)
+
+
+def with_settings(
+    model: BaseChatModel,
+    *,
+    temperature: float | None = None,
+    reasoning_effort: str | None = None,
+    max_tokens: int | None = None,
+) -> BaseChatModel:
+    """``model`` with a run's settings on the fields it has: a copy when one changes, else itself.
+
+    A model instance passed to a graph builder is not resolved from the run's context, so without
+    this a run's ``reasoning_effort`` (or the temperature CoRAG samples its chains at) would never
+    reach it. LangChain chat models keep these as pydantic fields read at request time
+    (``ChatOpenAI``'s ``temperature``, ``reasoning_effort`` and ``max_tokens``, ``ChatAnthropic``'s
+    ``temperature``), so a shallow copy with the field set sends them and shares the caller's client;
+    the caller's own object is never changed. A model without such a field (the offline policy,
+    scripted test models) is returned as it is: it decides for itself. As for models resolved from a
+    name, a reasoning model (``reasoning_effort`` set, given or its own) takes no temperature.
+    """
+    fields = type(model).model_fields
+    wanted: dict[str, Any] = {"reasoning_effort": reasoning_effort or None, "max_tokens": max_tokens}
+    if not (reasoning_effort or getattr(model, "reasoning_effort", None)):
+        wanted["temperature"] = temperature
+    update = {
+        name: value
+        for name, value in wanted.items()
+        if value is not None and name in fields and getattr(model, name, None) != value
+    }
+    return model.model_copy(update=update) if update else model
+
+
+def supports_setting(model: BaseChatModel, name: str) -> bool:
+    """Whether :func:`with_settings` can set ``name`` (``temperature``, ...) on ``model``."""
+    return name in type(model).model_fields

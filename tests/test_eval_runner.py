@@ -289,6 +289,7 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
 STRUCTURED_REPLIES = {
     "Sufficiency": {"reasoning": "Lilu is a spirit.", "is_sufficient": True, "missing_info": "", "confidence": 0.9},
     "Reformulation": {"query": "Lilu"},
+    "SubAnswer": {"answer": "a spirit", "confidence": 0.9},
     "Decomposition": {"sub_questions": [{"id": 1, "question": "What is Lilu?", "depends_on": []}]},
     "Triplets": {"triplets": [{"subject": "Lilu", "predicate": "is", "object": "a spirit", "relevance": 0.9}]},
     "Route": {"multi_hop": True},

@@ -89,6 +89,7 @@ def _structured_schema(request: RecordedRequest) -> str | None:
 _COOPERATIVE = {
     "Sufficiency": {"reasoning": "The passages name the director.", "is_sufficient": True, "missing_info": ""},
     "Reformulation": {"query": "director of Maximum Overdrive"},
+    "SubAnswer": {"answer": "Maximum Overdrive was shot in Leland", "confidence": 0.8},
     "Decomposition": {"sub_questions": [{"id": 1, "question": QUESTION, "depends_on": []}]},
     "Triplets": {"triplets": [{"subject": "Maximum Overdrive", "predicate": "directed by", "object": ANSWER}]},
     "Route": {"multi_hop": False},
