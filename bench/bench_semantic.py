@@ -1,7 +1,8 @@
 """Sentence lookup at scale: Chroma HNSW (our settings) against a NumPy brute force, same run.
 
 What ``semantic_search`` pays per call, minus query encoding, is one ``SentenceStore.query(vector,
-50)``: the nearest 50 sentences with their chunk metadata. This benchmark fills a persistent Chroma
+50)``: the ids and distances of the nearest 50 sentences, each id a row whose chunk the index's
+arrays give. This benchmark fills a persistent Chroma
 collection with N synthetic 384-dimensional sentence vectors through the same code path and HNSW
 settings as ``arag index`` (``connect_sentence_store`` with ``vectorstore.HNSW_CONFIG``), then, in a
 fresh process, times that call for held-out query vectors next to an exact top-50 by NumPy
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 from benchenv import RESULTS, ROOT
 
+from arag_graph.sentencematrix import SentenceLayout
 from arag_graph.vectorstore import HNSW_CONFIG, connect_sentence_store
 
 DIM = 384
@@ -121,6 +123,15 @@ def sentence_index(chunk_id: str, position: int) -> int:
     return int(chunk_id) * SENTENCES_PER_CHUNK + position
 
 
+def synthetic_layout(n: int) -> SentenceLayout:
+    """The rows' chunks: ``SENTENCES_PER_CHUNK`` sentences per chunk, chunk ids ``"0"``, ``"1"``, ..."""
+    from types import SimpleNamespace
+
+    chunks = (n + SENTENCES_PER_CHUNK - 1) // SENTENCES_PER_CHUNK
+    sizes = [min(SENTENCES_PER_CHUNK, n - c * SENTENCES_PER_CHUNK) for c in range(chunks)]
+    return SentenceLayout([SimpleNamespace(id=str(c), sentences=range(k)) for c, k in enumerate(sizes)])  # type: ignore[misc]
+
+
 # -- phases, each in its own process --------------------------------------------------------------
 
 
@@ -179,6 +190,7 @@ def phase_query(args: argparse.Namespace) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     store = connect_sentence_store(CONFIG, args.workdir)
+    store.layout = synthetic_layout(args.n)  # record ids are rows, as in every index arag builds now
     open_s = time.perf_counter() - t0
     opened = status()
     t0 = time.perf_counter()
