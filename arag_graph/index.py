@@ -1,4 +1,4 @@
-"""The hierarchical index: chunks in memory, sentences in Chroma, keywords in an inverted index.
+"""The hierarchical index: chunks in memory, sentence vectors in a matrix or Chroma, keywords in an inverted index.
 
 A-RAG needs three views of one corpus and they must agree: ``chunk_read`` returns chunk text,
 ``semantic_search`` ranks chunks by their best sentence embedding, ``keyword_search`` ranks them by
@@ -11,7 +11,8 @@ On disk an index directory looks like::
     DIR/builds/<build>/manifest.json
     DIR/builds/<build>/chunks.jsonl
     DIR/builds/<build>/keywords.*       (inverted keyword index: vocabulary, occurrence arrays)
-    DIR/builds/<build>/chroma/  (absent when the sentences live in a Chroma server)
+    DIR/builds/<build>/sentences.npy    (sentence vectors, exact search: indexes up to MATRIX_MAX_SENTENCES)
+    DIR/builds/<build>/chroma/  (sentence vectors in Chroma's HNSW, larger indexes; absent with a server)
 
 A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
 killed half-way leaves the previous index loadable; the next build removes the leftovers. What arag
@@ -30,7 +31,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -68,6 +69,13 @@ from arag_graph.index_layout import (
 )
 from arag_graph.index_layout import CURRENT as CURRENT  # re-exported: where callers have found it
 from arag_graph.keywords import KeywordIndex, keyword_files
+from arag_graph.sentencematrix import (
+    MATRIX_FILE,
+    MATRIX_MAX_SENTENCES,
+    MatrixWriter,
+    SentenceLayout,
+    SentenceMatrix,
+)
 from arag_graph.vectorstore import (
     COLLECTION_NAME_MAX,
     SentenceStore,
@@ -89,6 +97,10 @@ SENTENCE_STORE = "sentences.json"
 _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
 KeywordMatch = Literal["word", "substring"]
+SentenceBackend = Literal["auto", "matrix", "chroma"]
+SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
+# Sentences encoded and stored per step of a build: the most vectors a build holds at once.
+BUILD_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -114,10 +126,11 @@ class Manifest:
     ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
     field were built with torch."""
     checksums: dict[str, str] = field(default_factory=dict)
-    """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.integrity`); empty in
-    indexes from before checksums, which load unchecked."""
+    """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.integrity`), the sentence
+    matrix included; empty in indexes from before checksums, which load unchecked."""
     sentence_digest: str | None = None
-    """One digest of the sentence store's records (chunk, position, text), for ``arag verify``."""
+    """One digest of the Chroma sentence records (chunk, position, text), for ``arag verify``; None
+    for a matrix, whose rows hold vectors only (its checksum covers them)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -239,19 +252,40 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
     return digest.hexdigest()
 
 
-def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
-    """The sentences to store and the texts to embed for them.
+def sentence_blocks(
+    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None
+) -> Iterator[tuple[int, list[str], list[str]]]:
+    """The sentences to store and the texts to embed for them, ``size`` (default :data:`BUILD_BLOCK`)
+    at a time, in row order.
 
-    With contextual chunk headers (ARAGOG's CCH) the embedded text is ``"title: sentence"`` while
-    the stored document stays the bare sentence, so snippets never show the header.
+    Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
+    the embedded text is ``"title: sentence"`` while the stored document stays the bare sentence,
+    so snippets never show the header.
     """
+    size = size or BUILD_BLOCK
     documents: list[str] = []
     embedded: list[str] = []
+    start = 0
     for c in chunks:
-        for start, end in c.sentences:
-            sentence = c.text[start:end]
+        for begin, end in c.sentences:
+            sentence = c.text[begin:end]
             documents.append(sentence)
             embedded.append(f"{c.title}: {sentence}" if contextual_headers and c.title else sentence)
+            if len(documents) >= size:
+                yield start, documents, embedded
+                start += len(documents)
+                documents, embedded = [], []
+    if documents:
+        yield start, documents, embedded
+
+
+def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
+    """All sentences to store and all texts to embed (see :func:`sentence_blocks`) at once."""
+    documents: list[str] = []
+    embedded: list[str] = []
+    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62):
+        documents += docs
+        embedded += texts
     return documents, embedded
 
 
@@ -269,7 +303,7 @@ class HierarchicalIndex:
         manifest: Manifest,
         store: ChunkStore,
         keywords: KeywordIndex,
-        sentences: SentenceStore,
+        sentences: SentenceStore | SentenceMatrix,
         embeddings: Embeddings,
         build_dir: Path | None = None,
     ) -> None:
@@ -335,7 +369,11 @@ class HierarchicalIndex:
 
         A record whose chunk, position or text disagrees with the chunk store is damage: answering
         from it would show the wrong chunk, so the search fails with the one-line error instead.
+        The matrix and row-numbered Chroma collections name rows, not chunks: each row's chunk comes
+        from the chunk store's own sentence counts (and a row outside them is refused by the store).
         """
+        if self.sentences.layout is not None:
+            return self.sentences.query(vector, n)
         matches = []
         for chunk_id, position, similarity, document in self.sentences.query_documents(vector, n):
             chunk = self.store.get(chunk_id)
@@ -455,13 +493,20 @@ def build_index(
     chroma_url: str | None = None,
     collection: str | None = None,
     encoder: str | None = None,
+    backend: str = "auto",
     chroma_timeout: float | None = None,
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
 
-    ``encoder`` picks the backend of the default model (``torch``, the default; ``onnx``;
-    ``onnx-int8``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
+    ``backend`` says where the sentence vectors go: ``matrix`` (one exact NumPy matrix, the fastest
+    search for small and mid-sized corpora), ``chroma`` (Chroma's HNSW, for large ones) or ``auto``
+    (``matrix`` up to :data:`MATRIX_MAX_SENTENCES` sentences). A Chroma server (``chroma_url``)
+    implies ``chroma``. Vectors are encoded and stored :data:`BUILD_BLOCK` sentences at a time, so
+    a build never holds all of them in memory.
+
+    ``encoder`` picks the backend of the default model (``onnx-int8``, the default; ``onnx``;
+    ``torch``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
     the index embeds queries the same way. It cannot be combined with ``embeddings``.
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
@@ -471,7 +516,7 @@ def build_index(
     replaced only once the new one is complete. ``out`` must be new, empty or an arag index (see
     :mod:`arag_graph.index_layout`), and arag deletes only builds it recorded there.
     """
-    from arag_graph.chunking import chunk_documents
+    from arag_graph.chunking import check_chunk_size, chunk_documents
     from arag_graph.corpus import load_corpus
 
     started = time.perf_counter()
@@ -479,26 +524,39 @@ def build_index(
     root = Path(out)
     corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
     check_out(root, corpus_dir)
+    check_chunk_size(chunk_size)
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+    if backend not in SENTENCE_BACKENDS:
+        raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
+    if chroma_url and backend == "matrix":
+        raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
     if encoder is not None:
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
         embeddings = default_embeddings(check_encoder(encoder))
+    embeddings = embeddings or default_embeddings()
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()
 
+    def split(docs: list[Document]) -> list[Chunk]:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(docs, desc="splitting documents", unit="doc", disable=not progress, leave=False)
+        with bar:
+            return chunk_documents(bar, chunk_size=chunk_size)
+
     if isinstance(corpus, (str, os.PathLike)):
         documents: list[Document] | None = load_corpus(corpus, corpus_format)
-        chunks = chunk_documents(documents, chunk_size=chunk_size)
+        chunks = split(documents)
     else:
         items = list(corpus)
         if items and all(isinstance(i, Chunk) for i in items):
             documents, chunks = None, list(items)  # type: ignore[assignment]
         else:
             documents = items  # type: ignore[assignment]
-            chunks = chunk_documents(documents, chunk_size=chunk_size)  # type: ignore[arg-type]
+            chunks = split(documents)  # type: ignore[arg-type]
     if not chunks:
         raise AragError("the corpus has no text to index; give a corpus with at least one non-empty document")
     timings["split_seconds"] = time.perf_counter() - started
@@ -506,9 +564,14 @@ def build_index(
         prefix = _collection_prefix(collection, root)
         check_chroma_server(chroma_url, chroma_timeout)
 
-    embeddings = embeddings or default_embeddings()
     model_id = embedding_model_id(embeddings)
-    sentence_docs, sentence_texts = sentence_inputs(chunks, contextual_headers)
+    total = sum(len(c.sentences) for c in chunks)
+    if chroma_url:
+        chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "collection": prefix, "ids": "rows"}
+    elif backend == "chroma" or (backend == "auto" and total > MATRIX_MAX_SENTENCES):
+        chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+    else:
+        chroma_cfg = {"mode": "matrix", "path": MATRIX_FILE}
 
     created = not root.exists()
     make_root(root)
@@ -521,17 +584,11 @@ def build_index(
                 created,
                 chunks=chunks,
                 documents=documents,
-                sentence_docs=sentence_docs,
-                sentence_texts=sentence_texts,
                 embeddings=embeddings,
                 model_id=model_id,
                 settings={"chunk_size": chunk_size, "contextual_headers": contextual_headers},
                 keyword_match=keyword_match,
-                chroma_cfg=(
-                    {"mode": "http", "url": chroma_url, "collection": prefix}
-                    if chroma_url
-                    else {"mode": "persistent", "path": "chroma", "collection": "sentences"}
-                ),
+                chroma_cfg=chroma_cfg,
                 chroma_timeout=chroma_timeout,
                 timings=timings,
                 started=started,
@@ -554,8 +611,6 @@ def _build_locked(
     *,
     chunks: list[Chunk],
     documents: list[Document] | None,
-    sentence_docs: list[str],
-    sentence_texts: list[str],
     embeddings: Embeddings,
     model_id: str,
     settings: dict[str, Any],
@@ -580,41 +635,46 @@ def _build_locked(
     record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
     build_dir.mkdir(parents=True)
     try:
-        t0 = time.perf_counter()
-        vectors = _embed_with_progress(embeddings, sentence_texts, progress)
-        timings["encode_seconds"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
         if chroma_cfg["mode"] == "http":
             chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
         write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
-        sentences = connect_sentence_store(chroma_cfg, build_dir, create=True, timeout=chroma_timeout)
-        sentences.add(chunks, sentence_docs, vectors)
-        timings["insert_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        stored = _store_sentences(
+            chroma_cfg, build_dir, chunks, embeddings, settings["contextual_headers"], chroma_timeout, progress
+        )
+        sentences = stored.sentences
+        timings["encode_seconds"] = stored.encode_seconds
+        timings["insert_seconds"] = time.perf_counter() - t0 - stored.encode_seconds
 
         t0 = time.perf_counter()
         store = ChunkStore(chunks)
         store.save(build_dir / CHUNKS)
-        keywords = KeywordIndex.from_chunks(store.chunks, match=keyword_match)
+        keywords = _keyword_index(store.chunks, keyword_match, progress)
         keywords.save(build_dir)
         timings["keyword_seconds"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        np.save(build_dir / integrity.VECTOR_FINGERPRINT, integrity.vector_fingerprint(vectors), allow_pickle=False)
-        written = [CHUNKS, SENTENCE_STORE, integrity.VECTOR_FINGERPRINT, *keyword_files()]
+        written = [CHUNKS, SENTENCE_STORE, *keyword_files()]
+        digest = None
+        if isinstance(sentences, SentenceMatrix):
+            written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
+        else:
+            # Chroma's files change when it opens them: its records are checked by content instead.
+            np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
+            written.append(integrity.VECTOR_FINGERPRINT)
+            digest = integrity.sentence_digest(chunks)
         checksums = integrity.checksums(build_dir, written)
-        digest = integrity.sentence_digest(chunks)
         timings["checksum_seconds"] = time.perf_counter() - t0
         manifest = Manifest(
             embedding_model=model_id,
-            embedding_dim=int(vectors.shape[1]) if vectors.size else 0,
+            embedding_dim=stored.dimension,
             chunk_size=settings["chunk_size"],
             contextual_headers=settings["contextual_headers"],
             keyword_match=keyword_match,
             corpus_hash=corpus_hash(chunks),
             documents=len(documents) if documents is not None else len(chunks),
             chunks=len(chunks),
-            sentences=len(sentence_docs),
+            sentences=sentences.count(),
             chroma=chroma_cfg,
             build_seconds=round(time.perf_counter() - started, 3),
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -653,11 +713,93 @@ def _collection_prefix(collection: str | None, root: Path) -> str:
     return ascii_name.strip("-._")[:40].strip("-._") or "arag"
 
 
-def _embed_with_progress(embeddings: Embeddings, texts: Sequence[str], progress: bool) -> np.ndarray:
+@dataclass
+class _StoredSentences:
+    """What :func:`_store_sentences` leaves: the opened store, the vectors' dimension, the seconds
+    spent encoding (the rest is storing) and, for Chroma, the vectors' fingerprint for ``verify``."""
+
+    sentences: SentenceStore | SentenceMatrix
+    dimension: int
+    encode_seconds: float
+    fingerprint: np.ndarray
+
+
+def _store_sentences(
+    config: dict[str, Any],
+    build_dir: Path,
+    chunks: Sequence[Chunk],
+    embeddings: Embeddings,
+    contextual_headers: bool,
+    chroma_timeout: float | None,
+    progress: bool,
+) -> _StoredSentences:
+    """Encode every sentence and store its vector, one block of :data:`BUILD_BLOCK` at a time.
+
+    Holding one block of vectors at a time keeps a build's memory flat however large the corpus:
+    the matrix is written to disk as it grows, Chroma takes one block per insert, and only the
+    vectors' fingerprint (two floats a sentence) is kept for the manifest.
+    """
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(texts), desc="embedding sentences", unit="sent", disable=not progress, leave=False) as bar:
-        return embed_texts(embeddings, texts, on_batch=bar.update)
+    layout = SentenceLayout(chunks)
+    total = len(layout)
+    matrix = config["mode"] == "matrix"
+    writer = MatrixWriter(build_dir / str(config["path"]), total) if matrix else None
+    chroma = None if matrix else connect_sentence_store(config, build_dir, create=True, timeout=chroma_timeout)
+    where = "writing vectors" if matrix else "inserting into Chroma"
+    dimension, encode_seconds = 0, 0.0
+    fingerprints: list[np.ndarray] = []
+    bars: dict[str, Any] = dict(total=total, unit="sent", disable=not progress, leave=False)
+    with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
+        for start, documents, texts in sentence_blocks(chunks, contextual_headers):
+            t0 = time.perf_counter()
+            vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
+            encode_seconds += time.perf_counter() - t0
+            dimension = int(vectors.shape[1])
+            if writer is not None:
+                writer.add(vectors)
+            else:
+                assert chroma is not None
+                chroma.add_rows(start, layout, documents, vectors)
+                fingerprints.append(integrity.vector_fingerprint(vectors))
+            stored.update(len(vectors))
+    fingerprint = np.concatenate(fingerprints) if fingerprints else np.zeros((0, 2), np.float32)
+    if writer is not None:
+        writer.close()
+        opened = SentenceMatrix.open(config, build_dir, layout, dimension, build_dir.parent.parent)
+        return _StoredSentences(opened, dimension, encode_seconds, fingerprint)
+    assert chroma is not None
+    chroma.layout = layout
+    return _StoredSentences(chroma, dimension, encode_seconds, fingerprint)
+
+
+def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool) -> KeywordIndex:
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(chunks), desc="keyword index", unit="chunk", disable=not progress, leave=False) as bar:
+        return KeywordIndex.from_chunks(chunks, match=match, on_chunks=bar.update)
+
+
+def _open_sentences(
+    root: Path, manifest: Manifest, build_dir: Path, chunks: Sequence[Chunk], chroma_timeout: float | None
+) -> SentenceStore | SentenceMatrix:
+    """The sentence store a manifest describes, checked against the manifest's sentence count: the
+    matrix, or a Chroma collection (whose record ids are row numbers in builds that say so; older
+    builds find the chunk in each record's metadata)."""
+    config = manifest.chroma
+    sentences: SentenceStore | SentenceMatrix
+    if config.get("mode") == "matrix":
+        sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
+    else:
+        sentences = connect_sentence_store(config, build_dir, root=root, timeout=chroma_timeout)
+        if config.get("ids") == "rows":
+            sentences.layout = SentenceLayout(chunks)
+    stored = sentences.count()
+    if stored != manifest.sentences:
+        raise IndexDamagedError(
+            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
+        )
+    return sentences
 
 
 # --------------------------------------------------------------------------------------------
@@ -728,12 +870,7 @@ def load_index(
                 f"{given!r} was given; load it with the same model or rebuild the index"
             )
     store, keywords = _load_files(root, build_dir, manifest)
-    sentences = connect_sentence_store(manifest.chroma, build_dir, root=root, timeout=chroma_timeout)
-    stored = sentences.count()
-    if stored != manifest.sentences:
-        raise IndexDamagedError(
-            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
-        )
+    sentences = _open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
     index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
     if cache:
         with _LOADED_LOCK:
@@ -772,7 +909,8 @@ def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkS
 
 def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
     """Check a loaded index completely: what loading checks, every element of the keyword arrays
-    and every sentence record against its chunk and the recorded digest (``arag verify``).
+    and every sentence record against its chunk and the recorded digest, or every row of the
+    sentence matrix (``arag verify``).
 
     Raises the one-line damage error; returns what was checked.
     """
@@ -785,13 +923,17 @@ def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
         if integrity.VECTOR_FINGERPRINT in index.manifest.checksums:
             fingerprint = np.load(build_dir / integrity.VECTOR_FINGERPRINT, allow_pickle=False)
     index.keywords.check()
-    count = integrity.verify_sentences(
-        root, index.sentences, index.store.chunks, index.manifest.sentence_digest, fingerprint
-    )
+    if isinstance(index.sentences, SentenceMatrix):
+        count = index.sentences.check()  # its bytes are in the checksums above; this reads every row
+    else:
+        count = integrity.verify_sentences(
+            root, index.sentences, index.store.chunks, index.manifest.sentence_digest, fingerprint
+        )
     return {
         "index": str(root),
         "chunks": len(index.store),
         "sentences": count,
+        "sentence_store": "matrix" if isinstance(index.sentences, SentenceMatrix) else "chroma",
         "files_checked": len(index.manifest.checksums),
         "checksums": bool(index.manifest.checksums),
         "sentence_digest": index.manifest.sentence_digest is not None,

@@ -1,7 +1,12 @@
-"""The sentence level of the index: one Chroma record per sentence.
+"""The sentence level of large indexes: one Chroma record per sentence, searched by HNSW.
 
-Each record's document is the sentence and its metadata names the parent chunk and the sentence's
-position in it, so a nearest-sentence query can be folded back into chunks. We compute embeddings
+(Indexes up to :data:`arag_graph.sentencematrix.MATRIX_MAX_SENTENCES` sentences keep their vectors in
+an exact matrix instead, :mod:`arag_graph.sentencematrix`.) Each record's document is the sentence
+and its metadata names the parent chunk and the sentence's position in it. Builds since the matrix
+number the records by row (``"ids": "rows"`` in the manifest), so a query asks Chroma for ids and
+distances only and finds each row's chunk in the index's arrays (a row outside them is damage);
+older collections are read through the metadata and text, as they were written, and each record is
+checked against its chunk. We compute embeddings
 ourselves and pass them explicitly: Chroma's default embedding function would download a model.
 The same code serves an embedded (persistent) Chroma inside the index directory and a Chroma server
 reached over HTTP (``chroma run``), so both modes give the same results.
@@ -43,6 +48,7 @@ import numpy as np
 
 from arag_graph.documents import Chunk
 from arag_graph.errors import AragError, IndexDamagedError
+from arag_graph.sentencematrix import SentenceLayout
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
@@ -128,6 +134,9 @@ class SentenceStore:
         self.where = where or str(config.get("url") or "the sentence store")
         self.root = root
         self.timeout = timeout
+        # Set by the index when the record ids are row numbers (config "ids": "rows"): a query then
+        # fetches only ids and distances and finds each row's chunk in the layout's arrays.
+        self.layout: SentenceLayout | None = None
 
     @contextlib.contextmanager
     def _calls(self, action: str) -> Iterator[None]:
@@ -151,6 +160,23 @@ class SentenceStore:
             self.root, f"the sentence store {self.where} cannot be read ({type(exc).__name__}: {detail})"
         )
 
+    def add_rows(self, start: int, layout: SentenceLayout, documents: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert sentence rows ``start`` to ``start + len(vectors)``: one block of a streamed build."""
+        if len(documents) != len(vectors):
+            raise ValueError("sentence documents and vectors differ in length")
+        rows = np.arange(start, start + len(vectors))
+        described = layout.describe(rows, np.zeros(len(rows), dtype=np.float32))
+        with self._calls("store"):
+            batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for offset in range(0, len(rows), batch):
+                end = offset + batch
+                self.collection.add(
+                    ids=[str(r) for r in rows[offset:end].tolist()],
+                    embeddings=vectors[offset:end],
+                    documents=list(documents[offset:end]),
+                    metadatas=[{"chunk_id": c, "position": p} for c, p, _ in described[offset:end]],
+                )
+
     def add(self, chunks: Sequence[Chunk], documents: Sequence[str], vectors: np.ndarray) -> None:
         """Insert all sentences of ``chunks`` (in the order of ``documents``/``vectors``)."""
         ids: list[str] = []
@@ -173,10 +199,32 @@ class SentenceStore:
                 )
 
     def query(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
-        """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first."""
-        return [
-            (chunk_id, position, similarity) for chunk_id, position, similarity, _ in self.query_documents(vector, n)
-        ]
+        """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first.
+
+        Row-numbered collections (:attr:`layout` set) answer from ids and distances alone; a record
+        id that is not a row of the layout is damage. Older collections answer from metadata
+        (:meth:`query_documents`, whose records the index checks against their chunks).
+        """
+        if self.layout is None:
+            return [
+                (chunk_id, position, similarity)
+                for chunk_id, position, similarity, _ in self.query_documents(vector, n)
+            ]
+        with self._calls("query"):
+            found = self.collection.query(
+                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=max(1, n), include=["distances"]
+            )
+            ids = found["ids"][0] if found["ids"] else []
+            distances = np.asarray(found["distances"][0] if found["distances"] else [], dtype=np.float64)
+        try:
+            rows = np.asarray([int(i) for i in ids], dtype=np.int64)
+        except ValueError:
+            rows = np.full(1, -1, dtype=np.int64)
+        if len(rows) != len(distances) or (len(rows) and (rows.min() < 0 or rows.max() >= len(self.layout))):
+            raise self._failure(
+                ValueError(f"record ids {[str(i)[:20] for i in ids[:3]]} are not rows of the index"), "query"
+            )
+        return self.layout.describe(rows, 1.0 - distances)
 
     def query_documents(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float, str]]:
         """:meth:`query` with each sentence's stored text, which lets the caller check the record
@@ -211,6 +259,14 @@ class SentenceStore:
     def count(self) -> int:
         with self._calls("count"):
             return int(self.collection.count())
+
+    def all_vectors(self) -> tuple[np.ndarray, list[tuple[str, int]]]:
+        """Every stored vector with its ``(chunk_id, position)``, for exact comparisons in tests and
+        benchmarks."""
+        with self._calls("read"):
+            got = self.collection.get(include=["embeddings", "metadatas"])
+        owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
+        return np.asarray(got["embeddings"], dtype=np.float32), owners
 
     def drop(self) -> None:
         """Delete the collection (used for server-side collections of replaced builds)."""

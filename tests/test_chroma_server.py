@@ -175,7 +175,7 @@ def test_manifest_records_the_server_and_no_local_vectors(server_index_dir: Path
 
 def test_searches_match_the_embedded_index(server_index: HierarchicalIndex, sample_index: HierarchicalIndex) -> None:
     assert server_index.manifest.corpus_hash == sample_index.manifest.corpus_hash
-    assert server_index.manifest.chroma["mode"] == "http" and sample_index.manifest.chroma["mode"] == "persistent"
+    assert server_index.manifest.chroma["mode"] == "http" and sample_index.manifest.chroma["mode"] == "matrix"
     for question in QUESTIONS[:5]:
         for top_k in (5, 10):
             got = server_index.semantic_search(question, top_k)

@@ -148,7 +148,8 @@ def test_a_server_that_hangs_after_connecting_fails_the_build_in_one_line(
 def server_index(tmp_path: Path, url: str) -> Path:
     """An index whose manifest sends its sentences to ``url`` (built embedded, then pointed there)."""
     root = tmp_path / "index"
-    build_index([Document("The Nile is a river.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
+    docs = [Document("The Nile is a river.", id="a")]
+    build_index(docs, root, embeddings=NamedFakeEmbeddings(), backend="chroma", progress=False)
     build = root / BUILDS / (root / CURRENT).read_text().strip()
     manifest = json.loads((build / MANIFEST).read_text())
     manifest["chroma"] = {"mode": "http", "url": url, "collection": f"index-{build.name}"}

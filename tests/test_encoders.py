@@ -114,16 +114,24 @@ def test_manifest_records_the_backend_and_loading_honours_it(onnx_index: Hierarc
     assert load_index(onnx_index.path, encoder="torch", cache=True).embeddings.backend == "torch"
 
 
-def test_torch_and_onnx_indexes_answer_alike(sample_index: HierarchicalIndex, onnx_index: HierarchicalIndex) -> None:
+@pytest.fixture(scope="module")
+def torch_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
+    """The bundled sample built with the PyTorch backend."""
+    return build_index(
+        sample_corpus_path(), tmp_path_factory.mktemp("torch") / "index", encoder="torch", progress=False
+    )
+
+
+def test_torch_and_onnx_indexes_answer_alike(torch_index: HierarchicalIndex, onnx_index: HierarchicalIndex) -> None:
     """Backends of one model are interchangeable: an index built with torch and queried with ONNX
     (and the other way round) returns the same chunks in the same order."""
-    assert sample_index.path is not None and onnx_index.path is not None
-    assert sample_index.manifest.encoder == "torch"
-    torch_built_onnx_queries = load_index(sample_index.path, encoder="onnx")
+    assert torch_index.path is not None and onnx_index.path is not None
+    assert torch_index.manifest.encoder == "torch"
+    torch_built_onnx_queries = load_index(torch_index.path, encoder="onnx")
     onnx_built_torch_queries = load_index(onnx_index.path, encoder="torch")
     assert torch_built_onnx_queries.embeddings.backend == "onnx"
     for query in QUERIES:
-        expected = ranked(sample_index, query)
+        expected = ranked(torch_index, query)
         assert ranked(torch_built_onnx_queries, query) == expected
         assert ranked(onnx_index, query) == expected
         assert ranked(onnx_built_torch_queries, query) == expected

@@ -182,7 +182,7 @@ def fake_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
 def test_manifest_records_what_the_index_was_built_from(fake_index: HierarchicalIndex) -> None:
     assert fake_index.path is not None
     build = active_build(fake_index.path)
-    assert {"chroma", "chunks.jsonl", MANIFEST} <= {p.name for p in build.iterdir()}
+    assert {"sentences.npy", "chunks.jsonl", MANIFEST} <= {p.name for p in build.iterdir()}
     raw = json.loads((build / MANIFEST).read_text(encoding="utf-8"))
     chunks = fake_index.store.chunks
     assert raw["format_version"] == FORMAT_VERSION
@@ -192,7 +192,7 @@ def test_manifest_records_what_the_index_was_built_from(fake_index: Hierarchical
     assert raw["corpus_hash"] == corpus_hash(chunks) and len(raw["corpus_hash"]) == 64
     assert raw["contextual_headers"] is False and raw["keyword_match"] == "word"
     assert raw["chunk_size"] == 1000
-    assert raw["chroma"] == {"mode": "persistent", "path": "chroma", "collection": "sentences"}
+    assert raw["chroma"] == {"mode": "matrix", "path": "sentences.npy"}  # a small index: exact search
     assert set(raw["extra"]["timings"]) == {
         "split_seconds",
         "encode_seconds",
@@ -204,7 +204,8 @@ def test_manifest_records_what_the_index_was_built_from(fake_index: Hierarchical
     # Every file the build wrote but the manifest itself and Chroma's own (which change on open).
     written = {p.name for p in build.iterdir() if p.is_file() and p.name != MANIFEST}
     assert set(raw["checksums"]) == written and all(v.startswith("sha256:") for v in raw["checksums"].values())
-    assert raw["sentence_digest"].startswith("sha256:")
+    assert "sentences.npy" in raw["checksums"]  # the vectors themselves are checksummed
+    assert raw["sentence_digest"] is None  # no sentence records to digest: the matrix holds vectors only
 
 
 def test_corpus_hash_changes_with_text_title_or_id(fake_index: HierarchicalIndex) -> None:
@@ -219,15 +220,23 @@ def test_corpus_hash_changes_with_text_title_or_id(fake_index: HierarchicalIndex
         assert corpus_hash([changed, *chunks[1:]]) != base
 
 
-def test_sentence_records_point_at_their_chunk(fake_index: HierarchicalIndex) -> None:
-    stored = fake_index.sentences.collection.get(include=["documents", "metadatas"])
+def test_sentence_records_point_at_their_chunk(tmp_path: Path) -> None:
+    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    index = build_index(documents, tmp_path / "index", embeddings=NamedFakeEmbeddings(), backend="chroma")
+    assert index.manifest.chroma == {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+    assert (active_build(tmp_path / "index") / "chroma").is_dir()
+    # Chroma's files change when opened: its records are checked by digest and vector fingerprint.
+    assert index.manifest.sentence_digest is not None and index.manifest.sentence_digest.startswith("sha256:")
+    assert {"sentences.fingerprint.npy", "chunks.jsonl"} <= set(index.manifest.checksums)
+    stored = index.sentences.collection.get(include=["documents", "metadatas"])
     records = sorted(
-        (m["chunk_id"], m["position"], d) for m, d in zip(stored["metadatas"], stored["documents"], strict=True)
+        (int(i), m["chunk_id"], m["position"], d)
+        for i, m, d in zip(stored["ids"], stored["metadatas"], stored["documents"], strict=True)
     )
-    expected = sorted((c.id, p, s) for c in fake_index.store.chunks for p, s in enumerate(c.sentence_texts()))
-    assert records == expected
-    assert fake_index.sentences.collection.configuration["hnsw"]["space"] == "cosine"
-    assert fake_index.sentences.client.get_settings().anonymized_telemetry is False
+    expected = [(c.id, p, s) for c in index.store.chunks for p, s in enumerate(c.sentence_texts())]
+    assert records == [(row, *record) for row, record in enumerate(expected)]  # ids are row numbers
+    assert index.sentences.collection.configuration["hnsw"]["space"] == "cosine"
+    assert index.sentences.client.get_settings().anonymized_telemetry is False
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,9 +300,12 @@ def test_contextual_headers_change_what_is_embedded_not_what_is_shown(tmp_path: 
     hit = headed.semantic_search(f"Nile: {sentence}", 1)[0]
     assert hit.chunk_id == "nile" and hit.score == pytest.approx(1.0, abs=1e-5)
     assert sentence in hit.snippets and not any(s.startswith("Nile:") for s in hit.snippets)
-    for index in (plain, headed):
-        stored = index.sentences.collection.get(include=["documents"])["documents"]
-        assert sorted(stored) == sorted(s for c in index.store.chunks for s in c.sentence_texts())
+    in_chroma = build_index(
+        documents, tmp_path / "chroma", embeddings=NamedFakeEmbeddings(), contextual_headers=True, backend="chroma"
+    )
+    stored = in_chroma.sentences.collection.get(include=["documents"])["documents"]  # type: ignore[union-attr]
+    assert sorted(stored) == sorted(s for c in in_chroma.store.chunks for s in c.sentence_texts())
+    assert in_chroma.semantic_search(f"Nile: {sentence}", 1) == headed.semantic_search(f"Nile: {sentence}", 1)
     reloaded = load_index(tmp_path / "cch", embeddings=NamedFakeEmbeddings())
     assert reloaded.manifest.contextual_headers is True
 
@@ -383,6 +395,9 @@ _BUILD_SCRIPT = """
 import sys
 from arag_graph.index import build_index
 from tests.fakes import NamedFakeEmbeddings
+from arag_graph.chunking import chunk_documents
+from arag_graph.documents import Document
+chunk_documents([Document("Loads the token counter. Before the clock starts.", id="warm")])
 print("ready", flush=True)
 build_index(sys.argv[1], sys.argv[2], embeddings=NamedFakeEmbeddings(), progress=False)
 print("done", flush=True)
@@ -477,9 +492,9 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
     import torch
 
-    from arag_graph.embeddings import SentenceEncoder
+    from arag_graph.embeddings import SentenceEncoder, default_embeddings
 
-    encoder = sample_index.embeddings
+    encoder = default_embeddings("torch")
     assert isinstance(encoder, SentenceEncoder)
     texts = [s for c in sample_index.store.chunks[:20] for s in c.sentence_texts()]
     threads = torch.get_num_threads()
@@ -526,9 +541,8 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
 def test_semantic_search_is_max_aggregation_over_all_sentences(sample_index: HierarchicalIndex) -> None:
     """Brute force over every stored sentence vector gives the same chunks in the same order."""
-    stored = sample_index.sentences.collection.get(include=["embeddings", "metadatas"])
-    vectors = np.asarray(stored["embeddings"], dtype=np.float64)
-    owners = [m["chunk_id"] for m in stored["metadatas"]]
+    stored, rows = sample_index.sentences.all_vectors()
+    vectors, owners = stored.astype(np.float64), [chunk_id for chunk_id, _ in rows]
     for query in (
         "Who directed Maximum Overdrive?",
         "a politician who was governor of North Carolina",

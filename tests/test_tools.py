@@ -255,11 +255,8 @@ def test_query_given_as_a_list_is_joined(tools: SimpleNamespace, sample_index: H
 
 def test_semantic_snippets_are_matched_sentences_in_chunk_order(sample_index: HierarchicalIndex) -> None:
     """Each hit's snippets: its sentences nearest the query (by the stored vectors), in chunk order."""
-    stored = sample_index.sentences.collection.get(include=["embeddings", "metadatas"])
-    vectors = {
-        (m["chunk_id"], int(m["position"])): np.asarray(e, dtype=np.float64)
-        for m, e in zip(stored["metadatas"], stored["embeddings"], strict=True)
-    }
+    stored, rows = sample_index.sentences.all_vectors()
+    vectors = {row: np.asarray(e, dtype=np.float64) for row, e in zip(rows, stored, strict=True)}
     query = np.asarray(sample_index.embeddings.embed_query(LELAND_QUERY), dtype=np.float64)
     hits = sample_index.semantic_search(LELAND_QUERY, 5)
     assert len(hits) == 5

@@ -1,0 +1,332 @@
+"""The exact sentence matrix, the Chroma backend beside it, streamed builds and the torch-free encoder.
+
+Small indexes keep their sentence vectors in one memory-mapped matrix (``sentences.npy``), large
+ones in Chroma's HNSW; both must answer ``semantic_search`` exactly as a brute force over the stored
+vectors does, on real data. Builds must encode and store one block of sentences at a time, and
+indexes from before the matrix must keep loading and answering as they did.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arag_graph import embeddings as emb
+from arag_graph import index as index_module
+from arag_graph.documents import Document
+from arag_graph.errors import AragError, IndexNotFoundError
+from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.sample import sample_corpus_path
+from arag_graph.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from tests.cli_run import assert_one_error_line
+from tests.cli_run import run_cli as run
+from tests.conftest import shared_file
+from tests.fakes import WordHashEmbeddings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def one_line(error: BaseException) -> str:
+    message = str(error)
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def build_dir(root: Path) -> Path:
+    return root / BUILDS / (root / CURRENT).read_text(encoding="utf-8").strip()
+
+
+def hits(index: HierarchicalIndex, query: str, top_k: int = 5) -> list[dict[str, Any]]:
+    return [h.to_dict() for h in index.semantic_search(query, top_k)]
+
+
+def brute_force(index: HierarchicalIndex, query: str, top_k: int = 5) -> list[tuple[str, float]]:
+    """Max cosine per chunk over every stored sentence vector (A-RAG's semantic score)."""
+    vectors, rows = index.sentences.all_vectors()
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = np.asarray(index.embeddings.embed_query(query), dtype=np.float64)
+    best: dict[str, float] = {}
+    for (chunk_id, _), s in zip(rows, unit.astype(np.float64) @ q, strict=True):
+        best[chunk_id] = max(best.get(chunk_id, -2.0), float(s))
+    return sorted(best.items(), key=lambda kv: -kv[1])[:top_k]
+
+
+# --------------------------------------------------------------------------------------------
+# Same rankings as brute force and as Chroma, on real data
+
+
+@pytest.fixture(scope="module")
+def hotpot_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[HierarchicalIndex, HierarchicalIndex, list[str]]:
+    """HotpotQA-100 (994 passages) built twice with the default encoder: matrix and Chroma."""
+    corpus = shared_file("hotpotqa-100/corpus.json")
+    questions = json.loads(shared_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
+    root = tmp_path_factory.mktemp("hotpot-pair")
+    matrix = build_index(corpus, root / "matrix", progress=False)
+    chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
+    return matrix, chroma, [q["question"] for q in questions]
+
+
+@pytest.mark.integration
+def test_matrix_search_equals_brute_force_and_chroma_on_hotpotqa(
+    hotpot_pair: tuple[HierarchicalIndex, HierarchicalIndex, list[str]],
+) -> None:
+    matrix, chroma, questions = hotpot_pair
+    assert isinstance(matrix.sentences, SentenceMatrix) and matrix.manifest.chroma["mode"] == "matrix"
+    assert chroma.manifest.chroma["mode"] == "persistent" and chroma.manifest.chroma["ids"] == "rows"
+    assert matrix.manifest.sentences == chroma.manifest.sentences > 4000
+    for question in questions:
+        got = hits(matrix, question)
+        expected = brute_force(matrix, question)
+        assert [h["chunk_id"] for h in got] == [c for c, _ in expected], question
+        assert [h["score"] for h in got] == pytest.approx([s for _, s in expected], abs=1e-5)
+        in_chroma = hits(chroma, question)
+        assert [h["chunk_id"] for h in in_chroma] == [h["chunk_id"] for h in got], question
+        assert [h["snippets"] for h in in_chroma] == [h["snippets"] for h in got], question
+        assert [h["score"] for h in in_chroma] == pytest.approx([h["score"] for h in got], abs=1e-5)
+    # The sentence level agrees too: same sentences, same order, for sentence windows.
+    for question in questions[:10]:
+        top = matrix.top_sentences(question, 8)
+        assert [(c, p) for c, p, _ in top] == [(c, p) for c, p, _ in chroma.top_sentences(question, 8)]
+
+
+@pytest.mark.integration
+def test_an_index_from_before_the_matrix_loads_and_answers_as_it_did(
+    hotpot_pair: tuple[HierarchicalIndex, HierarchicalIndex, list[str]], tmp_path: Path
+) -> None:
+    """Indexes built before this change name no sentence ids in their manifest: their Chroma
+    records are read through each record's chunk metadata, as then, with the same answers."""
+    _, chroma, questions = hotpot_pair
+    assert chroma.path is not None
+    old = tmp_path / "old"
+    shutil.copytree(chroma.path, old)
+    manifest = build_dir(old) / MANIFEST
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["chroma"] = {"mode": "persistent", "path": "chroma", "collection": "sentences"}  # as builds wrote it
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    loaded = load_index(old)
+    assert loaded.sentences.layout is None  # type: ignore[union-attr]
+    for question in questions[:25]:
+        assert hits(loaded, question) == hits(chroma, question)
+
+
+# --------------------------------------------------------------------------------------------
+# Which backend, and what is on disk
+
+
+def test_the_default_index_is_onnx_int8_with_an_exact_matrix(sample_index: HierarchicalIndex) -> None:
+    assert sample_index.path is not None
+    assert sample_index.manifest.encoder == emb.DEFAULT_ENCODER == "onnx-int8"
+    assert sample_index.manifest.chroma == {"mode": "matrix", "path": MATRIX_FILE}
+    files = {p.name for p in build_dir(sample_index.path).iterdir()}
+    assert MATRIX_FILE in files and "chroma" not in files
+    matrix = np.load(build_dir(sample_index.path) / MATRIX_FILE, mmap_mode="r")
+    assert matrix.dtype == np.float32 and matrix.shape == (sample_index.manifest.sentences, 384)
+    assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+
+
+def test_auto_switches_to_chroma_above_the_threshold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # 40 sentences: every search fetches all of them, so ties cannot pick different snippets.
+    documents = [Document(f"Island {n} has a lighthouse. Ferries call at island {n}.", id=f"i{n}") for n in range(20)]
+    small = build_index(documents, tmp_path / "small", embeddings=WordHashEmbeddings(), progress=False)
+    monkeypatch.setattr(index_module, "MATRIX_MAX_SENTENCES", 39)  # one fewer than the corpus has
+    large = build_index(documents, tmp_path / "large", embeddings=WordHashEmbeddings(), progress=False)
+    assert small.manifest.chroma["mode"] == "matrix" and small.manifest.sentences == 40
+    assert large.manifest.chroma["mode"] == "persistent"
+    for query in ("lighthouse on island 7", "ferries", "island 12"):
+        assert [(h.chunk_id, h.snippets) for h in large.semantic_search(query, 5)] == [
+            (h.chunk_id, h.snippets) for h in small.semantic_search(query, 5)
+        ]
+
+
+def test_bad_backend_values_fail_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(AragError) as caught:
+        build_index(sample_corpus_path(), tmp_path / "a", backend="faiss", embeddings=WordHashEmbeddings())
+    assert "auto, matrix, chroma" in one_line(caught.value)
+    with pytest.raises(AragError) as caught:
+        build_index(sample_corpus_path(), tmp_path / "b", backend="matrix", chroma_url="http://127.0.0.1:9")
+    assert "--backend chroma" in one_line(caught.value)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    line = assert_one_error_line(
+        *run(["index", str(sample_corpus_path()), "--out", str(tmp_path / "c"), "--backend", "x"], capsys)
+    )
+    assert "backend 'x'" in line and "auto, matrix, chroma" in line
+
+
+def test_cli_backend_flag_builds_into_chroma(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "index"
+    code, stdout, err = run(
+        ["index", str(sample_corpus_path()), "--out", str(out), "--backend", "chroma", "--json"], capsys
+    )
+    assert code == 0 and err == "", err
+    assert json.loads(stdout)["encoder"] == "onnx-int8"
+    manifest = json.loads((build_dir(out) / MANIFEST).read_text(encoding="utf-8"))
+    assert manifest["chroma"]["mode"] == "persistent" and (build_dir(out) / "chroma").is_dir()
+
+
+def test_a_damaged_matrix_fails_in_one_line(sample_index: HierarchicalIndex, tmp_path: Path) -> None:
+    assert sample_index.path is not None
+    copy = tmp_path / "copy"
+    shutil.copytree(sample_index.path, copy)
+    path = build_dir(copy) / MATRIX_FILE
+    rows = sample_index.manifest.sentences
+    np.save(path, np.zeros((rows - 1, 384), dtype=np.float32))  # one sentence short
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_index(copy)
+    assert "rebuild" in one_line(caught.value) and MATRIX_FILE in str(caught.value)
+    path.write_bytes(b"not a matrix")
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_index(copy)
+    assert "rebuild" in one_line(caught.value)
+    path.unlink()
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_index(copy)
+    assert "rebuild" in one_line(caught.value)
+
+
+def test_the_matrix_writer_refuses_a_short_or_long_write(tmp_path: Path) -> None:
+    writer = MatrixWriter(tmp_path / "m.npy", rows=5)
+    writer.add(np.ones((3, 4), dtype=np.float32))
+    with pytest.raises(ValueError):
+        writer.add(np.ones((1, 5), dtype=np.float32))  # another dimension
+    with pytest.raises(ValueError):
+        writer.close()  # 3 of 5 rows
+    writer = MatrixWriter(tmp_path / "n.npy", rows=2)
+    with pytest.raises(ValueError):
+        writer.add(np.ones((3, 4), dtype=np.float32))
+    writer = MatrixWriter(tmp_path / "o.npy", rows=3)
+    writer.add(np.asarray([[3, 4], [0, 0]], dtype=np.float64))
+    writer.add(np.asarray([[0, 2]], dtype=np.float32))
+    writer.close()
+    saved = np.load(tmp_path / "o.npy")
+    assert saved.dtype == np.float32 and np.allclose(saved, [[0.6, 0.8], [0, 0], [0, 1]])  # unit rows, zero kept
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming: one block of vectors at a time
+
+
+class RecordingEncoder(WordHashEmbeddings):
+    """Word-hash vectors that record each call's size and how much of the matrix was on disk."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+        self.calls: list[int] = []
+        self.on_disk: list[int] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        matrices = list(self.root.glob(f"{BUILDS}/*/{MATRIX_FILE}"))
+        self.on_disk.append(matrices[0].stat().st_size if matrices else 0)
+        self.calls.append(len(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("backend", ["matrix", "chroma"])
+def test_a_build_encodes_and_stores_one_block_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend: str
+) -> None:
+    block = 64
+    monkeypatch.setattr(index_module, "BUILD_BLOCK", block)
+    stored: list[int] = []
+    for cls in (index_module.MatrixWriter, index_module.SentenceStore):
+        method = "add" if cls is index_module.MatrixWriter else "add_rows"
+        original = getattr(cls, method)
+
+        def spy(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
+            stored.append(len(args[-1]))
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, method, spy)
+    documents = [
+        Document(f"Station {n} opened in {1900 + n}. Stop {n} has {n % 4 + 1} lines.", id=f"s{n}") for n in range(150)
+    ]
+    root = tmp_path / "index"
+    encoder = RecordingEncoder(root)
+    index = build_index(documents, root, embeddings=encoder, backend=backend, progress=False)
+    sentences = index.manifest.sentences
+    assert sentences == 300
+    assert max(encoder.calls) <= block and sum(encoder.calls) == sentences  # never the whole corpus at once
+    assert stored and max(stored) <= block and sum(stored) == sentences  # stored block by block
+    if backend == "matrix":
+        # Each block was on disk before the next one was encoded: the build held one block of vectors.
+        sizes = encoder.on_disk
+        row_bytes = 64 * 4  # WordHashEmbeddings: 64 float32 per sentence
+        assert sizes[0] == 0 and len(sizes) == -(-sentences // block), sizes
+        assert [x - sizes[1] for x in sizes[1:]] == [k * block * row_bytes for k in range(len(sizes) - 1)], sizes
+    reference = build_index(
+        documents, tmp_path / "whole", embeddings=WordHashEmbeddings(), backend=backend, progress=False
+    )
+    for query in ("station 17 lines", "opened in 1942"):
+        got, expected = hits(index, query), hits(reference, query)
+        assert [h["chunk_id"] for h in got] == [h["chunk_id"] for h in expected], query
+        assert [h["score"] for h in got] == pytest.approx([h["score"] for h in expected], abs=1e-6)
+        if backend == "matrix":  # exact and deterministic: the snippets too
+            assert got == expected
+
+
+def test_every_build_phase_shows_a_progress_bar(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    documents = [Document(f"Harbour {n} has a crane. Boats unload at harbour {n}.", id=f"h{n}") for n in range(40)]
+    for backend, store_bar in (("matrix", "writing vectors"), ("chroma", "inserting into Chroma")):
+        capfd.readouterr()
+        build_index(documents, tmp_path / backend, embeddings=WordHashEmbeddings(), backend=backend, progress=True)
+        err = capfd.readouterr().err
+        for bar in ("splitting documents", "embedding sentences", store_bar, "keyword index"):
+            assert bar in err, (backend, bar, err[-500:])
+    build_index(documents, tmp_path / "quiet", embeddings=WordHashEmbeddings(), progress=False)
+    assert capfd.readouterr().err == ""
+
+
+# --------------------------------------------------------------------------------------------
+# The ONNX encoder needs no torch once exported
+
+
+def test_onnx_tokenisation_equals_the_models_own(sample_index: HierarchicalIndex) -> None:
+    texts: list[str] = [s for c in sample_index.store.chunks[:30] for s in c.sentence_texts()]
+    texts += [" ".join(texts[:60]), "", "naïve café – 東京 ½"]  # longer than 256 tokens; empty; non-ASCII
+    reference = emb.default_embeddings("torch")._tokenize(texts)
+    int8 = emb.default_embeddings("onnx-int8")
+    got = int8._tokenize(texts)
+    assert set(got) <= set(reference)
+    for name, values in got.items():
+        assert values == reference[name], name
+    assert len(got["input_ids"][-3]) == 256  # truncated where sentence-transformers truncates
+
+
+@pytest.mark.integration
+def test_the_default_encoder_runs_without_torch_once_exported(sample_index: HierarchicalIndex) -> None:
+    """A process that loads an index built with the default encoder and searches it never imports
+    torch, sentence-transformers or transformers (the ONNX export is cached by the sample build)."""
+    assert sample_index.path is not None
+    script = (
+        "import json, sys\n"
+        "from arag_graph.index import load_index\n"
+        f"index = load_index({str(sample_index.path)!r})\n"
+        "hits = index.semantic_search('Who directed Maximum Overdrive?', 3)\n"
+        "print(json.dumps({'hits': [h.chunk_id for h in hits], "
+        "'loaded': [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == []
+    assert result["hits"] == [h.chunk_id for h in sample_index.semantic_search("Who directed Maximum Overdrive?", 3)]
+
+
+def test_an_int8_vector_never_depends_on_its_batch(sample_index: HierarchicalIndex) -> None:
+    """int8 quantises activations with one scale per call: encoding one text per call keeps each
+    sentence's vector the same whether it is encoded in a block of the build, alone, or as a query."""
+    texts: Sequence[str] = [s for c in sample_index.store.chunks for s in c.sentence_texts()]
+    encoder = emb.default_embeddings("onnx-int8")
+    whole = encoder.encode(texts)
+    parts = np.vstack([encoder.encode(texts[i : i + 50]) for i in range(0, len(texts), 50)])
+    assert np.array_equal(whole, parts)
+    for i in (0, 17, 123):
+        assert np.array_equal(np.asarray(encoder.embed_documents([texts[i]])[0], dtype=np.float32), whole[i])
