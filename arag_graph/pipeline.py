@@ -32,6 +32,7 @@ def start_update(state: RunState) -> dict[str, Any]:
         "answer": "",
         "citations": [],
         "error": None,
+        "warnings": [],  # a graph with no warnings channel ignores the key
     }
     if given is not None and not isinstance(given, str):
         update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
@@ -139,7 +140,7 @@ def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
 
 
 def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
-    """Steps, retrieved tokens, trajectory and chunks of this turn, read off its tool messages.
+    """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
 
     Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
@@ -150,6 +151,7 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
     trajectory: list[dict[str, Any]] = []
     read: list[str] = []
     shown: list[str] = []
+    warnings: list[str] = []
     for message in current_turn(messages):
         if isinstance(message, AIMessage):
             calls.update({c.get("id") or "": c for c in pending_tool_calls(message)})
@@ -172,12 +174,15 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
         )
         read.extend(str(i) for i in artifact.get("read") or [])
         shown.extend(chunk_ids)
+        if artifact.get("warning"):
+            warnings.append(f"step {len(trajectory)}: {artifact['warning']}")
     return {
         "steps": len(trajectory),
         "retrieved_tokens": sum(step["tokens"] for step in trajectory),
         "trajectory": trajectory,
         "read_chunks": list(dict.fromkeys(read)),
         "retrieved_chunks": list(dict.fromkeys(shown)),
+        "warnings": warnings,
     }
 
 
