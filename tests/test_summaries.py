@@ -14,6 +14,7 @@ from arag_graph.errors import AragError, IndexDamagedError
 from arag_graph.hierarchy import documents_of
 from arag_graph.index import build_index, load_index
 from arag_graph.summaries import SUMMARIES, SUMMARY_VECTORS, resume_path, summary_search
+from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import scripted
 from tests.stubs.openai_server import OpenAIStubServer, http_error, text
 
@@ -134,3 +135,27 @@ def test_model_summaries_are_counted_and_a_killed_pass_resumes(openai_server: Op
         "Python is a language from 1991.",
     ]
     assert not resume_path(out, "stub-model").exists()  # the build holds them now
+
+
+def test_cli_index_with_summaries_reports_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps([{"id": d.id, "title": d.title, "text": d.text} for d in DOCS]), encoding="utf-8")
+    code, out, err = run_cli(
+        ["index", str(corpus), "--out", str(tmp_path / "idx"), "--summaries", "offline", "--json"], capsys
+    )
+    assert code == 0, err
+    summaries = json.loads(out)["summaries"]
+    assert summaries["kind"] == "extractive" and summaries["documents"] == 3
+
+    # A summary model that cannot be used fails in one line before anything is encoded or written.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ARAG_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    target = tmp_path / "idx2"
+    line = assert_one_error_line(
+        *run_cli(["index", str(corpus), "--out", str(target), "--summaries", "gpt-4o-mini"], capsys)
+    )
+    assert "API key" in line
+    assert not target.exists()
