@@ -18,6 +18,8 @@ Decisions:
   citations and the retrieved-chunk counts stay in chunk ids like every other retriever's.
 * The same ``top_k`` leaves as sentence-window retrieval, so the two compare on equal searches;
   merging only ever widens what the leaves hand over.
+
+The passages are made by :func:`arag_graph.retrievers.auto_merge`.
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ from arag_graph.hierarchy import documents_of
 
 if TYPE_CHECKING:
     from arag_graph.index import HierarchicalIndex
-    from arag_graph.retrievers import Passage
 
-__all__ = ["MERGE_THRESHOLD", "MERGE_THRESHOLD_RANGE", "MergedNode", "auto_merge", "merge_leaves"]
+__all__ = ["MERGE_THRESHOLD", "MERGE_THRESHOLD_RANGE", "MergedNode", "merge_leaves"]
 
 MERGE_THRESHOLD = 0.5
 MERGE_THRESHOLD_RANGE = (0.3, 0.7)
@@ -88,27 +89,3 @@ def merge_leaves(
         nodes.append(MergedNode("sentences", (chunk_id,), tuple(sorted(found)), max(found.values())))
     nodes.sort(key=lambda n: -n.score)  # stable: ties keep the order above
     return nodes
-
-
-def auto_merge(
-    index: HierarchicalIndex,
-    query: str,
-    top_k: int,
-    threshold: float = MERGE_THRESHOLD,
-    window: int = 1,
-    *,
-    query_vector: Sequence[float] | None = None,
-) -> list[Passage]:
-    """AMR's passages for ``query``: the ``top_k`` nearest sentences, merged up (see the module doc)."""
-    from arag_graph.retrievers import Passage, window_text
-
-    leaves = index.top_sentences(query, top_k, query_vector=query_vector)
-    out: list[Passage] = []
-    for node in merge_leaves(index, leaves, threshold):
-        for chunk_id in node.chunk_ids:
-            chunk = index.get_chunk(chunk_id)
-            if chunk is None:
-                continue
-            text = window_text(chunk, node.positions, window) if node.level == "sentences" else chunk.text
-            out.append(Passage(chunk.id, chunk.title, text, node.score))
-    return out

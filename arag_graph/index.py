@@ -547,7 +547,7 @@ def build_index(
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()
     if summaries is not None:  # an unusable summary model fails now, not after encoding
-        from arag_graph.summaries import check_summarizer
+        from arag_graph.summarize import check_summarizer
 
         check_summarizer(summaries, summary_options or {})
 
@@ -706,7 +706,7 @@ def _build_locked(
         write_atomic(build_dir / MANIFEST, manifest.to_json())
         point_current(root, build)
         if summarized:  # the build holds them now
-            from arag_graph.summaries import forget_progress
+            from arag_graph.summarize import forget_progress
 
             forget_progress(root, str(settings["summaries"]))
     except BaseException:
@@ -732,7 +732,7 @@ def _summaries(
     """ARAGOG's document summaries into the build when asked for (:mod:`arag_graph.summaries`), else None."""
     if not settings.get("summaries"):
         return None
-    from arag_graph.summaries import write_summaries
+    from arag_graph.summarize import write_summaries
 
     t0 = time.perf_counter()
     options = dict(settings.get("summary_options") or {})

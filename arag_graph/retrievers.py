@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from arag_graph.automerge import MERGE_THRESHOLD, merge_leaves
 from arag_graph.configuration import Retriever
 from arag_graph.documents import Chunk, SearchHit
 
@@ -191,6 +192,29 @@ def sentence_windows(
     return out
 
 
+def auto_merge(
+    index: HierarchicalIndex,
+    query: str,
+    top_k: int,
+    threshold: float = MERGE_THRESHOLD,
+    window: int = 1,
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[Passage]:
+    """ARAGOG's auto-merging retrieval (:mod:`arag_graph.automerge`): the ``top_k`` nearest sentences,
+    merged up into whole chunks and documents; the sentences that did not merge in windows of ``window``."""
+    leaves = index.top_sentences(query, top_k, query_vector=query_vector)
+    out: list[Passage] = []
+    for node in merge_leaves(index, leaves, threshold):
+        for chunk_id in node.chunk_ids:
+            chunk = index.get_chunk(chunk_id)
+            if chunk is None:
+                continue
+            text = window_text(chunk, node.positions, window) if node.level == "sentences" else chunk.text
+            out.append(Passage(chunk.id, chunk.title, text, node.score))
+    return out
+
+
 def retrieve_passages(
     index: HierarchicalIndex,
     query: str,
@@ -207,8 +231,6 @@ def retrieve_passages(
     in its window); chunk retrievers cut each chunk to windows around its matched sentences (BM25
     hits have none and stay whole); amr shows its unmerged sentences in their windows.
     """
-    from arag_graph.automerge import auto_merge
-
     s = settings
     window = s.window if s.sentence_window else None
     if s.retriever == "amr":

@@ -13,7 +13,8 @@ from arag_graph.documents import Document
 from arag_graph.errors import AragError, IndexDamagedError
 from arag_graph.hierarchy import documents_of
 from arag_graph.index import build_index, load_index
-from arag_graph.summaries import SUMMARIES, SUMMARY_VECTORS, resume_path, summary_search
+from arag_graph.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
+from arag_graph.summarize import resume_path
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import scripted
 from tests.stubs.openai_server import OpenAIStubServer, http_error, text
