@@ -162,7 +162,7 @@ def grid_markdown(table: Sequence[Mapping[str, Any]], model: str) -> str:
     from arag_graph.evaluators.report import OFFLINE_LABEL, model_label
 
     label = model_label(model)
-    head = ["technique", "index", "n", *(t for _, t in _PAPER_COLUMNS), *(t for _, t, _ in _OUR_COLUMNS)]
+    head = ["technique", "index", "n", *(t for _, t in _PAPER_COLUMNS), *(t for _, t, _ in _OUR_COLUMNS), "errors"]
     lines = [
         "# ARAGOG's comparison (`arag eval --grid aragog`)",
         "",
@@ -191,6 +191,7 @@ def grid_markdown(table: Sequence[Mapping[str, Any]], model: str) -> str:
                 )
             else:
                 cells.append(_cell(value, kind))
+        cells.append(str(entry.get("errors", 0)))  # failed runs count as wrong answers, as in summary.md
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
