@@ -429,9 +429,10 @@ class HierarchicalIndex:
 
     # -- LangChain ---------------------------------------------------------------------------
     def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
-        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword`` or ``hybrid``; top ``k``).
+        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword``, ``hybrid``, ``amr``, ``dsi``).
 
-        See :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever (``tags``, ``metadata``).
+        Top ``k`` documents; see :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever
+        (``tags``, ``metadata``).
         """
         from arag_graph.langchain_retriever import IndexRetriever
 
