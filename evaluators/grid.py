@@ -173,7 +173,7 @@ def grid_markdown(table: Sequence[Mapping[str, Any]], model: str) -> str:
         lines.append(
             "The offline policy is a deterministic no-LLM baseline: Answer Relevance, LLM-Acc and Faithfulness need "
             'a model and are "unavailable"; HyDE embeds the question itself (rows with HyDE equal those without); '
-            "the document summaries are extractive (lead sentences), not model-written."
+            "DSI reads extractive summaries (lead sentences) unless --summaries named a model (its steps say which)."
         )
     lines += [
         "",
