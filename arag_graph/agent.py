@@ -51,6 +51,7 @@ from arag_graph.pipeline import (
     pending_tool_calls,
     start_update,
     turn_progress,
+    turn_steps,
 )
 from arag_graph.prompts import agent_system_prompt
 from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
@@ -194,9 +195,11 @@ def after_agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentB
 
 
 def after_tools(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
-    progress = turn_progress(state["messages"])
+    steps = turn_steps(state["messages"])  # the tool node writes messages only; the count is derived
     return (
-        "synthesize" if _out_of_budget({**state, **progress}, bound.context_schema.of_run(runtime.context)) else "agent"
+        "synthesize"
+        if _out_of_budget({**state, "steps": steps}, bound.context_schema.of_run(runtime.context))
+        else "agent"
     )
 
 
@@ -234,7 +237,7 @@ class ToolCallGuard:
             )
             return refusal, run
         earlier = self._earlier_calls(request)
-        if turn_progress(_messages(request.state))["steps"] + len(earlier) >= run.ctx.max_steps:
+        if turn_steps(_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
             return not_run_message(
                 call, "the step cap is reached; no more tool calls are allowed for this question."
             ), run

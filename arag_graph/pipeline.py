@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -139,6 +139,22 @@ def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
     return messages
 
 
+def _is_step(message: AnyMessage) -> TypeGuard[ToolMessage]:
+    """A tool message that answers a call that ran (or was refused as malformed): one step."""
+    if not isinstance(message, ToolMessage):
+        return False
+    return not (isinstance(message.artifact, dict) and message.artifact.get("not_run"))
+
+
+def turn_steps(messages: Sequence[AnyMessage]) -> int:
+    """The steps of this turn, as :func:`turn_progress` counts them, without building the rest.
+
+    The step cap is checked before every tool call and after every tool turn; counting alone keeps
+    that check from rebuilding the whole trajectory each time.
+    """
+    return sum(1 for message in current_turn(messages) if _is_step(message))
+
+
 def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
     """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
 
@@ -156,11 +172,9 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
         if isinstance(message, AIMessage):
             calls.update({c.get("id") or "": c for c in pending_tool_calls(message)})
             continue
-        if not isinstance(message, ToolMessage):
+        if not _is_step(message):
             continue
         artifact = message.artifact if isinstance(message.artifact, dict) else {}
-        if artifact.get("not_run"):
-            continue
         call = calls.get(message.tool_call_id, {})
         chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
         trajectory.append(

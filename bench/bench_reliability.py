@@ -65,6 +65,7 @@ SLOW = [
     "tests/slow/test_server_concurrency.py",
     "tests/slow/test_langgraph_dev.py::test_server_binds_to_localhost_only",
     "tests/slow/test_index_filesystem.py",
+    "tests/slow/test_served_security.py",
 ]
 AREAS = {
     "index_kills": "Index builds: `arag index` SIGKILLed while rebuilding an existing index",
@@ -76,6 +77,8 @@ AREAS = {
     "secrets": "Sentinel API keys in outputs, errors and eval files",
     "servers": "Servers bind to localhost",
     "bounded_waits": "Bounded model waits: a model server that accepts and never answers",
+    "served_security": "Served graphs (`langgraph dev`, sentinel key): hostile run contexts refused in one line, "
+    "no request to a host the operator did not allow; a hung model run holds no other run",
     "eval_safety": "Evaluation output: full disks, write failures, two `arag eval` runs into one --out",
     **INDEX_SAFETY_AREAS,
 }
