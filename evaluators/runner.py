@@ -8,7 +8,8 @@ How a run is organised:
 - Each (graph, setting) writes ``predictions/<graph>__<setting>.jsonl``, one record per question,
   appended as soon as the question is done. A killed run started again with the same arguments
   reads these files back and runs only the missing questions: none is lost or counted twice. A
-  record found incomplete on resume is set aside (``<file>.rejected``) and its question run again.
+  record found incomplete on resume, or of a run that failed, is set aside (``<file>.rejected``)
+  and its question run again.
 - The output directory is arag's alone: ``--out`` must be new, empty, or an earlier evaluation's
   (it has ``run.json``); anything else is refused before anything in it is touched. One
   evaluation at a time writes into it (a lock file, ``.arag-eval.lock``), so no question is paid
@@ -379,8 +380,8 @@ def _is_prediction(record: object) -> bool:
     return isinstance(record, dict) and isinstance(record.get("question_id"), str)
 
 
-def _is_complete(record: Mapping[str, Any]) -> bool:
-    """A record the summary can use as it is; anything less is run again on resume."""
+def _is_scored(record: Mapping[str, Any]) -> bool:
+    """A record the summary can use: a prediction with an answer (maybe an error) and its metrics."""
     prediction, metrics = record.get("prediction"), record.get("metrics")
     return (
         isinstance(prediction, dict)
@@ -388,6 +389,17 @@ def _is_complete(record: Mapping[str, Any]) -> bool:
         and isinstance(metrics, dict)
         and isinstance(record.get("graph"), str)
     )
+
+
+def _is_complete(record: Mapping[str, Any]) -> bool:
+    """A record to keep on resume: scored, of a run that did not fail; anything else is run again.
+
+    A run that failed (its prediction has an ``error``: a model timeout, a server's 500) is not
+    kept either: rerunning an evaluation is how a user retries after fixing what failed, and a
+    record that replays the failure would leave them no way but a new ``--out``. The failed record
+    is kept in ``<file>.rejected``.
+    """
+    return _is_scored(record) and not record["prediction"].get("error")
 
 
 def prediction_file(path: Path) -> JsonLinesFile:
@@ -953,6 +965,14 @@ def run_evaluation(
     with exclusive(plan.out):
         # Read back before any work, so that a damaged predictions file is refused now, untouched.
         files = [(s, prediction_file(plan.out / PREDICTIONS / s.file_name)) for s in settings]
+        for _, file in files:
+            if file.set_aside:
+                log.warning(
+                    "%s: %d failed or incomplete record(s) moved to %s; their questions run again",
+                    file.path.name,
+                    file.set_aside,
+                    file.rejected_path.name,
+                )
         if on_checked is not None:
             on_checked()
         return _evaluate(plan, questions, files, progress, embeddings)
@@ -1012,10 +1032,20 @@ def _evaluate(
 
 
 def load_records(out: Path) -> list[dict[str, Any]]:
-    """Every record under ``out/predictions`` (for reports and tests)."""
+    """Every scored record under ``out/predictions``, failed runs included (for reports and tests).
+
+    Reading only: unlike opening a file to resume it, nothing is set aside or rewritten; a line cut
+    short by a kill and an incomplete record are skipped.
+    """
     records: list[dict[str, Any]] = []
     for path in sorted((out / PREDICTIONS).glob("*.jsonl")):
-        records.extend(prediction_file(path).records)
+        for line in path.read_bytes().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if _is_prediction(record) and _is_scored(record):
+                records.append(record)
     return records
 
 
