@@ -42,6 +42,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         collection=args.collection,
         encoder=args.encoder,
         backend=args.backend,
+        embeddings=args.embedding,
+        embedding_base_url=args.embedding_base_url,
         progress=not args.json and not args.quiet,
     )
     m = index.manifest
@@ -357,6 +359,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         dataset_format=args.format,
         upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
+        embedding=args.embedding,
+        embedding_base_url=args.embedding_base_url,
     )
     run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice))
     print((out / "summary.md").read_text(encoding="utf-8"))
@@ -459,6 +463,24 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
+def _add_embedding_arguments(p: argparse.ArgumentParser) -> None:
+    """``--embedding`` and ``--embedding-base-url``: the model a new index embeds with (recorded in it)."""
+    p.add_argument(
+        "--embedding",
+        default=None,
+        metavar="SPEC",
+        help="embedding model: a sentence-transformers folder or cached name, or openai:NAME for an "
+        "OpenAI-compatible endpoint (key from OPENAI_API_KEY); default the packaged all-MiniLM-L6-v2. "
+        "Recorded in the index, which then embeds queries with it; never downloaded",
+    )
+    p.add_argument(
+        "--embedding-base-url",
+        default=None,
+        metavar="URL",
+        help="base URL of the openai:NAME endpoint, e.g. http://localhost:8080/v1 (recorded; never a key)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
 
@@ -490,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="backend that runs the embedding model: onnx-int8 (default: int8 weights, the fastest, recall@5 within "
         "a point of torch), onnx (float32, torch's vectors) or torch; recorded in the index and used for its queries",
     )
+    _add_embedding_arguments(p)
     p.add_argument(
         "--backend",
         default="auto",
@@ -533,6 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
     p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
+    _add_embedding_arguments(p)
     p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag")
     p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")

@@ -30,7 +30,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.embeddings import Embeddings
 
 from arag_graph.documents import Chunk, Document, SearchHit
+from arag_graph.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
@@ -108,6 +109,9 @@ class Manifest:
     """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
     ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
     field were built with torch."""
+    embedding_base_url: str | None = None
+    """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).
+    Never a key: keys come from the environment of whoever loads the index."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -447,7 +451,8 @@ def build_index(
     corpus: str | os.PathLike[str] | Iterable[Document] | Sequence[Chunk],
     out: str | os.PathLike[str],
     *,
-    embeddings: Embeddings | None = None,
+    embeddings: Embeddings | str | None = None,
+    embedding_base_url: str | None = None,
     corpus_format: str | None = None,
     chunk_size: int = 1000,
     contextual_headers: bool = False,
@@ -466,9 +471,13 @@ def build_index(
     implies ``chroma``. Vectors are encoded and stored :data:`BUILD_BLOCK` sentences at a time, so
     a build never holds all of them in memory.
 
-    ``encoder`` picks the backend of the default model (``onnx-int8``, the default; ``onnx``;
-    ``torch``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
-    the index embeds queries the same way. It cannot be combined with ``embeddings``.
+    ``embeddings`` is any LangChain ``Embeddings`` or a spec string
+    (:func:`arag_graph.embedding_models.resolve_embeddings`: a sentence-transformers folder or cached
+    name, or ``openai:NAME`` with ``embedding_base_url``); a spec is recorded so that
+    :func:`load_index` embeds queries with the same model without being told. ``encoder`` picks the
+    backend of a local model (``onnx-int8``, the default for the packaged model; ``onnx``; ``torch``,
+    see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading the index
+    embeds queries the same way. It cannot be combined with an ``Embeddings`` instance.
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
     ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
@@ -489,11 +498,7 @@ def build_index(
         raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
     if chroma_url and backend == "matrix":
         raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
-    if encoder is not None:
-        if embeddings is not None:
-            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
-        embeddings = default_embeddings(check_encoder(encoder))
-    embeddings = embeddings or default_embeddings()
+    embeddings = resolve_embeddings(embeddings, base_url=embedding_base_url, encoder=encoder)
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing package fails now, not after splitting the corpus
         check()
@@ -573,6 +578,7 @@ def build_index(
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
                 encoder=encoder_backend(embeddings),
+                embedding_base_url=endpoint_base_url(embeddings),
             )
             _write_atomic(build_dir / MANIFEST, manifest.to_json())
             _point_current(root, build)
@@ -684,12 +690,30 @@ _LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
 
 
+def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
+    """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
+    from arag_graph.embedding_models import is_endpoint_spec
+
+    try:
+        return resolve_embeddings(
+            manifest.embedding_model,
+            base_url=manifest.embedding_base_url,
+            encoder=None if is_endpoint_spec(manifest.embedding_model) else encoder or manifest.encoder,
+        )
+    except AragError as exc:
+        raise IndexMismatchError(
+            f"{root}: index was built with embedding model {manifest.embedding_model!r}, which cannot be set up "
+            f"here ({exc}); make it available, or pass the same model as `embeddings=` when loading it"
+        ) from None
+
+
 def load_index(
     path: str | os.PathLike[str],
     *,
     embeddings: Embeddings | None = None,
     encoder: str | None = None,
     cache: bool = False,
+    check_endpoint: Callable[[Manifest], None] | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -698,6 +722,11 @@ def load_index(
     (``encoder`` overrides it: any backend of the same model may query the index; ``torch`` and
     ``onnx`` give the same vectors, ``onnx-int8`` close ones). With ``cache=True`` the loaded index
     is shared per process (what graph servers want: one copy in memory for all runs).
+
+    An index built with another model (a spec, see :func:`build_index`) loads that model from its
+    manifest. ``check_endpoint(manifest)`` runs before any model is set up, and again on every
+    cache hit: a served run passes the operator's policy, so that an index whose manifest names an
+    embeddings endpoint the operator does not allow is refused before the key could go there.
     """
     if encoder is not None:
         if embeddings is not None:
@@ -710,16 +739,18 @@ def load_index(
     key = (str(root.resolve()), build, encoder)
     if cache and embeddings is None:
         with _LOADED_LOCK:
-            if key in _LOADED:
-                return _LOADED[key]
+            cached = _LOADED.get(key)
+        if cached is not None:
+            if check_endpoint is not None:
+                check_endpoint(cached.manifest)
+            return cached
     build_dir = root / BUILDS / build
     manifest = Manifest.from_file(build_dir / MANIFEST)
-    if embeddings is None:
-        if manifest.embedding_model != DEFAULT_MODEL_ID:
-            raise IndexMismatchError(
-                f"{root}: index was built with embedding model {manifest.embedding_model!r}; pass "
-                "the same model as `embeddings=` when loading it"
-            )
+    if check_endpoint is not None:
+        check_endpoint(manifest)
+    if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
+        embeddings = _manifest_embeddings(root, manifest, encoder)
+    elif embeddings is None:
         backend = encoder or manifest.encoder or "torch"
         if backend not in ENCODERS:
             raise IndexMismatchError(

@@ -60,6 +60,9 @@ class EvalPlan:
     dataset_format: str | None = None
     upload: bool | None = None  # None: upload when a LangSmith key is set
     extra_context: dict[str, Any] = field(default_factory=dict)
+    embedding: str | None = None
+    """The embedding model of an index this run builds (a spec, see ``arag index --embedding``)."""
+    embedding_base_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,8 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
+    from arag_graph.embedding_models import resolve_embeddings
+    from arag_graph.embeddings import embedding_model_id
     from arag_graph.index import build_index, corpus_hash, load_index
 
     if _reuses_built_index(plan):
@@ -215,13 +220,16 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         )
     if index is None:
         digest = corpus_hash(chunks)
-        target = plan.index or cache_dir() / "indexes" / f"{_slug(plan.dataset.parent.name)}-{digest[:12]}"
+        embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
+        model_id = embedding_model_id(embeddings)
+        slug = _slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{_slug(model_id)[-40:]}")
+        target = plan.index or cache_dir() / "indexes" / f"{slug}-{digest[:12]}"
         with contextlib.suppress(AragError):
             existing = load_index(target, cache=True)
-            if existing.manifest.corpus_hash == digest:
+            if existing.manifest.corpus_hash == digest and existing.manifest.embedding_model == model_id:
                 index = existing
         if index is None:
-            build_index(chunks, target, progress=progress)
+            build_index(chunks, target, embeddings=embeddings, progress=progress)
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
