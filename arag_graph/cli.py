@@ -37,6 +37,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         corpus_format=args.format,
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
+        header_max_chars=args.header_max_chars,
         keyword_match=args.keyword_match,
         chroma_url=args.chroma_url,
         collection=args.collection,
@@ -482,6 +483,7 @@ def _add_embedding_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from arag_graph.index import HEADER_MAX_CHARS
     from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
 
     parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
@@ -494,6 +496,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=None, default=None, help="chunks | hipporag | jsonl | dir (default: detect)")
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
     p.add_argument("--contextual-headers", action="store_true", help="embed 'title: sentence' (ARAGOG's CCH)")
+    p.add_argument(
+        "--header-max-chars",
+        type=int,
+        default=HEADER_MAX_CHARS,
+        help=f"longest contextual header, 'title > section' (default {HEADER_MAX_CHARS} characters)",
+    )
     p.add_argument(
         "--keyword-match",
         choices=["word", "substring"],

@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -109,6 +110,8 @@ class Manifest:
     """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
     ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
     field were built with torch."""
+    header_max_chars: int = 0
+    """The bound on contextual chunk headers the sentences were embedded with (0: no headers)."""
     embedding_base_url: str | None = None
     """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).
     Never a key: keys come from the environment of whoever loads the index."""
@@ -214,25 +217,90 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
     return digest.hexdigest()
 
 
+HEADER_MAX_CHARS = 128
+"""Longest contextual chunk header, in characters (about 30 word pieces). All-MiniLM-L6-v2 reads
+256 word pieces and HotpotQA/2Wiki sentences average about 30, so a header this long leaves the
+sentence its room while covering every title of both corpora (the longest 2Wiki title is 95
+characters; 99% are under 50). Longer ones (deep Markdown section paths) are cut at a word, so a
+header never outweighs the sentence it introduces."""
+_PIECE = re.compile(r"#\d+$")
+_MARKDOWN_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def _document_of(chunk_id: str) -> str:
+    """The id of a chunk's document: chunking names the pieces of a long document ``<id>#<n>``."""
+    return _PIECE.sub("", chunk_id)
+
+
+def _is_markdown(chunk_id: str) -> bool:
+    """Chunks of a Markdown file of a directory corpus (whose document ids are the files' paths)."""
+    return _document_of(chunk_id).lower().endswith(".md")
+
+
+def _bounded(header: str, limit: int) -> str:
+    if len(header) <= limit:
+        return header
+    cut = header[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" >:")
+
+
+def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> Iterator[list[str]]:
+    """Per chunk, the contextual header of each of its sentences, as ARAGOG writes them: the
+    document title and, in Markdown documents, the heading of the section the sentence is in
+    (``"Title > Section"``), at most ``limit`` characters ('' when there is nothing to say).
+
+    A chunk that continues the previous chunk's document carries its section on.
+    """
+    section: str | None = None
+    previous: str | None = None
+    for c in chunks:
+        document = _document_of(c.id)
+        if document != previous:
+            section = None
+        previous = document
+        headings = (
+            [(m.start(), m.group(1).strip()) for m in _MARKDOWN_HEADING.finditer(c.text)] if _is_markdown(c.id) else []
+        )
+        headers: list[str] = []
+        for _, end in c.sentences:
+            while headings and headings[0][0] < end:
+                section = headings.pop(0)[1]
+            parts = [p for p in (c.title, section) if p]
+            if len(parts) == 2 and parts[0].strip().lower() == parts[1].strip().lower():
+                parts = parts[:1]  # a Markdown file's first heading is its title
+            headers.append(_bounded(" > ".join(parts), limit))
+        for _, heading in headings:  # headings after the last sentence start the next chunk's section
+            section = heading
+        yield headers
+
+
+def chunk_header(chunk: Chunk, limit: int = HEADER_MAX_CHARS) -> str:
+    """A chunk's header for chunk-level matching (BM25): its title, bounded like sentence headers."""
+    return _bounded(chunk.title or "", limit)
+
+
 def sentence_blocks(
-    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None
+    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None, header_max_chars: int | None = None
 ) -> Iterator[tuple[int, list[str], list[str]]]:
     """The sentences to store and the texts to embed for them, ``size`` (default :data:`BUILD_BLOCK`)
     at a time, in row order.
 
     Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
-    the embedded text is ``"title: sentence"`` while the stored document stays the bare sentence,
-    so snippets never show the header.
+    the embedded text is ``"header: sentence"`` (:func:`sentence_headers`) while the stored
+    document stays the bare sentence, so snippets never show the header.
     """
     size = size or BUILD_BLOCK
+    limit = HEADER_MAX_CHARS if header_max_chars is None else header_max_chars
     documents: list[str] = []
     embedded: list[str] = []
     start = 0
+    headers = sentence_headers(chunks, limit) if contextual_headers and limit > 0 else None
     for c in chunks:
-        for begin, end in c.sentences:
+        own = next(headers) if headers is not None else None
+        for n, (begin, end) in enumerate(c.sentences):
             sentence = c.text[begin:end]
             documents.append(sentence)
-            embedded.append(f"{c.title}: {sentence}" if contextual_headers and c.title else sentence)
+            embedded.append(f"{own[n]}: {sentence}" if own and own[n] else sentence)
             if len(documents) >= size:
                 yield start, documents, embedded
                 start += len(documents)
@@ -241,11 +309,13 @@ def sentence_blocks(
         yield start, documents, embedded
 
 
-def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
+def sentence_inputs(
+    chunks: Sequence[Chunk], contextual_headers: bool, header_max_chars: int | None = None
+) -> tuple[list[str], list[str]]:
     """All sentences to store and all texts to embed (see :func:`sentence_blocks`) at once."""
     documents: list[str] = []
     embedded: list[str] = []
-    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62):
+    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62, header_max_chars=header_max_chars):
         documents += docs
         embedded += texts
     return documents, embedded
@@ -456,6 +526,7 @@ def build_index(
     corpus_format: str | None = None,
     chunk_size: int = 1000,
     contextual_headers: bool = False,
+    header_max_chars: int = HEADER_MAX_CHARS,
     keyword_match: KeywordMatch = "word",
     chroma_url: str | None = None,
     collection: str | None = None,
@@ -494,6 +565,8 @@ def build_index(
         raise AragError(f"{root}: exists and is not a directory; choose another --out")
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+    if not isinstance(header_max_chars, int) or not 0 <= header_max_chars <= 1000:
+        raise AragError(f"header length {header_max_chars!r}: give 0 to 1000 characters (default {HEADER_MAX_CHARS})")
     if backend not in SENTENCE_BACKENDS:
         raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
     if chroma_url and backend == "matrix":
@@ -551,7 +624,7 @@ def build_index(
             _write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
             t0 = time.perf_counter()
             sentences, dimension, encode_seconds = _store_sentences(
-                chroma_cfg, build_dir, chunks, embeddings, contextual_headers, progress
+                chroma_cfg, build_dir, chunks, embeddings, contextual_headers, progress, header_max_chars
             )
             timings["encode_seconds"] = encode_seconds
             timings["insert_seconds"] = time.perf_counter() - t0 - encode_seconds
@@ -568,6 +641,7 @@ def build_index(
                 embedding_dim=dimension,
                 chunk_size=chunk_size,
                 contextual_headers=contextual_headers,
+                header_max_chars=header_max_chars if contextual_headers else 0,
                 keyword_match=keyword_match,
                 corpus_hash=corpus_hash(chunks),
                 documents=len(documents) if documents is not None else len(chunks),
@@ -626,6 +700,7 @@ def _store_sentences(
     embeddings: Embeddings,
     contextual_headers: bool,
     progress: bool,
+    header_max_chars: int = HEADER_MAX_CHARS,
 ) -> tuple[SentenceStore | SentenceMatrix, int, float]:
     """Encode every sentence and store its vector, one block at a time.
 
@@ -644,7 +719,7 @@ def _store_sentences(
     dimension, encode_seconds = 0, 0.0
     bars = dict(total=total, unit="sent", disable=not progress, leave=False)
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
-        for start, documents, texts in sentence_blocks(chunks, contextual_headers):
+        for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
             vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
             encode_seconds += time.perf_counter() - t0
