@@ -19,7 +19,6 @@ _EXPORTS = {
     "SearchHit": "arag_graph.documents",
     "build_index": "arag_graph.index",
     "load_index": "arag_graph.index",
-    "ContextTracker": "arag_graph.tools",
     "create_retrieval_tools": "arag_graph.tools",
 }
 

@@ -51,6 +51,7 @@ from arag_graph.pipeline import (
     pending_tool_calls,
     start_update,
     turn_progress,
+    turn_steps,
 )
 from arag_graph.prompts import agent_system_prompt
 from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
@@ -94,6 +95,17 @@ class AgentBound(Bound):
 
     def system_prompt(self, run: Run, names: Sequence[str]) -> str:
         return getattr(run.ctx, "system_prompt", "") or agent_system_prompt(list(names))
+
+
+class AragOutputState(OutputState, total=False):
+    """The common output fields, and the run's warnings."""
+
+    warnings: list[str]
+    """Tool calls that went on without a part that failed (a HyDE passage the model did not give)."""
+
+
+class AragState(RunState, AragOutputState, total=False):
+    pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,9 +195,11 @@ def after_agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentB
 
 
 def after_tools(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
-    progress = turn_progress(state["messages"])
+    steps = turn_steps(state["messages"])  # the tool node writes messages only; the count is derived
     return (
-        "synthesize" if _out_of_budget({**state, **progress}, bound.context_schema.of_run(runtime.context)) else "agent"
+        "synthesize"
+        if _out_of_budget({**state, "steps": steps}, bound.context_schema.of_run(runtime.context))
+        else "agent"
     )
 
 
@@ -223,7 +237,7 @@ class ToolCallGuard:
             )
             return refusal, run
         earlier = self._earlier_calls(request)
-        if turn_progress(_messages(request.state))["steps"] + len(earlier) >= run.ctx.max_steps:
+        if turn_steps(_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
             return not_run_message(
                 call, "the step cap is reached; no more tool calls are allowed for this question."
             ), run
@@ -243,6 +257,7 @@ class ToolCallGuard:
             full_text="chunk_read" not in self.bound.tools(run),
             dedupe=bool(getattr(run.ctx, "dedupe_search_chunks", False)),
             also_read=also_read if name == "chunk_read" else frozenset(),
+            snippet_window=int(getattr(run.ctx, "snippet_window", 1)),
         )
         return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
 
@@ -273,13 +288,14 @@ class ToolCallGuard:
         prepared, run = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
+        warning = None
         if self._wants_hyde(prepared, run):
             try:
                 passage = run.backbone.hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
-                log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
-        return _recorded(prepared, execute(prepared))
+                warning = _hyde_failed(exc)
+        return _recorded(prepared, execute(prepared), warning)
 
     async def acall(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
@@ -287,13 +303,22 @@ class ToolCallGuard:
         prepared, run = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
+        warning = None
         if self._wants_hyde(prepared, run):
             try:
                 passage = await run.backbone.hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
-                log.warning("HyDE failed, searching with the query itself: %s", describe_model_error(exc))
-        return _recorded(prepared, await execute(prepared))
+                warning = _hyde_failed(exc)
+        return _recorded(prepared, await execute(prepared), warning)
+
+
+def _hyde_failed(exc: Exception) -> str:
+    """Logged, and kept in the tool result's artifact: the run's ``warnings`` count it, so a comparison
+    can tell a HyDE run that searched with plain queries from one that did not."""
+    warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
+    log.warning(warning)
+    return warning
 
 
 @functools.lru_cache(maxsize=256)
@@ -316,11 +341,14 @@ def _messages(state: Any) -> list[Any]:
 _HIDDEN_ARGS = ("runtime",)
 
 
-def _recorded(request: ToolCallRequest, result: ToolMessage | Command) -> ToolMessage | Command:
+def _recorded(
+    request: ToolCallRequest, result: ToolMessage | Command, warning: str | None = None
+) -> ToolMessage | Command:
     """The result with the call's effective arguments in its artifact (the trajectory shows what ran).
 
     A result without an artifact (a failing tool answered by ``handle_tool_errors``, or the caller's
-    own tool) gets one, so that every executed call counts as a step.
+    own tool) gets one, so that every executed call counts as a step. ``warning`` (a part of the
+    call that failed without failing it) goes into the artifact, where ``turn_progress`` finds it.
     """
     if not isinstance(result, ToolMessage):
         return result
@@ -328,6 +356,8 @@ def _recorded(request: ToolCallRequest, result: ToolMessage | Command) -> ToolMe
     artifact = result.artifact if isinstance(result.artifact, dict) else {}
     error = bool(artifact.get("error")) or result.status == "error"
     result.artifact = {"tokens": 0, "chunk_ids": [], "read": [], **artifact, "args": args, "error": error}
+    if warning:
+        result.artifact["warning"] = warning
     return result
 
 
@@ -373,7 +403,9 @@ def build_arag_graph(
         handle_tool_errors=tool_error_message,
     )
 
-    builder = StateGraph(RunState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
+    builder = StateGraph(
+        AragState, context_schema=context_schema, input_schema=InputState, output_schema=AragOutputState
+    )
     builder.add_node("start", start_update)
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools)))
     builder.add_node("tools", tool_node)

@@ -30,9 +30,11 @@ from arag_graph import prompts
 from arag_graph.prompts import chain_text, passages_text
 from arag_graph.retrievers import Passage
 from arag_graph.structured import (
+    NO_RELEVANT_INFORMATION,
     Decomposition,
     Reformulation,
     Route,
+    SubAnswer,
     Sufficiency,
     Triplets,
     structured_runnable,
@@ -114,9 +116,24 @@ class Backbone(ABC):
 
     @abstractmethod
     def reformulation(
-        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]], missing: str
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        chain: Sequence[Mapping[str, Any]],
+        missing: str,
+        *,
+        sample: int = 0,
     ) -> Step[Structured[Reformulation]]:
-        """CoRAG's next query, aimed at what is missing."""
+        """CoRAG's next query, aimed at what is missing.
+
+        ``sample`` numbers the sampled chain that asks (0: the greedy one). A chat model is sampled
+        through its temperature and ignores it; the offline policy, which has no temperature,
+        varies its rule by it so that the decoding strategies still see different chains.
+        """
+
+    @abstractmethod
+    def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
+        """CoRAG's sub-answer of one chain step: what the step's documents say about its query."""
 
     @abstractmethod
     def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
@@ -163,7 +180,13 @@ class ChatBackbone(Backbone):
         return self._structured(Sufficiency, question, text)
 
     def reformulation(
-        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]], missing: str
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        chain: Sequence[Mapping[str, Any]],
+        missing: str,
+        *,
+        sample: int = 0,
     ) -> Step[Structured[Reformulation]]:
         missing = " ".join(missing.split())
         text = prompts.REFORMULATE_PROMPT.format(
@@ -173,6 +196,12 @@ class ChatBackbone(Backbone):
             passages=passages_text(passages),
         )
         return self._structured(Reformulation, question, text)
+
+    def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
+        text = prompts.SUB_ANSWER_PROMPT.format(
+            query=" ".join(query.split()), passages=passages_text(passages), no_information=NO_RELEVANT_INFORMATION
+        )
+        return self._structured(SubAnswer, query, text)
 
     def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
         return self._structured(

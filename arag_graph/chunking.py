@@ -60,8 +60,9 @@ class _Unit(NamedTuple):
     tokens: int
 
 
-def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
-    """Chunks of at most ``chunk_size`` o200k tokens, cut on sentence boundaries, in corpus order."""
+def check_chunk_size(chunk_size: int) -> None:
+    """Refuse a chunk size :func:`chunk_documents` cannot cut with (callers check before they show
+    progress, so the refusal stays one line)."""
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise TypeError(f"chunk_size must be an integer number of tokens, not {type(chunk_size).__name__}")
     if chunk_size < MIN_CHUNK_SIZE:
@@ -69,6 +70,11 @@ def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SI
             f"chunk size {chunk_size} is too small; use at least {MIN_CHUNK_SIZE} tokens "
             f"(A-RAG uses {DEFAULT_CHUNK_SIZE})"
         )
+
+
+def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
+    """Chunks of at most ``chunk_size`` o200k tokens, cut on sentence boundaries, in corpus order."""
+    check_chunk_size(chunk_size)
     planned: list[tuple[str, str | None, str, tuple[tuple[int, int], ...]]] = []
     owners: dict[str, int] = {}
     for position, doc in enumerate(docs):

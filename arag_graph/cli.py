@@ -1,7 +1,9 @@
 """The ``arag`` command line: build an index, look at retrieval, ask questions, run the demo.
 
 Every user error ends in one line on stderr (``arag: error: ...``) and exit status 2; results go to
-stdout, ``--json`` output is exactly one JSON object.
+stdout, and every command's ``--json`` output is exactly one JSON object. Log records go to stderr
+as ``arag: warning: ...`` lines, at the level ``-v``/``-q`` or ``$ARAG_LOG_LEVEL`` chooses
+(:mod:`arag_graph.logs`); ``-q`` also turns progress bars off.
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from arag_graph import cliargs, logs
 from arag_graph.errors import AragError
 
 EXIT_USAGE = 2
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    """Exactly one strict JSON object (no NaN or Infinity, secrets redacted): see :func:`arag_graph.jsonl.dumps`."""
+    from arag_graph.jsonl import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -30,6 +36,7 @@ def _print_json(obj: Any) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     from arag_graph.index import build_index
 
+    cliargs.require_utf8(cliargs.flags(args, "out"))
     started = time.perf_counter()
     index = build_index(
         args.corpus,
@@ -45,6 +52,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         backend=args.backend,
         embeddings=args.embedding,
         embedding_base_url=args.embedding_base_url,
+        chroma_timeout=_chroma_wait(args),
         progress=not args.json and not args.quiet,
     )
     m = index.manifest
@@ -69,26 +77,35 @@ def cmd_index(args: argparse.Namespace) -> int:
 # arag search / arag read
 
 
+def _chroma_wait(args: argparse.Namespace) -> float | None:
+    """``--chroma-timeout`` checked up front, even for an index that turns out not to need a server."""
+    from arag_graph.vectorstore import chroma_timeout
+
+    return None if args.chroma_timeout is None else chroma_timeout(args.chroma_timeout)
+
+
 def _load(args: argparse.Namespace) -> Any:
     from arag_graph.index import load_index
 
-    return load_index(args.index)
+    cliargs.require_utf8(cliargs.flags(args, "index"))
+    return load_index(args.index, chroma_timeout=_chroma_wait(args))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
-
+    cliargs.top_k(args.top_k)
+    flag = "--keywords" if args.keywords is not None else "--query"
+    text = args.keywords if args.keywords is not None else args.query
+    cliargs.require_utf8([(flag, text)])
+    keywords = [k.strip() for k in text.split(",") if k.strip()]
+    if flag == "--keywords" and not keywords:
+        raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
+    if flag == "--query" and not text.strip():
+        raise AragError('--query is empty; give a question or description, e.g. --query "who built it"')
     index = _load(args)
-    top_k = max(TOP_K_MIN, min(TOP_K_MAX, args.top_k))
-    if args.keywords is not None:
-        keywords = [k.strip() for k in args.keywords.split(",") if k.strip()]
-        if not keywords:
-            raise AragError('--keywords is empty; give comma-separated keywords, e.g. --keywords "Paris,Eiffel"')
-        hits = index.keyword_search(keywords, top_k)
+    if flag == "--keywords":
+        hits = index.keyword_search(keywords, args.top_k)
     else:
-        if not args.query.strip():
-            raise AragError('--query is empty; give a question or description, e.g. --query "who built it"')
-        hits = index.semantic_search(args.query, top_k)
+        hits = index.semantic_search(text, args.top_k)
     if args.json:
         _print_json({"hits": [h.to_dict() for h in hits]})
         return 0
@@ -103,6 +120,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    cliargs.require_utf8(("a chunk ID", chunk_id) for chunk_id in args.ids)
     index = _load(args)
     unknown = [i for i in args.ids if index.get_chunk(i) is None]
     if unknown:
@@ -122,6 +140,28 @@ def cmd_read(args: argparse.Namespace) -> int:
         print(f"[{c.id}]{title}  (previous: {c.prev_id or 'none'}, next: {c.next_id or 'none'})")
         print(c.text)
         print()
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check an index completely: checksums, keyword arrays and every sentence record."""
+    from arag_graph.index import verify_index
+
+    started = time.perf_counter()
+    report = verify_index(_load(args))
+    report["seconds"] = round(time.perf_counter() - started, 2)
+    if args.json:
+        _print_json({"ok": True, **report})
+    else:
+        if report["checksums"]:
+            what = f"{report['files_checked']} file checksums"
+        else:
+            what = "no checksums (built before they were recorded)"
+        unit = "sentence vectors" if report["sentence_store"] == "matrix" else "sentence records"
+        print(
+            f"ok: {report['index']}: {report['chunks']} chunks, {report['sentences']} {unit} and "
+            f"{what} checked in {report['seconds']} s"
+        )
     return 0
 
 
@@ -158,27 +198,29 @@ def announce(notice: str | None) -> None:
         print(notice, file=sys.stderr)
 
 
-def check_model_spec(spec: str, base_url: str | None) -> Any:
+def check_model_spec(spec: str, base_url: str | None, limits: dict[str, Any] | None = None) -> Any:
     """The chat model of a spec that needs no index (None for ``offline``, which reads the index).
 
     Raises the one-line :class:`ModelSpecError` for a malformed spec or a missing key before any index
-    is loaded or built.
+    is loaded or built. ``limits`` holds the ``timeout`` and ``max_retries`` given on the command line.
     """
     from arag_graph.models import OFFLINE, resolve_chat_model
+    from arag_graph.safety import remember_url_credentials
 
+    remember_url_credentials(base_url)
     if spec.strip() == OFFLINE:
         return None
-    return resolve_chat_model(spec, base_url=base_url)
+    return resolve_chat_model(spec, base_url=base_url, **(limits or {}))
 
 
-def open_index(path: str | None) -> Any:
+def open_index(path: str | None, quiet: bool = False) -> Any:
     """The index at ``path``, or the bundled sample index (built on first use) when no path is given."""
     from arag_graph.index import load_index
     from arag_graph.sample import ensure_sample_index
 
     if path:
         return load_index(path, cache=True)
-    return ensure_sample_index(progress=sys.stderr.isatty())
+    return ensure_sample_index(progress=not quiet and sys.stderr.isatty())
 
 
 def describe_step(update: dict[str, Any]) -> list[str]:
@@ -262,43 +304,47 @@ def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, An
             for s in state.get("trajectory", [])
         ],
         "error": state.get("error"),
+        # Parts of the run that failed without failing it (a HyDE call, a structured step's fallback).
+        "warnings": [str(w) for w in state.get("warnings") or []],
     }
 
 
 def check_run_limits(max_steps: int | None, top_k: int | None) -> None:
-    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default)."""
-    from arag_graph.tools import TOP_K_MAX
+    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default).
 
+    ``--top-k`` follows one rule in every command: refused outside the tools' range (the tools clamp
+    only what a model asks for).
+    """
     if max_steps is not None and max_steps < 0:
         raise AragError(f"--max-steps {max_steps} is not a step cap; give 0 or more tool steps, e.g. --max-steps 15")
-    if top_k is not None and top_k < 1:
-        raise AragError(
-            f"--top-k {top_k} is not a number of chunks; give 1 to {TOP_K_MAX} chunks per search, e.g. --top-k 5"
-        )
+    cliargs.top_k(top_k)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from arag_graph.jsonl import finite, scrub
     from arag_graph.models import resolve_chat_model
     from arag_graph.registry import config_for, get_graph_spec
 
     # Every check comes before the first line of output: bad input prints its one error line only.
+    cliargs.require_utf8([("the question", args.question), *cliargs.flags(args, "index", "graph", "model", "base_url")])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
     check_run_limits(args.max_steps, args.top_k)
     spec, notice = choose_model_spec(args.model, args.base_url)
-    context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url}
+    limits = cliargs.model_limits(args)
+    context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
-    model = check_model_spec(spec, args.base_url)
-    index = open_index(args.index)
+    model = check_model_spec(spec, args.base_url, limits)
+    index = open_index(args.index, args.quiet)
     if model is None:
         model = resolve_chat_model(spec, base_url=args.base_url, index=index)
     announce(notice)
     if not args.json:
         print(f"graph {args.graph}, model {spec}, index {index.path}")
     state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
-    record = result_record(state, args.graph, spec)
+    record = scrub(finite(result_record(state, args.graph, spec)))  # no key a model echoed is printed
     if args.json:
         _print_json(record)
     else:
@@ -336,8 +382,10 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from arag_graph.evaluators.runner import EvalPlan, run_evaluation
+    from arag_graph.evaluators.runner import EvalPlan, failed_everywhere, run_evaluation
 
+    texts = ("dataset", "corpus", "index", "graphs", "model", "base_url", "judge", "max_steps", "out", "format")
+    cliargs.require_utf8([*cliargs.flags(args, *texts), *(("--set", pair) for pair in args.settings)])
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     dataset = Path(args.dataset)
     model, notice = choose_model_spec(args.model, args.base_url)
@@ -362,10 +410,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         extra_context=_settings(args.settings),
         embedding=args.embedding,
         embedding_base_url=args.embedding_base_url,
+        **cliargs.model_limits(args),
     )
-    run_evaluation(plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice))
-    print((out / "summary.md").read_text(encoding="utf-8"))
-    print(f"predictions, summary and plots: {out}")
+    with cliargs.file_errors_as_one_line(str(out)):
+        rows = run_evaluation(
+            plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice)
+        )
+    if args.json:  # the summary.json rows, with where everything was written
+        files = sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json", ".csv", ".png"))
+        _print_json({"out": str(out), "files": files, "summary": rows})
+    else:
+        print((out / "summary.md").read_text(encoding="utf-8"))
+        print(f"predictions, summary and plots: {out}")
+    failure = failed_everywhere(rows, out)
+    if failure:
+        print(f"arag: error: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -376,16 +436,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_sample_chains(args: argparse.Namespace) -> int:
     """CoRAG's rejection sampling: N chains per question, keep those whose answer matches the gold."""
     from arag_graph.datasets import load_questions
-    from arag_graph.rejection_sampling import check_settings, rejection_sample
+    from arag_graph.rejection_sampling import check_settings, open_outputs, rejection_sample
 
+    cliargs.require_utf8(cliargs.flags(args, "dataset", "format", "index", "out", "model", "base_url"))
     if args.limit is not None and args.limit < 1:
         raise AragError(f"--limit {args.limit} is not a positive number of questions")
+    cliargs.whole_number(args.workers, "--workers", 1, example="--workers 4")
     questions = load_questions(args.dataset, args.format)[: args.limit]
     check_run_limits(args.max_steps, args.top_k)
     spec, notice = choose_model_spec(args.model, args.base_url)
-    check_model_spec(spec, args.base_url)  # chains resolve the spec themselves; a bad one would fail each
-    index = open_index(args.index)
-    context = {"base_url": args.base_url} if args.base_url else {}
+    limits = cliargs.model_limits(args)
+    check_model_spec(spec, args.base_url, limits)  # chains resolve the spec themselves; a bad one would fail each
+    with cliargs.file_errors_as_one_line(args.out):
+        open_outputs(args.out)  # a directory or someone else's file is refused before the index loads
+    index = open_index(args.index, args.quiet)
+    context: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
+    context |= limits
     if args.top_k is not None:
         context["top_k"] = args.top_k
     settings: dict[str, Any] = {"n": args.n, "temperature": args.temperature, "max_steps": args.max_steps}
@@ -397,9 +463,16 @@ def cmd_sample_chains(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{stats.questions}/{len(questions)}] {question.id}: kept {kept} of {args.n}")
 
-    stats = rejection_sample(
-        questions, index=index, model=spec, out=args.out, **settings, max_concurrency=args.workers, on_question=shown
-    )
+    with cliargs.file_errors_as_one_line(args.out):
+        stats = rejection_sample(
+            questions,
+            index=index,
+            model=spec,
+            out=args.out,
+            **settings,
+            max_concurrency=args.workers,
+            on_question=shown,
+        )
     summary = {"model": spec, **stats.as_dict()}
     if args.json:
         _print_json(summary)
@@ -428,21 +501,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise AragError(f"--questions {args.questions}: give 1 or more sample questions, e.g. --questions 3")
     get_graph_spec(args.graph)
     path = Path(args.index) if args.index else default_sample_index_path()
-    print(f"sample index: {path} (100 HotpotQA passages; built on first run)")
-    index = ensure_sample_index(path, progress=sys.stderr.isatty())
+    show = print if not args.json else lambda *_args, **_kwargs: None  # --json: one object, nothing else
+    show(f"sample index: {path} (100 HotpotQA passages; built on first run)")
+    index = ensure_sample_index(path, progress=not args.quiet and sys.stderr.isatty())
     model = resolve_chat_model("offline", index=index)
-    print("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
-    print("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
+    show("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
+    show("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
     questions = load_questions(sample_questions_path())[: args.questions]
+    answered: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):
-        print(f"\n[{i}/{len(questions)}] {q.question}")
-        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=True)
+        show(f"\n[{i}/{len(questions)}] {q.question}")
+        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=not args.json)
         record = result_record(state, args.graph, "offline")
-        print(f"  answer: {record['answer']}")
-        print(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
-        print(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
+        answered.append({"question": q.question, "gold_answers": list(q.answers), **record})
+        show(f"  answer: {record['answer']}")
+        show(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
+        show(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
         if record["error"]:
-            print(f"  error: {record['error']}")
+            show(f"  error: {record['error']}")
+    if args.json:
+        _print_json({"index": str(index.path), "model": "offline", "graph": args.graph, "questions": answered})
     return 0
 
 
@@ -454,6 +532,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chroma-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="longest wait for each Chroma server request (default $ARAG_CHROMA_TIMEOUT, else 60)",
+    )
 
 
 def _add_version(parser: argparse.ArgumentParser) -> None:
@@ -482,18 +570,77 @@ def _add_embedding_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that lists the choices of the options whose choices the library defines (graphs, formats,
+    encoders), read only when help is shown: ``arag`` starts without importing the graph registry
+    or the encoders, and the command's own checks keep their one-line errors for a wrong value."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        listed = getattr(action, "listed_choices", None)
+        return f"{text} (one of: {', '.join(listed())})" if listed is not None and text else text
+
+
+def _lists(action: argparse.Action, choices: Callable[[], Sequence[str]]) -> None:
+    action.listed_choices = choices  # type: ignore[attr-defined]
+
+
+def _graph_names() -> list[str]:
+    from arag_graph.registry import graph_names
+
+    return graph_names()
+
+
+def _corpus_formats() -> Sequence[str]:
+    from arag_graph.corpus import CORPUS_FORMATS
+
+    return CORPUS_FORMATS
+
+
+def _question_formats() -> Sequence[str]:
+    from arag_graph.datasets import QUESTION_FORMATS
+
+    return QUESTION_FORMATS
+
+
+def _encoders() -> Sequence[str]:
+    from arag_graph.embeddings import ENCODERS
+
+    return ENCODERS
+
+
+def _output_flags() -> argparse.ArgumentParser:
+    """``-v``/``-q``, on every command: how much goes to stderr (see :mod:`arag_graph.logs`)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help=f"more on stderr: -v arag's debug lines, -vv other libraries' info too (default: ${logs.ENV}, else info)",
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, and no progress bars")
+    return flags
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from arag_graph.index import HEADER_MAX_CHARS
+    from arag_graph.documents import HEADER_MAX_CHARS
     from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
 
-    parser = _Parser(prog="arag", description="Agentic RAG with hierarchical retrieval tools (A-RAG).")
+    parser = _Parser(
+        prog="arag",
+        description="Agentic RAG with hierarchical retrieval tools (A-RAG).",
+        formatter_class=_HelpFormatter,
+    )
     _add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = {"parents": [_output_flags()], "formatter_class": _HelpFormatter}
 
-    p = sub.add_parser("index", help="build an index of a corpus")
+    p = sub.add_parser("index", help="build an index of a corpus", **common)
     p.add_argument("corpus", help="corpus file or directory")
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
-    p.add_argument("--format", choices=None, default=None, help="chunks | hipporag | jsonl | dir (default: detect)")
+    _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
     p.add_argument("--contextual-headers", action="store_true", help="embed 'title: sentence' (ARAGOG's CCH)")
     p.add_argument(
@@ -514,7 +661,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="store sentence vectors in a Chroma server, e.g. http://localhost:8000",
     )
     p.add_argument("--collection", default=None, help="collection name prefix in the Chroma server")
-    p.add_argument(
+    _chroma_timeout_flag(p)
+    encoder = p.add_argument(
         "--encoder",
         default=None,
         help="backend that runs the embedding model: onnx-int8 (default: int8 weights, the fastest, recall@5 within "
@@ -527,52 +675,67 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the sentence vectors go: auto (default: matrix up to "
         f"{MATRIX_MAX_SENTENCES:,} sentences, else chroma), matrix (exact search in NumPy) or chroma (HNSW)",
     )
+    _lists(encoder, _encoders)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("search", help="run keyword_search or semantic_search against an index")
+    p = sub.add_parser("search", help="run keyword_search or semantic_search against an index", **common)
     p.add_argument("--index", required=True)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--keywords", help='comma-separated keywords, e.g. "Marie Curie,Nobel"')
     group.add_argument("--query", help="natural-language query for semantic search")
-    p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--top-k", type=int, default=5, help="chunks to return, 1 to 20 (default 5)")
+    p.add_argument("--json", action="store_true", help="print the hits as one JSON object")
+    _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("read", help="print chunks by ID")
+    p = sub.add_parser("read", help="print chunks by ID", **common)
     p.add_argument("--index", required=True)
     p.add_argument("ids", nargs="+", metavar="ID")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the chunks as one JSON object")
+    _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_read)
 
-    p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)")
+    p = sub.add_parser(
+        "verify", help="check an index completely: checksums, keyword arrays, every sentence record", **common
+    )
+    p.add_argument("--index", required=True)
+    p.add_argument("--json", action="store_true", help="print what was checked as one JSON object")
+    _chroma_timeout_flag(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)", **common)
     p.add_argument("question")
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
-    p.add_argument("--graph", default="arag", help="which graph to run (default arag)")
+    _lists(p.add_argument("--graph", default="arag", help="which graph to run (default arag)"), _graph_names)
     p.add_argument("--model", default=None, help="offline, or an OpenAI-compatible model name (default: see README)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp, LM Studio)")
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
-    p.add_argument("--top-k", type=int, default=None, help="chunks per search (default 5)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
+    cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)")
-    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
-    p.add_argument(
-        "--format", default=None, help="question format: hotpotqa | 2wiki | musique | arag (default: detect)"
+    p = sub.add_parser(
+        "eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)", **common
     )
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
     p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
     p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
     _add_embedding_arguments(p)
-    p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag")
+    _lists(
+        p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag"),
+        _graph_names,
+    )
     p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")
     p.add_argument("--judge", default=None, help="LLM judge model for LLM-Acc (without one it is reported unavailable)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
     p.add_argument("--max-steps", default=None, help="step caps to sweep, e.g. 5,10,15,20 (graphs with a step cap)")
-    p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5, as in the paper)")
+    p.add_argument("--top-k", type=int, default=5, help="chunks per search, 1 to 20 (default 5, as in the paper)")
+    cliargs.add_model_limits(p, judge=True)
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
     p.add_argument(
@@ -581,34 +744,39 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         dest="settings",
         metavar="KEY=VALUE",
-        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384",
+        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
+        "a comma list sweeps the setting in one run, as --max-steps does: reasoning_effort=minimal,low,medium,high",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(
-        "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)"
+        "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)", **common
     )
     p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
-    p.add_argument("--format", default=None, help="question format (default: detect)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     p.add_argument("--out", required=True, help="JSON Lines file the kept chains are appended to (resumable)")
     p.add_argument("--model", default=None, help="an OpenAI-compatible model name, or offline")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
     p.add_argument("--n", type=int, default=4, help="chains sampled per question (default 4)")
-    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature, above 0 (default 0.7)")
+    p.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature, above 0 and at most 2 (default 0.7)"
+    )
     p.add_argument("--max-steps", type=int, default=3, help="CoRAG step cap S (default 3)")
-    p.add_argument("--top-k", type=int, default=None, help="chunks per retrieval (default 5)")
+    p.add_argument("--top-k", type=int, default=None, help="chunks per retrieval, 1 to 20 (default 5)")
     p.add_argument("--match", choices=["contain", "em"], default="contain", help="answer check (default contain)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--workers", type=int, default=1, help="chains of a question run at once (default 1)")
+    cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
     p.set_defaults(func=cmd_sample_chains)
 
-    p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy")
+    p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy", **common)
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")
     p.add_argument("--questions", type=int, default=3, help="how many sample questions (default 3)")
-    p.add_argument("--graph", default="arag", help="which graph answers them (default arag)")
+    _lists(p.add_argument("--graph", default="arag", help="which graph answers them (default arag)"), _graph_names)
+    p.add_argument("--json", action="store_true", help="print the answers and trajectories as one JSON object")
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -617,7 +785,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        level = logs.level_of(args.verbose, args.quiet, logs.env_level())
+        with logs.cli_logging(level, args.verbose):
+            return int(args.func(args) or 0)
     except AragError as exc:
         print(f"arag: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

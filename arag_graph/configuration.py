@@ -28,6 +28,7 @@ by a model clamp them into it."""
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
 Retriever = Literal["dense", "bm25", "hybrid"]
+Decoding = Literal["greedy", "best_of_n", "tree"]
 
 
 def _one_line(error: ValidationError, schema: str) -> str:
@@ -204,6 +205,13 @@ class AragContext(GraphContext):
         description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
         "one-line notice instead of its text again. Off, as in the paper, whose Naive variant pays for repeats.",
     )
+    snippet_window: int = Field(
+        default=1,
+        ge=1,
+        le=41,
+        description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
+        "1 shows the matched sentence alone, as A-RAG does.",
+    )
 
 
 class AragNaiveContext(GraphContext):
@@ -255,12 +263,15 @@ class NaiveRagContext(GraphContext):
         default=3,
         ge=1,
         le=41,
-        description="Neighbouring sentences kept on each side of a matched sentence in sentence-window mode.",
+        description="Sentences in each window, centred on the matched sentence (ARAGOG's window: 3, the best in "
+        "its comparison, is the sentence with one neighbour on each side; 7 is three on each side).",
     )
 
 
 class CoragContext(GraphContext):
-    """CoRAG: chain of retrieval with query reformulation and a sufficiency check per step."""
+    """CoRAG: chain of retrieval with query reformulation, a sub-answer and a sufficiency check per step,
+    decoded greedily, best-of-N or by tree search (the paper's test-time scaling knobs: ``max_steps``,
+    ``n``, ``beam``)."""
 
     max_steps: int = Field(
         default=3,
@@ -288,6 +299,41 @@ class CoragContext(GraphContext):
         le=10_000_000,
         description="Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole "
         "union, as in CoRAG.",
+    )
+    decoding: Decoding = Field(
+        default="greedy",
+        description="CoRAG's decoding strategy: greedy (one chain), best_of_n (n chains, the one with the lowest "
+        "penalty answers) or tree (a beam search over sampled reformulations).",
+    )
+    n: int = Field(
+        default=4,
+        ge=1,
+        le=16,
+        description="best_of_n: chains sampled per question (the first at the run's temperature, the others at "
+        "sample_temperature). Each costs a whole chain of retrievals and model calls.",
+    )
+    beam: int = Field(
+        default=1, ge=1, le=4, description="tree: paths kept at each step (the beam's width; the paper uses 1)."
+    )
+    expand: int = Field(
+        default=4,
+        ge=1,
+        le=8,
+        description="tree: candidate next queries sampled for each kept path at each step (the paper uses 4).",
+    )
+    rollouts: int = Field(
+        default=2,
+        ge=0,
+        le=4,
+        description="tree: chains rolled out (at most 2 more steps) from each candidate to score it by their "
+        "average penalty (the paper uses 2); 0 scores a candidate by its own penalty, much cheaper.",
+    )
+    sample_temperature: float = Field(
+        default=0.7,
+        gt=0.0,
+        le=2.0,
+        allow_inf_nan=False,
+        description="Temperature of the sampled reformulations of best_of_n and tree (the paper uses 0.7).",
     )
 
 

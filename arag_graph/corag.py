@@ -1,117 +1,123 @@
-"""CoRAG (chain-of-retrieval augmented generation; Wang et al., 2025, arXiv 2502.09601) as a graph.
+"""CoRAG (chain-of-retrieval augmented generation; Wang et al., 2025, arXiv 2501.14342) as a graph.
+
+Greedy decoding (``decoding="greedy"``, the default) builds one chain::
 
     START -> start -> retrieve -> check -> reformulate -> retrieve -> ... -> answer -> finish -> END
                          |           |            |
                          +-----------+------------+--> answer   (when the chain stops)
 
-Step ``s`` retrieves ``top_k`` chunks for the query ``q_s`` (``q_1`` is the question); only chunks
-not seen at an earlier step join the context, and only their tokens are counted. A structured
-sufficiency check then reads the question and the union of passages so far (``reasoning``,
-``is_sufficient``, ``missing_info``, ``confidence``); when they are not enough, a reformulation
-writes ``q_{s+1}`` aimed at the missing information, from the question, the passages, the chain so
-far and what is missing. The answer is generated from the union of retrieved passages.
+Each ``retrieve`` retrieves for the step's query and writes the step's sub-answer; ``check`` asks
+whether the passages so far suffice; ``reformulate`` writes the next query for what is missing;
+the answer comes from the union of the chain's passages (:mod:`arag_graph.corag_chain` has the
+chain, its stop reasons and its penalty).
 
-Why a chain stops is kept in ``stop_reason`` (and said in words in ``stop_detail``):
+Best-of-N and tree search, the paper's test-time scaling, run chains in the ``chain`` subgraph
+(the same nodes), several at once through ``Send``, in waves::
 
-``sufficient``
-    the check judged the passages enough to answer.
-``step_cap``
-    ``S = max_steps`` retrievals were made. The last retrieval is not checked: no verdict could
-    change what happens next, so S=1 is exactly one-shot RAG (one model call) and a chain of S
-    steps costs S retrievals and 2(S-1) + 1 model calls, the latency budget the paper names.
-``no_new_passages``
-    a retrieval brought no chunk that was not already in context: the check would see the same
-    passages again and give the same verdict.
-``loop``
-    the reformulated query equals, or nearly equals, an earlier query (token Jaccard of the
-    lower-cased words at least ``loop_similarity``); searching it again would return the same chunks.
-``recursion_limit``
-    the caller's LangGraph recursion limit leaves no room for another round (raise it for long chains).
+    START -> start -> [chain x k -> collect]+ -> answer -> finish -> END
 
-The check, the reformulation and the answer all see the union of the chain's passages *best
-first* (reciprocal-rank fusion of every step's ranking, so a chunk found by several queries rises).
-By default the whole union, as CoRAG answers from it; ``max_context_tokens`` cuts it at that many
-o200k tokens for corpora of long chunks or models with small contexts.
+``best_of_n``
+    ``n`` chains in one wave: the first at the run's temperature (so best-of-1 is greedy), the
+    others with their reformulations sampled at ``sample_temperature`` (0.7 in the paper). The
+    chain with the lowest penalty answers (the earlier chain on a tie).
+``tree``
+    a beam search over sampled reformulations. The first step searches the question. Then, for
+    each of the ``beam`` kept paths not yet finished, ``expand`` candidate next steps (the first
+    reformulated as greedy would, the others sampled), each retrieved, sub-answered and checked.
+    With ``rollouts`` > 0 and more candidates than the beam holds, each unfinished candidate is
+    scored by that many chains rolled out from it (at most 2 more steps, sampled) and their mean
+    penalty, else by its own penalty. The ``beam`` best are kept (paths already finished compete
+    too; candidates that searched the same queries count once), until ``max_steps`` retrievals or
+    every kept path has stopped. The best kept path answers.
 
-The check and the reformulation are the backbone's typed requests
-(:class:`~arag_graph.backbone.Backbone`). With a real model, a bad structured reply is retried once
-and then read as "not sufficient" (check) or as the question itself (reformulation, which then
-stops the chain as a loop); such fallbacks are listed in ``warnings``, never raised. The offline
-policy answers them with its documented rules (:mod:`arag_graph.offline`: the question's salient
-names and words looked up in the passages; the missing ones, anchored by the question's other
-names, become the next query), so the whole graph runs without a network.
+The penalty stands in for the paper's (the likelihood of the sub-answer "No relevant information
+found", which chat APIs cannot score): each step's sub-answer carries the model's structured
+confidence that the step's documents answer its query, a step's penalty is 1 minus it and a chain's
+the mean over its steps (:func:`~arag_graph.corag_chain.chain_penalty`).
 
-The chain (one :class:`ChainStep` per retrieval: query, chunk IDs, new chunk IDs, the check's
-verdict and reasoning) is part of the output, so Studio shows it and
-:mod:`arag_graph.rejection_sampling` turns sampled chains into training data.
+Counting. Every chain a strategy runs counts: its retrievals are steps (with several chains,
+``steps`` is the number of retrievals of all of them, rollouts included) and their new chunks'
+tokens are retrieved tokens (a chunk two chains retrieve was handed to the model twice and counts
+twice); every model call runs under the run's config, so the evaluation's usage callbacks see them
+all. ``trajectory`` lists every retrieval with its chain's ID (``args["chain"]``);
+``sampled_chains`` summarises each chain run and marks the one that answered (``selected_chain``),
+whose steps become ``chain``.
+
+Offline, the policy has no temperature: sampled chain k reformulates by a fixed variant k of its
+rule (:func:`arag_graph.offline.offline_reformulation`), so every strategy runs deterministically,
+and the run's ``notes`` say so. A model instance without a ``temperature`` field is used as it is
+(its chains may repeat), and a reasoning model takes no temperature; the run's ``warnings`` say so.
+
+The chain (one :class:`~arag_graph.corag_chain.ChainStep` per retrieval: query, chunk IDs, new
+chunk IDs, the sub-answer and its penalty, the check's verdict and reasoning) is part of the
+output, so Studio shows it and :mod:`arag_graph.rejection_sampling` turns sampled chains into
+training data.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import Checkpointer
-from typing_extensions import TypedDict
+from langgraph.types import Checkpointer, Overwrite, Send
 
-from arag_graph.baselines import hyde_vector
 from arag_graph.configuration import CoragContext
+from arag_graph.corag_chain import (
+    ChainRun,
+    ChainState,
+    ChainStep,
+    Role,
+    StopReason,
+    add_chain_loop,
+    build_chain_graph,
+    chain_context,
+    chain_penalty,
+    context_passages,
+    merge_runs,
+    query_similarity,
+    query_words,
+    rank_passages,
+    repeated_query,
+    step_penalty,
+    stop,
+)
+from arag_graph.models import supports_setting
 from arag_graph.nodes import Call, model_node
-from arag_graph.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.prompts import verdict
-from arag_graph.retrievers import Passage, passages, retrieve, rrf_scores
-from arag_graph.runtime import Bound, IndexLike, run_index, run_of, traced_graph
-from arag_graph.state import InputState, OutputState, RunState, question_of
-from arag_graph.structured import FALLBACKS, Reformulation, Sufficiency
-from arag_graph.tokens import count_tokens, decode, encode
+from arag_graph.offline import OfflinePolicy
+from arag_graph.pipeline import finish_update, start_update
+from arag_graph.runtime import Bound, IndexLike, Run, model_label, run_index, run_of, traced_graph
+from arag_graph.state import InputState, OutputState, question_of
 
 __all__ = [
+    "ChainRun",
     "ChainStep",
     "CoragOutputState",
     "CoragState",
     "StopReason",
     "build_corag_graph",
+    "chain_penalty",
     "context_passages",
     "query_similarity",
     "rank_passages",
     "repeated_query",
+    "step_penalty",
 ]
 
-StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit"]
-
-# Supersteps a round needs after a retrieval that continues the chain: check, reformulate, the next
-# retrieval, then (if that one stops) answer and finish. With fewer left under the caller's
-# recursion limit the chain stops and answers instead of failing with GraphRecursionError.
-_SUPERSTEPS_PER_ROUND = 5
-_WORDS = re.compile(r"\w+")
+# Supersteps the tree needs after its ``collect`` to run one more wave and still answer: chain,
+# collect, answer, finish.
+_SUPERSTEPS_PER_WAVE = 4
+_ROLLOUT_STEPS = 2
+"""A tree rollout continues a candidate by at most this many steps (as the paper's code does)."""
+_FINISHED: frozenset[str] = frozenset({"sufficient", "no_new_passages", "loop", "recursion_limit"})
 
 # ---------------------------------------------------------------------------------------------
 # State
-
-
-class ChainStep(TypedDict, total=False):
-    """One link of the chain: a retrieval and the sufficiency check that followed it."""
-
-    step: int
-    query: str
-    chunk_ids: list[str]
-    """Everything the query retrieved, best first, including chunks already in context."""
-    new_chunk_ids: list[str]
-    """Chunks that joined the context at this step (the only ones whose tokens are counted)."""
-    tokens: int
-    is_sufficient: bool | None
-    """None when the step was not checked (the chain stopped right after it)."""
-    missing_info: str
-    confidence: float | None
-    reasoning: str
-    """The check's intermediate reasoning: what the passages establish so far."""
 
 
 class CoragOutputState(OutputState, total=False):
@@ -124,235 +130,258 @@ class CoragOutputState(OutputState, total=False):
     """Chunks given to the final answer, best first (after the ``max_context_tokens`` cut, if one is set)."""
     warnings: list[str]
     """Structured outputs that fell back to their safe value, a failed HyDE call, and the like."""
+    sampled_chains: list[dict[str, Any]]
+    """best_of_n and tree: every chain run (without passage text), ``selected`` on the one that answered."""
+    selected_chain: str
+    """best_of_n and tree: the ID of the chain that answered ("" for greedy)."""
+    notes: list[str]
+    """What is worth knowing and is no problem, such as how the offline policy varied its chains."""
 
 
-class CoragState(RunState, CoragOutputState, total=False):
-    query: str
-    """The query the next retrieval searches for."""
-    passages: list[dict[str, Any]]
-    """The union of retrieved passages in first-seen order: chunk_id, title, text, score, tokens, step."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Loop detection and the context
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORDS.findall(text.lower()))
-
-
-def query_similarity(a: str, b: str) -> float:
-    """Token Jaccard of two queries, lower-cased, punctuation ignored (1.0 for two empty queries).
-
-    Word sets rather than strings: a reformulation that only reorders or re-punctuates the same
-    words searches for the same thing.
-    """
-    left, right = _words(a), _words(b)
-    if not left and not right:
-        return 1.0
-    return len(left & right) / len(left | right)
-
-
-def repeated_query(query: str, earlier: Sequence[str], threshold: float) -> tuple[int, float] | None:
-    """The 1-based step of the most similar earlier query when ``query`` repeats it, else None.
-
-    A query with the same words as an earlier one always repeats it, whatever the threshold.
-    """
-    best: tuple[int, float] | None = None
-    for step, previous in enumerate(earlier, 1):
-        similarity = query_similarity(query, previous)
-        if (similarity >= threshold or _words(query) == _words(previous)) and (best is None or similarity > best[1]):
-            best = (step, similarity)
-    return best
-
-
-def rank_passages(chain: Sequence[ChainStep], found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The union of passages best first: reciprocal-rank fusion of the rankings of every step.
-
-    Scores of different queries (and of BM25 versus cosine) are not comparable, ranks are; a chunk
-    found again by a later query keeps its place in the context and gains rank. Ties keep the
-    order in which chunks were first retrieved.
-    """
-    scores = rrf_scores(link.get("chunk_ids") or [] for link in chain)
-    order = {p["chunk_id"]: i for i, p in enumerate(found)}
-    return sorted(found, key=lambda p: (-scores.get(p["chunk_id"], 0.0), order[p["chunk_id"]]))
-
-
-def context_passages(chain: Sequence[ChainStep], found: Sequence[dict[str, Any]], max_tokens: int) -> list[Passage]:
-    """Passages for a prompt: best first, as many as fit in ``max_tokens`` (0 or less: no cap).
-
-    A passage too long for the room left is skipped and a shorter, lower-ranked one may still
-    fit. Should even the best passage exceed the cap on its own, it is cut to the cap rather than
-    leaving the model with nothing.
-    """
-    ranked = rank_passages(chain, found)
-    kept: list[Passage] = []
-    used = 0
-    for p in ranked:
-        tokens = p.get("tokens") if p.get("tokens") is not None else count_tokens(p["text"])
-        if max_tokens <= 0 or used + tokens <= max_tokens:
-            kept.append(_passage(p))
-            used += tokens
-    if not kept and ranked:
-        best = ranked[0]
-        kept.append(Passage(best["chunk_id"], best.get("title"), decode(encode(best["text"])[:max_tokens]), 0.0))
-    return kept
-
-
-def _passage(p: dict[str, Any]) -> Passage:
-    return Passage(p["chunk_id"], p.get("title"), p["text"], float(p.get("score") or 0.0))
-
-
-def _one_line(text: str) -> str:
-    return " ".join((text or "").split())
-
-
-def _stop(reason: StopReason, detail: str) -> dict[str, Any]:
-    return {"stop_reason": reason, "stop_detail": detail}
-
-
-def _context(state: CoragState, ctx: CoragContext) -> list[Passage]:
-    return context_passages(state.get("chain") or [], state.get("passages") or [], ctx.max_context_tokens)
+class CoragState(ChainState, CoragOutputState, total=False):
+    runs: Annotated[list[ChainRun], merge_runs]
+    """best_of_n and tree: every chain run so far, with its passages."""
+    tasks: list[dict[str, Any]]
+    """The chains the next wave sends to the ``chain`` subgraph."""
+    wave: int
+    beam: list[str]
+    """tree: the IDs of the kept paths."""
+    depth: int
+    """tree: the length of the kept paths."""
 
 
 # ---------------------------------------------------------------------------------------------
-# Nodes
+# Decoding strategies: the waves of chain runs and the choice among them
 
 
-def start(state: CoragState) -> dict[str, Any]:
+def _task(
+    state: CoragState, ctx: CoragContext, *, id: str, role: Role, wave: int, seq: int, sample: int, **rest: Any
+) -> dict[str, Any]:
+    return {
+        "question": question_of(state),
+        "id": id,
+        "role": role,
+        "wave": wave,
+        "seq": seq,
+        "sample": sample,
+        "temperature": None if sample == 0 else ctx.sample_temperature,
+        "parent": "",
+        "cap": ctx.max_steps,
+        "check_last": False,
+        "chain": [],
+        "passages": [],
+        **rest,
+    }
+
+
+def first_wave(state: CoragState, ctx: CoragContext) -> list[dict[str, Any]]:
+    """best_of_n: all ``n`` chains; tree: the first step, a search for the question."""
+    if ctx.decoding == "best_of_n":
+        return [_task(state, ctx, id=str(i + 1), role="chain", wave=1, seq=i, sample=i) for i in range(ctx.n)]
+    return [_task(state, ctx, id="1", role="candidate", wave=1, seq=0, sample=0, cap=1, check_last=ctx.max_steps > 1)]
+
+
+def start(state: CoragState, runtime: Runtime[CoragContext]) -> dict[str, Any]:
     update = start_update(state)
     update.update(
-        query=question_of(state), chain=[], passages=[], stop_reason="", stop_detail="", context_chunks=[], warnings=[]
+        query=question_of(state),
+        chain=[],
+        passages=[],
+        stop_reason="",
+        stop_detail="",
+        context_chunks=[],
+        warnings=[],
+        runs=Overwrite([]),
+        tasks=[],
+        wave=0,
+        beam=[],
+        depth=0,
+        sampled_chains=[],
+        selected_chain="",
+        notes=[],
     )
+    ctx = CoragContext.of_run(runtime.context)
+    if ctx.decoding != "greedy" and not update.get("error"):
+        update.update(tasks=first_wave(state, ctx), wave=1)
     return update
 
 
-def retrieve_step(
-    state: CoragState, runtime: Runtime[CoragContext], config: RunnableConfig, *, bound: Bound
-) -> dict[str, Any]:
-    """Step s: retrieve ``top_k`` chunks for ``q_s``; only chunks new to the chain join the context."""
-    run = run_of(runtime, bound)
-    ctx: CoragContext = run.ctx
-    chain = list(state.get("chain") or [])
-    known = list(state.get("passages") or [])
-    warnings = list(state.get("warnings") or [])
-    step = len(chain) + 1
-    query = state.get("query") or question_of(state)
+def send_tasks(state: CoragState) -> list[Send] | str:
+    """The edge into a wave: one ``chain`` run per task, all in the same superstep."""
+    if state.get("error"):
+        return "end"
+    tasks = state.get("tasks") or []
+    if tasks:
+        return [Send("chain", task) for task in tasks]
+    return "answer" if state.get("wave") else "retrieve"
 
-    vector, warning = hyde_vector(run, query, config)
-    if warning:
-        warnings.append(f"step {step}: {warning}")
-    found = passages(run.index, retrieve(run.index, query, ctx.top_k, ctx.retriever, query_vector=vector))
-    seen = {p["chunk_id"] for p in known}
-    new = [p for p in found if p.chunk_id not in seen]
 
-    args = {"query": query, "retriever": ctx.retriever, "top_k": ctx.top_k, "hyde": ctx.hyde, "step": step}
-    repeated = len(found) - len(new)
-    note = f"{repeated} of {len(found)} chunks were already in context" if repeated else ""
-    update = retrieval_update(state, "retrieve", args, new, note=note)
-    token_counts = [count_tokens(p.text) for p in new]
-    link = ChainStep(
-        step=step,
-        query=query,
-        chunk_ids=[p.chunk_id for p in found],
-        new_chunk_ids=[p.chunk_id for p in new],
-        tokens=sum(token_counts),
-        is_sufficient=None,
-        missing_info="",
-        confidence=None,
-        reasoning="",
-    )
-    added = [
-        {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score, "tokens": n, "step": step}
-        for p, n in zip(new, token_counts, strict=True)
+def _queries(run: ChainRun) -> tuple[str, ...]:
+    """A path's queries as word sets: two candidates that searched the same words are one path."""
+    return tuple(" ".join(sorted(query_words(link.get("query", "")))) for link in run.get("chain") or [])
+
+
+def _order(run: ChainRun) -> tuple[int, int]:
+    return run.get("wave", 0), run.get("seq", 0)
+
+
+def _finished(run: ChainRun, ctx: CoragContext) -> bool:
+    return run.get("stop_reason") in _FINISHED or len(run.get("chain") or []) >= ctx.max_steps
+
+
+def _candidate_tasks(state: CoragState, ctx: CoragContext, paths: Sequence[ChainRun], wave: int) -> list[dict]:
+    """tree: ``expand`` candidate next steps of every kept path that is not finished."""
+    tasks = []
+    for path in paths:
+        if _finished(path, ctx):
+            continue
+        depth = len(path.get("chain") or [])
+        for j in range(ctx.expand):
+            tasks.append(
+                _task(
+                    state, ctx, id=f"{path['id']}.{j + 1}", role="candidate", wave=wave, seq=len(tasks), sample=j,
+                    parent=path["id"], cap=depth + 1, check_last=depth + 1 < ctx.max_steps,
+                    chain=path.get("chain") or [], passages=path.get("passages") or [],
+                )
+            )  # fmt: skip
+    return tasks
+
+
+def _rollout_tasks(state: CoragState, ctx: CoragContext, candidates: Sequence[ChainRun], wave: int) -> list[dict]:
+    """tree: ``rollouts`` sampled chains continuing each unfinished candidate by at most 2 steps."""
+    tasks = []
+    for candidate in candidates:
+        if _finished(candidate, ctx):
+            continue
+        depth = len(candidate.get("chain") or [])
+        for k in range(ctx.rollouts):
+            tasks.append(
+                _task(
+                    state, ctx, id=f"{candidate['id']}.r{k + 1}", role="rollout", wave=wave, seq=len(tasks),
+                    sample=k + 1, parent=candidate["id"], cap=min(ctx.max_steps, depth + _ROLLOUT_STEPS),
+                    chain=candidate.get("chain") or [], passages=candidate.get("passages") or [],
+                )
+            )  # fmt: skip
+    return tasks
+
+
+def _accounting(runs: Sequence[ChainRun]) -> dict[str, Any]:
+    """Steps, trajectory and retrieved tokens of every chain run, in the order the runs were sent."""
+    trajectory = [step for run in sorted(runs, key=_order) for step in run.get("trajectory") or []]
+    return {
+        "trajectory": trajectory,
+        "steps": len(trajectory),
+        "retrieved_tokens": sum(step.get("tokens", 0) for step in trajectory),
+    }
+
+
+def _sampling_notes(run: Run, ctx: CoragContext) -> tuple[list[str], list[str]]:
+    """How the chains were sampled, as notes (nothing wrong) and warnings (not sampled as meant)."""
+    if isinstance(run.model, OfflinePolicy):
+        note = (
+            f"offline policy: {ctx.decoding}'s chains are not sampled (the policy has no temperature); sampled chain "
+            "k reformulates by the policy's fixed variant k (arag_graph.offline.offline_reformulation), so the "
+            "strategy runs deterministically"
+        )
+        return [note], []
+    if ctx.reasoning_effort or getattr(run.model, "reasoning_effort", None):
+        return [], ["a reasoning model takes no temperature: the chains were sampled at the provider's own setting"]
+    if not supports_setting(run.model, "temperature"):
+        label = model_label(run.model, ctx)
+        return [], [f"model {label} has no temperature setting: its chains were sampled as it was built (may repeat)"]
+    return [], []
+
+
+def _final(state: CoragState, run: Run, runs: list[ChainRun], chosen: ChainRun, extra: Sequence[str]) -> dict:
+    """The chosen chain becomes the run's chain; every run stays in ``sampled_chains``."""
+    notes, warnings = _sampling_notes(run, run.ctx)
+    warnings += [*extra, *(f"chain {r['id']}: {w}" for r in sorted(runs, key=_order) for w in r.get("warnings") or [])]
+    summaries = [
+        {**{k: v for k, v in r.items() if k != "passages"}, "selected": r["id"] == chosen["id"]}
+        for r in sorted(runs, key=_order)
     ]
-    update.update(chain=[*chain, link], passages=[*known, *added], warnings=warnings)
-
-    cap = ctx.max_steps
-    if step >= cap:
-        update.update(_stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
-    elif not new:
-        update.update(_stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
-    elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
-        update.update(_stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more"))
-    return update
-
-
-def check(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
-    """The intermediate check after a retrieval: is the evidence so far sufficient?"""
-    run = run_of(runtime, bound)
-    question = question_of(state)
-
-    def on_result(result: tuple[Sufficiency, str | None]) -> dict[str, Any]:
-        value, problem = result
-        chain = list(state.get("chain") or [])
-        link: ChainStep = {
-            **chain[-1],
-            "is_sufficient": value.is_sufficient,
-            "missing_info": _one_line(value.missing_info),
-            "confidence": value.confidence,
-            "reasoning": _one_line(value.reasoning),
-        }
-        chain[-1] = link
-        trajectory = list(state.get("trajectory") or [])
-        if trajectory:
-            trajectory[-1] = {**trajectory[-1], "reasoning": verdict(link)}  # type: ignore[typeddict-unknown-key]
-        update: dict[str, Any] = {"chain": chain, "trajectory": trajectory}
-        if problem:
-            note = f"step {link['step']}: the sufficiency check fell back to 'not sufficient' ({problem})"
-            update["warnings"] = [*(state.get("warnings") or []), note]
-        if value.is_sufficient:
-            update.update(
-                _stop("sufficient", f"the check after step {link['step']} judged the passages {verdict(link)}")
-            )
-        return update
-
-    return Call(
-        run.backbone.sufficiency(question, _context(state, run.ctx)),
-        on_result,
-        name="sufficiency_check",
-        on_error=lambda message: on_result((FALLBACKS[Sufficiency](question), message)),  # type: ignore[arg-type]
-    )
+    return {
+        "chain": chosen.get("chain") or [],
+        "passages": chosen.get("passages") or [],
+        "stop_reason": chosen.get("stop_reason") or "step_cap",
+        "stop_detail": chosen.get("stop_detail") or "",
+        "selected_chain": chosen["id"],
+        "sampled_chains": summaries,
+        "warnings": [*(state.get("warnings") or []), *warnings],
+        "notes": notes,
+        "tasks": [],
+    }
 
 
-def reformulate(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
-    """q_{s+1}: a query for what is missing; a query that repeats an earlier one stops the chain."""
+def _best(runs: Sequence[ChainRun], key: str = "penalty") -> ChainRun:
+    """The run with the lowest ``key`` (penalty or score); the earlier one on a tie."""
+    return min(sorted(runs, key=_order), key=lambda r: r.get(key) if r.get(key) is not None else 1.0)
+
+
+def collect(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> dict[str, Any]:
+    """After a wave: count every run, then pick the best chain (best-of-N) or prune the beam (tree)."""
     run = run_of(runtime, bound)
     ctx: CoragContext = run.ctx
-    question = question_of(state)
-    chain = state.get("chain") or []
-    missing = chain[-1].get("missing_info", "") if chain else ""
-
-    def on_result(result: tuple[Reformulation, str | None]) -> dict[str, Any]:
-        value, problem = result
-        # An empty query is no query: searching the question again is what it amounts to.
-        query = _one_line(value.query) or _one_line(question)
-        update: dict[str, Any] = {"query": query}
-        if problem:
-            note = f"step {len(chain) + 1}: the reformulation fell back to the question ({problem})"
-            update["warnings"] = [*(state.get("warnings") or []), note]
-        repeat = repeated_query(query, [link["query"] for link in chain], ctx.loop_similarity)
-        if repeat is not None:
-            earlier, similarity = repeat
-            detail = (
-                f"the reformulated query {query!r} repeats the query of step {earlier} "
-                f"(similarity {similarity:.2f}, loop_similarity {ctx.loop_similarity})"
-            )
-            update.update(_stop("loop", detail))
+    runs = list(state.get("runs") or [])
+    update = _accounting(runs)
+    wave = state.get("wave", 1)
+    this_wave = [r for r in runs if r.get("wave") == wave]
+    if ctx.decoding == "best_of_n":
+        update.update(_final(state, run, runs, _best(this_wave), []))
         return update
+    return {**update, **_tree_step(state, run, runs, this_wave)}
 
-    return Call(
-        run.backbone.reformulation(question, _context(state, ctx), chain, missing),
-        on_result,
-        name="reformulation",
-        on_error=lambda message: on_result((FALLBACKS[Reformulation](question), message)),  # type: ignore[arg-type]
-    )
+
+def _tree_step(state: CoragState, run: Run, runs: list[ChainRun], this_wave: list[ChainRun]) -> dict[str, Any]:
+    """One wave of the tree: score the candidates (after their rollouts, if any), keep a beam, go on."""
+    ctx: CoragContext = run.ctx
+    by_id = {r["id"]: r for r in runs}
+    wave = state.get("wave", 1)
+    rollouts = [r for r in this_wave if r.get("role") == "rollout"]
+    if rollouts:
+        candidates = [by_id[i] for i in dict.fromkeys(r["parent"] for r in rollouts)]
+        candidates += [r for r in runs if r.get("wave") == wave - 1 and r["id"] not in {c["id"] for c in candidates}]
+    else:
+        candidates = this_wave
+        # Rollouts are worth their cost only when there is a choice to make.
+        tasks = _rollout_tasks(state, ctx, candidates, wave + 1) if len(candidates) > ctx.beam else []
+        if tasks and state.get("remaining_steps", 10**9) > _SUPERSTEPS_PER_WAVE + 1:
+            return {"tasks": tasks, "wave": wave + 1}
+
+    scores: list[ChainRun] = []
+    for c in candidates:
+        mine = [r["penalty"] for r in rollouts if r.get("parent") == c["id"]]
+        scores.append({"id": c["id"], "score": round(fmean(mine), 4) if mine else c.get("penalty", 1.0)})
+    scored = {s["id"]: {**by_id[s["id"]], **s} for s in scores}
+
+    # The pool: this step's candidates and the kept paths that were finished (not expanded).
+    carried = [by_id[i] for i in state.get("beam") or [] if _finished(by_id[i], ctx) and i not in scored]
+    pool: list[ChainRun] = []
+    seen: set[tuple[str, ...]] = set()
+    for c in sorted([*scored.values(), *carried], key=lambda r: (r.get("score", 1.0), _order(r))):
+        if _queries(c) not in seen:  # two candidates that searched the same queries are one path
+            seen.add(_queries(c))
+            pool.append(c)
+    kept = pool[: ctx.beam]
+    depth = max(len(c.get("chain") or []) for c in kept)
+    update: dict[str, Any] = {"runs": scores, "beam": [c["id"] for c in kept], "depth": depth}
+
+    extra: list[str] = []
+    if depth < ctx.max_steps and not all(_finished(c, ctx) for c in kept):
+        if state.get("remaining_steps", 10**9) > _SUPERSTEPS_PER_WAVE + 1:
+            return {**update, "tasks": _candidate_tasks(state, ctx, kept, wave + 1), "wave": wave + 1}
+        extra.append(f"the tree stopped at depth {depth}: recursion_limit leaves no room for another step")
+    best = _best(kept, key="score")
+    final = _final(state, run, merge_runs(runs, scores), best, extra)
+    if extra:
+        final.update(stop("recursion_limit", extra[0]))
+    return {**update, **final}
 
 
 def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
-    """The answer from the union of the chain's passages, best first."""
+    """The answer from the union of the (chosen) chain's passages, best first."""
     run = run_of(runtime, bound)
-    found = _context(state, run.ctx)
+    found = chain_context(state, run.ctx)
     ids = [p.chunk_id for p in found]
     return Call(
         run.backbone.answer(question_of(state), found),
@@ -367,24 +396,6 @@ def finish(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
 
 
 # ---------------------------------------------------------------------------------------------
-# Edges
-
-
-def after_start(state: CoragState) -> str:
-    return "end" if state.get("error") else "retrieve"
-
-
-def unless_stopped(then: str) -> Callable[[CoragState], str]:
-    """An edge: on to ``then``, or to the answer once the chain has a stop reason."""
-
-    def route(state: CoragState) -> str:
-        return "answer" if state.get("stop_reason") else then
-
-    route.__name__ = f"to_{then}_unless_stopped"
-    return route
-
-
-# ---------------------------------------------------------------------------------------------
 # The graph
 
 
@@ -393,6 +404,7 @@ def build_corag_graph(
 ) -> CompiledStateGraph:
     """CoRAG: retrieve, check sufficiency, reformulate, ... (at most ``max_steps`` retrievals), answer.
 
+    ``decoding`` chooses greedy (one chain), best-of-N or tree search (see the module docstring).
     ``index`` and ``model`` left out come from the run's :class:`CoragContext` (``index_path``,
     ``model``), so one compiled graph serves every configuration Studio can choose.
     """
@@ -401,16 +413,15 @@ def build_corag_graph(
         CoragState, context_schema=CoragContext, input_schema=InputState, output_schema=CoragOutputState
     )
     builder.add_node("start", start)
-    builder.add_node("retrieve", functools.partial(retrieve_step, bound=bound))
-    builder.add_node("check", model_node("check", functools.partial(check, bound=bound)))
-    builder.add_node("reformulate", model_node("reformulate", functools.partial(reformulate, bound=bound)))
+    add_chain_loop(builder, bound, done="answer")
+    builder.add_node("chain", build_chain_graph(bound))
+    builder.add_node("collect", functools.partial(collect, bound=bound))
     builder.add_node("answer", model_node("answer", functools.partial(answer, bound=bound)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", after_start, {"retrieve": "retrieve", "end": END})
-    builder.add_conditional_edges("retrieve", unless_stopped("check"), ["check", "answer"])
-    builder.add_conditional_edges("check", unless_stopped("reformulate"), ["reformulate", "answer"])
-    builder.add_conditional_edges("reformulate", unless_stopped("retrieve"), ["retrieve", "answer"])
+    builder.add_conditional_edges("start", send_tasks, {"retrieve": "retrieve", "chain": "chain", "end": END})
+    builder.add_edge("chain", "collect")
+    builder.add_conditional_edges("collect", send_tasks, {"chain": "chain", "answer": "answer", "end": END})
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     return traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)

@@ -19,8 +19,10 @@ Formats (the names ``--format`` takes):
     JSON Lines, one ``{"id"?, "title"?, "text"}`` object per line.
 ``dir``
     A directory of ``.txt`` and ``.md`` files, searched recursively in path order (hidden files and
-    folders skipped), one document per file: the id is the path relative to the directory, the
-    title the first line of a ``.md`` file when it is a ``# heading``, else the file name's stem.
+    folders skipped, and so are arag index directories inside it, or the index's own ``builds``
+    when the directory is indexed into itself), one document per file: the id is the path relative
+    to the directory, the title the first line of a ``.md`` file when it is a ``# heading``, else
+    the file name's stem.
 ``text``
     A single ``.txt`` or ``.md`` file as one document, named as in ``dir``.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,10 @@ TEXT_SUFFIXES: frozenset[str] = frozenset({".txt", ".md"})
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 
 _HEADING = re.compile(r"#[ \t]+(.+?)[ \t#]*\Z")
+# The largest corpus file read (``$ARAG_MAX_CORPUS_BYTES`` changes it): a file is read whole, and
+# a bound keeps a wrong path (a disk image, a log that grows while read) from exhausting memory.
+MAX_CORPUS_BYTES_ENV = "ARAG_MAX_CORPUS_BYTES"
+DEFAULT_MAX_CORPUS_BYTES = 8 << 30
 _FIX_FORMAT = "give a JSON, JSON Lines, .txt/.md file or a directory of them"
 
 
@@ -118,12 +125,46 @@ def _check_exists(source: Path) -> None:
         raise CorpusError(f"{source}: no such file or directory; give the path of a corpus file or directory")
 
 
-def _read_text(source: Path, *, allow_empty: bool = False) -> str:
-    """The file's text, refusing binary files and undecodable bytes with a readable message."""
+def _max_bytes() -> int:
+    text = os.environ.get(MAX_CORPUS_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_CORPUS_BYTES
     try:
-        data = source.read_bytes()
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise CorpusError(
+            f"${MAX_CORPUS_BYTES_ENV}={text[:40]!r} is not a size; give a number of bytes, e.g. 8589934592"
+        )
+    return limit
+
+
+def _read_bytes(source: Path) -> bytes:
+    """The bytes of a regular file of at most the size limit; devices, pipes and sockets are refused
+    (``/dev/zero`` as a corpus would be read forever)."""
+    limit = _max_bytes()
+    try:
+        if not stat.S_ISREG(source.stat().st_mode):  # before opening: opening a FIFO waits for a writer
+            raise CorpusError(f"{source}: is not a regular file (a device, pipe or socket); {_FIX_FORMAT}")
+        with source.open("rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise CorpusError(f"{source}: is not a regular file (a device, pipe or socket); {_FIX_FORMAT}")
+            data = fh.read(limit + 1) if info.st_size <= limit else b""
+            size = max(info.st_size, len(data))
     except OSError as exc:
         raise CorpusError(f"{source}: cannot be read ({exc.strerror or exc}); check the path and permissions") from None
+    if size > limit:
+        raise CorpusError(
+            f"{source}: is larger than {limit:,} bytes; split the corpus, or raise ${MAX_CORPUS_BYTES_ENV}"
+        )
+    return data
+
+
+def _read_text(source: Path, *, allow_empty: bool = False) -> str:
+    """The file's text, refusing binary files and undecodable bytes with a readable message."""
+    data = _read_bytes(source)
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         encoding = "utf-32"
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -365,9 +406,20 @@ def _load_dir(root: Path) -> list[Document]:
 
 
 def _text_files(root: Path) -> list[Path]:
+    from arag_graph.index_layout import BUILDS, is_arag_index
+
     found: list[Path] = []
     for folder, subfolders, files in os.walk(root):
-        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        # An index inside the corpus (or the corpus indexed into itself) holds text files of its
+        # own, such as the keyword vocabulary: documents would grow with every rebuild.
+        own_builds = is_arag_index(Path(folder))
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if not name.startswith(".")
+            and not (own_builds and name == BUILDS)
+            and not is_arag_index(Path(folder, name))
+        ]
         found.extend(
             Path(folder, name)
             for name in files

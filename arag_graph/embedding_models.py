@@ -37,7 +37,14 @@ from arag_graph.embeddings import (
     default_embeddings,
 )
 from arag_graph.errors import AragError, ModelSpecError
-from arag_graph.models import MAX_RETRIES, TIMEOUT_SECONDS, _number_from_env, api_key_from_env
+from arag_graph.models import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    RETRIES_RANGE,
+    TIMEOUT_RANGE,
+    _number_from_env,
+    api_key_from_env,
+)
 
 ENDPOINT_PREFIX = "openai:"
 LOCAL_ENCODER = "torch"
@@ -48,9 +55,9 @@ to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may s
 def embedding_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
     """Seconds per attempt and retries of an embeddings request: given, else the environment, else defaults."""
     if not timeout or timeout <= 0:
-        timeout = _number_from_env("ARAG_EMBEDDING_TIMEOUT", TIMEOUT_SECONDS, 0.001, 3600)
+        timeout = _number_from_env("ARAG_EMBEDDING_TIMEOUT", DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
     if max_retries is None or max_retries < 0:
-        max_retries = int(_number_from_env("ARAG_EMBEDDING_RETRIES", MAX_RETRIES, 0, 10))
+        max_retries = int(_number_from_env("ARAG_EMBEDDING_RETRIES", DEFAULT_RETRIES, *RETRIES_RANGE))
     return float(timeout), int(max_retries)
 
 

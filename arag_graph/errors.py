@@ -23,6 +23,18 @@ class IndexNotFoundError(AragError):
     """No usable index at the given location."""
 
 
+class IndexDamagedError(IndexNotFoundError):
+    """An index file is missing, truncated or altered since arag wrote it.
+
+    A subclass of :class:`IndexNotFoundError` because the fix is the same (build the index again),
+    and callers that rebuild a missing index (the bundled sample, the evaluation cache) rebuild a
+    damaged one too. Its message always reads ``index damaged: ...; rebuild with ...``.
+    """
+
+    def __init__(self, root: object, problem: str) -> None:
+        super().__init__(f"index damaged: {problem}; rebuild with `arag index CORPUS --out {root}`")
+
+
 class IndexMismatchError(AragError):
     """The index was built with settings (embedding model, format) that differ from the caller's."""
 

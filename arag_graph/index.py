@@ -1,4 +1,4 @@
-"""The hierarchical index: chunks in memory, sentences in Chroma, keywords in an inverted index.
+"""The hierarchical index: chunks in memory, sentence vectors in a matrix or Chroma, keywords in an inverted index.
 
 A-RAG needs three views of one corpus and they must agree: ``chunk_read`` returns chunk text,
 ``semantic_search`` ranks chunks by their best sentence embedding, ``keyword_search`` ranks them by
@@ -15,14 +15,16 @@ On disk an index directory looks like::
     DIR/builds/<build>/chroma/  (sentence vectors in Chroma's HNSW, larger indexes; absent with a server)
 
 A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
-killed half-way leaves the previous index loadable; the next build removes the leftovers.
+killed half-way leaves the previous index loadable; the next build removes the leftovers. What arag
+may delete there, and which ``--out`` it refuses, is :mod:`arag_graph.index_layout`'s business;
+the checksums that keep a damaged index from answering are :mod:`arag_graph.integrity`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
+import errno
 import hashlib
 import json
 import os
@@ -30,15 +32,16 @@ import re
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.documents import Chunk, Document, SearchHit
+from arag_graph import integrity
+from arag_graph.documents import HEADER_MAX_CHARS, Chunk, Document, SearchHit
 from arag_graph.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
@@ -49,8 +52,25 @@ from arag_graph.embeddings import (
     embedding_model_id,
     encoder_backend,
 )
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.keywords import KeywordIndex
+from arag_graph.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index_layout import (
+    BUILDS,
+    MANIFEST,
+    BuildRecord,
+    build_lock,
+    build_path,
+    check_out,
+    make_root,
+    new_build_name,
+    open_record,
+    point_current,
+    read_current,
+    remove_stale_builds,
+    remove_tree,
+    write_atomic,
+)
+from arag_graph.index_layout import CURRENT as CURRENT  # re-exported: where callers have found it
+from arag_graph.keywords import KeywordIndex, keyword_files
 from arag_graph.sentencematrix import (
     MATRIX_FILE,
     MATRIX_MAX_SENTENCES,
@@ -70,11 +90,8 @@ if TYPE_CHECKING:
     from arag_graph.langchain_retriever import IndexRetriever, SearchType
 
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 KEYWORDS_DIR = "."
-CURRENT = "CURRENT"
-BUILDS = "builds"
 # Where a build records its sentence store before creating it, so that the collection of a build
 # that fails or is killed before its manifest exists can still be found and dropped in a server.
 SENTENCE_STORE = "sentences.json"
@@ -115,26 +132,43 @@ class Manifest:
     embedding_base_url: str | None = None
     """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).
     Never a key: keys come from the environment of whoever loads the index."""
+    checksums: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.integrity`), the sentence
+    matrix included; empty in indexes from before checksums, which load unchecked."""
+    sentence_digest: str | None = None
+    """One digest of the Chroma sentence records (chunk, position, text), for ``arag verify``; None
+    for a matrix, whose rows hold vectors only (its checksum covers them)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_file(cls, path: Path) -> Manifest:
+    def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
+        """Read and type-check a manifest; anything unusable is the one-line damage error."""
+        from pydantic import TypeAdapter, ValidationError
+
+        where = root if root is not None else path.parent
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise IndexNotFoundError(
-                f"{path}: unreadable index manifest ({exc}); rebuild the index with `arag index`"
-            ) from None
-        version = data.get("format_version")
+            data = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise IndexDamagedError(where, f"{path} cannot be read ({exc.strerror or exc})") from None
+        except ValueError:
+            raise IndexDamagedError(where, f"{path} is not JSON") from None
+        if not isinstance(data, dict):
+            raise IndexDamagedError(where, f"{path} is not a JSON object")
+        version = data.get("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise IndexMismatchError(
-                f"{path}: index format {version} is not supported by this version (expects "
+                f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
                 f"{FORMAT_VERSION}); rebuild the index with `arag index`"
             )
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            return TypeAdapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field_name = ".".join(str(part) for part in first["loc"]) or "?"
+            raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
 
 
 class ChunkStore:
@@ -189,13 +223,17 @@ class ChunkStore:
                 fh.write("\n")
 
     @classmethod
-    def load(cls, path: Path) -> ChunkStore:
+    def load(cls, path: Path, digest: Any | None = None) -> ChunkStore:
+        """Read ``chunks.jsonl``; ``digest`` (a hashlib object) sees every byte read, so checking
+        the file costs no second pass. A line that is not a chunk record raises ``ValueError``."""
         chunks: list[Chunk] = []
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                r = json.loads(line)
-                chunks.append(
-                    Chunk(
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if digest is not None:
+                    digest.update(line)
+                try:
+                    r = json.loads(line)
+                    chunk = Chunk(
                         id=r["id"],
                         text=r["text"],
                         title=r["title"],
@@ -203,7 +241,11 @@ class ChunkStore:
                         next_id=r["next"],
                         sentences=tuple((s, e) for s, e in r["sentences"]),
                     )
-                )
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(f"line {number} is not a chunk record") from None
+                if not isinstance(chunk.id, str) or not isinstance(chunk.text, str):
+                    raise ValueError(f"line {number} is not a chunk record")
+                chunks.append(chunk)
         return cls(chunks)
 
 
@@ -217,12 +259,6 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
     return digest.hexdigest()
 
 
-HEADER_MAX_CHARS = 128
-"""Longest contextual chunk header, in characters (about 30 word pieces). All-MiniLM-L6-v2 reads
-256 word pieces and HotpotQA/2Wiki sentences average about 30, so a header this long leaves the
-sentence its room while covering every title of both corpora (the longest 2Wiki title is 95
-characters; 99% are under 50). Longer ones (deep Markdown section paths) are cut at a word, so a
-header never outweighs the sentence it introduces."""
 _PIECE = re.compile(r"#\d+$")
 _MARKDOWN_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
@@ -337,8 +373,11 @@ class HierarchicalIndex:
         keywords: KeywordIndex,
         sentences: SentenceStore | SentenceMatrix,
         embeddings: Embeddings,
+        build_dir: Path | None = None,
     ) -> None:
         self.path = path
+        self.build_dir = build_dir
+        """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
@@ -391,7 +430,33 @@ class HierarchicalIndex:
         """
         if n <= 0 or len(self.store) == 0:
             return []
-        return self.sentences.query(self._query_vector(query, query_vector), n)
+        return self._nearest(self._query_vector(query, query_vector), n)
+
+    def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
+        """The sentence store's nearest records, each checked against the chunk it names.
+
+        A record whose chunk, position or text disagrees with the chunk store is damage: answering
+        from it would show the wrong chunk, so the search fails with the one-line error instead.
+        The matrix and row-numbered Chroma collections name rows, not chunks: each row's chunk comes
+        from the chunk store's own sentence counts (and a row outside them is refused by the store).
+        """
+        if self.sentences.layout is not None:
+            return self.sentences.query(vector, n)
+        matches = []
+        for chunk_id, position, similarity, document in self.sentences.query_documents(vector, n):
+            chunk = self.store.get(chunk_id)
+            if (
+                chunk is None
+                or not 0 <= position < len(chunk.sentences)
+                or chunk.text[slice(*chunk.sentences[position])] != document
+            ):
+                raise IndexDamagedError(
+                    self.path,
+                    f"a sentence record names chunk {chunk_id[:40]!r} position {position}, which does not hold that "
+                    f"sentence (`arag verify --index {self.path}` checks every record)",
+                )
+            matches.append((chunk_id, position, similarity))
+        return matches
 
     def semantic_search(
         self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
@@ -408,7 +473,7 @@ class HierarchicalIndex:
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
         while True:
-            matches = self.sentences.query(vector, n)
+            matches = self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
             for chunk_id, position, similarity in matches:
@@ -445,65 +510,13 @@ class HierarchicalIndex:
 # Building
 
 
-@contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
-    """One build at a time per index directory; a second one fails fast instead of interleaving."""
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AragError(
-                f"{root}: another `arag index` is building into this directory; wait for it to finish"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _current_build(root: Path) -> str | None:
-    try:
-        name = (root / CURRENT).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return name or None
-
-
-def _point_current(root: Path, build: str) -> None:
-    """Atomically make ``build`` the active build (write a temp file, fsync, rename)."""
-    tmp = root / f".{CURRENT}.{uuid.uuid4().hex}"
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(build + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, root / CURRENT)
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _remove_stale_builds(root: Path, keep: str | None) -> None:
-    """Delete builds other than ``keep`` (finished older ones and leftovers of killed builds)."""
-    builds = root / BUILDS
-    if builds.is_dir():
-        for entry in builds.iterdir():
-            if entry.name != keep:
-                _drop_build(entry)
-    for tmp in root.glob(f".{CURRENT}.*"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _drop_build(build_dir: Path) -> None:
-    """Delete a build, and its collection when that lives in a Chroma server.
+def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
+    """Delete a build arag recorded, and its collection when that lives in a Chroma server.
 
     The server collection is found from the manifest, or for a build that never finished from the
-    record written before the collection was created. An unreachable server leaves the collection
-    behind (named ``<prefix>-<build>``, safe to delete by hand); the directory goes regardless.
+    record written before the collection was created; only a collection named for this build
+    (``<prefix>-<build>``) is dropped. An unreachable server leaves the collection behind (safe to
+    delete by hand); the directory goes regardless.
     """
     chroma: dict[str, Any] = {}
     for name in (MANIFEST, SENTENCE_STORE):
@@ -511,10 +524,29 @@ def _drop_build(build_dir: Path) -> None:
             data = json.loads((build_dir / name).read_text(encoding="utf-8"))
             chroma = data.get("chroma", {}) if name == MANIFEST else data
             break
-    if chroma.get("mode") == "http":
+    if not isinstance(chroma, dict):
+        chroma = {}
+    collection = chroma.get("collection")
+    if chroma.get("mode") == "http" and isinstance(collection, str) and collection.endswith(f"-{build_dir.name}"):
         with contextlib.suppress(Exception):
-            connect_sentence_store(chroma, build_dir, create=False).drop()
-    shutil.rmtree(build_dir, ignore_errors=True)
+            connect_sentence_store(chroma, build_dir, create=False, timeout=timeout).drop()
+    remove_tree(build_dir)
+
+
+# What a full disk, a read-only file system or missing permissions raise while the build writes.
+_WRITE_ERRORS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
+    if hasattr(errno, name)
+)
+
+
+def _write_failure(root: Path, exc: OSError) -> AragError:
+    """A build that could not write (full disk, read-only or vanished directory) as one line."""
+    where = exc.filename or root
+    return AragError(
+        f"{where}: cannot write the index ({exc.strerror or exc}); free disk space or choose another --out"
+    )
 
 
 def build_index(
@@ -532,6 +564,7 @@ def build_index(
     collection: str | None = None,
     encoder: str | None = None,
     backend: str = "auto",
+    chroma_timeout: float | None = None,
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
@@ -552,17 +585,20 @@ def build_index(
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
     ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
-    ``collection``, default derived from the directory name); chunks and manifest stay in ``out``.
-    An index already in ``out`` is replaced only once the new one is complete.
+    ``collection``, default derived from the directory name; every request waits at most
+    ``chroma_timeout`` seconds); chunks and manifest stay in ``out``. An index already in ``out`` is
+    replaced only once the new one is complete. ``out`` must be new, empty or an arag index (see
+    :mod:`arag_graph.index_layout`), and arag deletes only builds it recorded there.
     """
-    from arag_graph.chunking import chunk_documents
+    from arag_graph.chunking import check_chunk_size, chunk_documents
     from arag_graph.corpus import load_corpus
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
     root = Path(out)
-    if root.exists() and not root.is_dir():
-        raise AragError(f"{root}: exists and is not a directory; choose another --out")
+    corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
+    check_out(root, corpus_dir)
+    check_chunk_size(chunk_size)
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
     if not isinstance(header_max_chars, int) or not 0 <= header_max_chars <= 1000:
@@ -573,7 +609,7 @@ def build_index(
         raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
     embeddings = resolve_embeddings(embeddings, base_url=embedding_base_url, encoder=encoder)
     check = getattr(embeddings, "check_available", None)
-    if callable(check):  # a missing package fails now, not after splitting the corpus
+    if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()
 
     def split(docs: list[Document]) -> list[Chunk]:
@@ -598,72 +634,150 @@ def build_index(
     timings["split_seconds"] = time.perf_counter() - started
     if chroma_url:  # before encoding, which is what takes long
         prefix = _collection_prefix(collection, root)
-        check_chroma_server(chroma_url)
+        check_chroma_server(chroma_url, chroma_timeout)
 
     model_id = embedding_model_id(embeddings)
     total = sum(len(c.sentences) for c in chunks)
     if chroma_url:
-        chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "ids": "rows"}
+        chroma_cfg: dict[str, Any] = {"mode": "http", "url": chroma_url, "collection": prefix, "ids": "rows"}
     elif backend == "chroma" or (backend == "auto" and total > MATRIX_MAX_SENTENCES):
         chroma_cfg = {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
     else:
         chroma_cfg = {"mode": "matrix", "path": MATRIX_FILE}
 
     created = not root.exists()
-    with _build_lock(root):
-        build = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        build_dir = root / BUILDS / build
-        previous = _current_build(root)
-        # Leftovers of killed builds (never pointed at) go now; the active build stays until the
-        # new one is complete.
-        _remove_stale_builds(root, keep=previous)
-        build_dir.mkdir(parents=True)
-        try:
-            if chroma_url:
-                chroma_cfg["collection"] = f"{prefix}-{build}"
-            _write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
-            t0 = time.perf_counter()
-            sentences, dimension, encode_seconds = _store_sentences(
-                chroma_cfg, build_dir, chunks, embeddings, contextual_headers, progress, header_max_chars
-            )
-            timings["encode_seconds"] = encode_seconds
-            timings["insert_seconds"] = time.perf_counter() - t0 - encode_seconds
-
-            t0 = time.perf_counter()
-            store = ChunkStore(chunks)
-            store.save(build_dir / CHUNKS)
-            keywords = _keyword_index(store.chunks, keyword_match, progress)
-            keywords.save(build_dir)
-            timings["keyword_seconds"] = time.perf_counter() - t0
-
-            manifest = Manifest(
-                embedding_model=model_id,
-                embedding_dim=dimension,
-                chunk_size=chunk_size,
-                contextual_headers=contextual_headers,
-                header_max_chars=header_max_chars if contextual_headers else 0,
+    make_root(root)
+    try:
+        with build_lock(root):
+            record = open_record(root)
+            return _build_locked(
+                root,
+                record,
+                created,
+                chunks=chunks,
+                documents=documents,
+                embeddings=embeddings,
+                model_id=model_id,
+                settings={
+                    "chunk_size": chunk_size,
+                    "contextual_headers": contextual_headers,
+                    "header_max_chars": header_max_chars if contextual_headers else 0,
+                },
                 keyword_match=keyword_match,
-                corpus_hash=corpus_hash(chunks),
-                documents=len(documents) if documents is not None else len(chunks),
-                chunks=len(chunks),
-                sentences=total,
-                chroma=chroma_cfg,
-                build_seconds=round(time.perf_counter() - started, 3),
-                created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
-                encoder=encoder_backend(embeddings),
-                embedding_base_url=endpoint_base_url(embeddings),
+                chroma_cfg=chroma_cfg,
+                chroma_timeout=chroma_timeout,
+                timings=timings,
+                started=started,
+                progress=progress,
             )
-            _write_atomic(build_dir / MANIFEST, manifest.to_json())
-            _point_current(root, build)
-        except BaseException:
-            _drop_build(build_dir)
-            if created and _current_build(root) is None:
-                # A first build that failed leaves no directory behind, as if never started.
-                shutil.rmtree(root, ignore_errors=True)
+    except OSError as exc:
+        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
             raise
-        _remove_stale_builds(root, keep=build)
-    return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+        raise _write_failure(root, exc) from None
+    finally:
+        if created and read_current(root, strict=False) is None:
+            # A first build that failed leaves no directory behind, as if never started.
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _build_locked(
+    root: Path,
+    record: BuildRecord,
+    created: bool,
+    *,
+    chunks: list[Chunk],
+    documents: list[Document] | None,
+    embeddings: Embeddings,
+    model_id: str,
+    settings: dict[str, Any],
+    keyword_match: KeywordMatch,
+    chroma_cfg: dict[str, Any],
+    chroma_timeout: float | None,
+    timings: dict[str, float],
+    started: float,
+    progress: bool,
+) -> HierarchicalIndex:
+    """The build proper, under the lock: a new recorded build directory, switched to when complete."""
+    build = new_build_name()
+    build_dir = root / BUILDS / build
+    previous = read_current(root, strict=False)
+
+    # Leftovers of killed builds (never pointed at) go now; the active build stays until the
+    # new one is complete.
+    def drop(path: Path) -> None:
+        _drop_build(path, chroma_timeout)
+
+    remove_stale_builds(record, keep=previous, drop=drop)
+    record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
+    build_dir.mkdir(parents=True)
+    try:
+        if chroma_cfg["mode"] == "http":
+            chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
+        write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
+        t0 = time.perf_counter()
+        stored = _store_sentences(
+            chroma_cfg,
+            build_dir,
+            chunks,
+            embeddings,
+            settings["contextual_headers"],
+            chroma_timeout,
+            progress,
+            settings["header_max_chars"],
+        )
+        sentences = stored.sentences
+        timings["encode_seconds"] = stored.encode_seconds
+        timings["insert_seconds"] = time.perf_counter() - t0 - stored.encode_seconds
+
+        t0 = time.perf_counter()
+        store = ChunkStore(chunks)
+        store.save(build_dir / CHUNKS)
+        keywords = _keyword_index(store.chunks, keyword_match, progress)
+        keywords.save(build_dir)
+        timings["keyword_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        written = [CHUNKS, SENTENCE_STORE, *keyword_files()]
+        digest = None
+        if isinstance(sentences, SentenceMatrix):
+            written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
+        else:
+            # Chroma's files change when it opens them: its records are checked by content instead.
+            np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
+            written.append(integrity.VECTOR_FINGERPRINT)
+            digest = integrity.sentence_digest(chunks)
+        checksums = integrity.checksums(build_dir, written)
+        timings["checksum_seconds"] = time.perf_counter() - t0
+        manifest = Manifest(
+            embedding_model=model_id,
+            embedding_dim=stored.dimension,
+            chunk_size=settings["chunk_size"],
+            contextual_headers=settings["contextual_headers"],
+            header_max_chars=settings["header_max_chars"],
+            keyword_match=keyword_match,
+            corpus_hash=corpus_hash(chunks),
+            documents=len(documents) if documents is not None else len(chunks),
+            chunks=len(chunks),
+            sentences=sentences.count(),
+            chroma=chroma_cfg,
+            build_seconds=round(time.perf_counter() - started, 3),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
+            encoder=encoder_backend(embeddings),
+            embedding_base_url=endpoint_base_url(embeddings),
+            checksums=checksums,
+            sentence_digest=digest,
+        )
+        write_atomic(build_dir / MANIFEST, manifest.to_json())
+        point_current(root, build)
+    except BaseException:
+        drop(build_dir)
+        if not created or read_current(root, strict=False) is not None:
+            record.discard(build)
+        raise
+    remove_stale_builds(record, keep=build, drop=drop)
+    sentences.root = root  # from now on a failed read is this index's damage, not a failed build
+    return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
 
 
 def _collection_prefix(collection: str | None, root: Path) -> str:
@@ -684,13 +798,15 @@ def _collection_prefix(collection: str | None, root: Path) -> str:
     return ascii_name.strip("-._")[:40].strip("-._") or "arag"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+@dataclass
+class _StoredSentences:
+    """What :func:`_store_sentences` leaves: the opened store, the vectors' dimension, the seconds
+    spent encoding (the rest is storing) and, for Chroma, the vectors' fingerprint for ``verify``."""
+
+    sentences: SentenceStore | SentenceMatrix
+    dimension: int
+    encode_seconds: float
+    fingerprint: np.ndarray
 
 
 def _store_sentences(
@@ -699,14 +815,15 @@ def _store_sentences(
     chunks: Sequence[Chunk],
     embeddings: Embeddings,
     contextual_headers: bool,
+    chroma_timeout: float | None,
     progress: bool,
     header_max_chars: int = HEADER_MAX_CHARS,
-) -> tuple[SentenceStore | SentenceMatrix, int, float]:
-    """Encode every sentence and store its vector, one block at a time.
+) -> _StoredSentences:
+    """Encode every sentence and store its vector, one block of :data:`BUILD_BLOCK` at a time.
 
-    Returns the opened sentence store, the vectors' dimension and the seconds spent encoding (the
-    rest is storing). Holding one block of vectors at a time keeps a build's memory flat however
-    large the corpus: the matrix is written to disk as it grows, Chroma takes one block per insert.
+    Holding one block of vectors at a time keeps a build's memory flat however large the corpus:
+    the matrix is written to disk as it grows, Chroma takes one block per insert, and only the
+    vectors' fingerprint (two floats a sentence) is kept for the manifest.
     """
     from tqdm.auto import tqdm
 
@@ -714,10 +831,11 @@ def _store_sentences(
     total = len(layout)
     matrix = config["mode"] == "matrix"
     writer = MatrixWriter(build_dir / str(config["path"]), total) if matrix else None
-    chroma = None if matrix else connect_sentence_store(config, build_dir, create=True)
+    chroma = None if matrix else connect_sentence_store(config, build_dir, create=True, timeout=chroma_timeout)
     where = "writing vectors" if matrix else "inserting into Chroma"
     dimension, encode_seconds = 0, 0.0
-    bars = dict(total=total, unit="sent", disable=not progress, leave=False)
+    fingerprints: list[np.ndarray] = []
+    bars: dict[str, Any] = dict(total=total, unit="sent", disable=not progress, leave=False)
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
         for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
@@ -729,13 +847,16 @@ def _store_sentences(
             else:
                 assert chroma is not None
                 chroma.add_rows(start, layout, documents, vectors)
+                fingerprints.append(integrity.vector_fingerprint(vectors))
             stored.update(len(vectors))
+    fingerprint = np.concatenate(fingerprints) if fingerprints else np.zeros((0, 2), np.float32)
     if writer is not None:
         writer.close()
-        return SentenceMatrix.open(config, build_dir, layout, dimension), dimension, encode_seconds
+        opened = SentenceMatrix.open(config, build_dir, layout, dimension, build_dir.parent.parent)
+        return _StoredSentences(opened, dimension, encode_seconds, fingerprint)
     assert chroma is not None
     chroma.layout = layout
-    return chroma, dimension, encode_seconds
+    return _StoredSentences(chroma, dimension, encode_seconds, fingerprint)
 
 
 def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool) -> KeywordIndex:
@@ -746,15 +867,24 @@ def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool)
 
 
 def _open_sentences(
-    config: dict[str, Any], build_dir: Path, chunks: Sequence[Chunk], dimension: int
+    root: Path, manifest: Manifest, build_dir: Path, chunks: Sequence[Chunk], chroma_timeout: float | None
 ) -> SentenceStore | SentenceMatrix:
-    """The sentence store a manifest describes: the matrix, or a Chroma collection (whose record
-    ids are row numbers in builds that say so; older builds find the chunk in each record's metadata)."""
+    """The sentence store a manifest describes, checked against the manifest's sentence count: the
+    matrix, or a Chroma collection (whose record ids are row numbers in builds that say so; older
+    builds find the chunk in each record's metadata)."""
+    config = manifest.chroma
+    sentences: SentenceStore | SentenceMatrix
     if config.get("mode") == "matrix":
-        return SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), dimension)
-    sentences = connect_sentence_store(config, build_dir)
-    if config.get("ids") == "rows":
-        sentences.layout = SentenceLayout(chunks)
+        sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
+    else:
+        sentences = connect_sentence_store(config, build_dir, root=root, timeout=chroma_timeout)
+        if config.get("ids") == "rows":
+            sentences.layout = SentenceLayout(chunks)
+    stored = sentences.count()
+    if stored != manifest.sentences:
+        raise IndexDamagedError(
+            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
+        )
     return sentences
 
 
@@ -789,6 +919,7 @@ def load_index(
     encoder: str | None = None,
     cache: bool = False,
     check_endpoint: Callable[[Manifest], None] | None = None,
+    chroma_timeout: float | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -802,13 +933,20 @@ def load_index(
     manifest. ``check_endpoint(manifest)`` runs before any model is set up, and again on every
     cache hit: a served run passes the operator's policy, so that an index whose manifest names an
     embeddings endpoint the operator does not allow is refused before the key could go there.
+
+    ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
+
+    Every file the build wrote is checked against the manifest's checksums, and the sentence
+    store's size against the manifest (:func:`verify_index` checks every sentence record too); a
+    damaged index raises the one-line :class:`~arag_graph.errors.IndexDamagedError` here, before
+    any search could answer from it. A read-only index directory loads too.
     """
     if encoder is not None:
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
         encoder = check_encoder(encoder)
     root = Path(path)
-    build = _current_build(root) if root.is_dir() else None
+    build = read_current(root) if root.is_dir() else None
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
     key = (str(root.resolve()), build, encoder)
@@ -819,8 +957,8 @@ def load_index(
             if check_endpoint is not None:
                 check_endpoint(cached.manifest)
             return cached
-    build_dir = root / BUILDS / build
-    manifest = Manifest.from_file(build_dir / MANIFEST)
+    build_dir = build_path(root, build)
+    manifest = Manifest.from_file(build_dir / MANIFEST, root)
     if check_endpoint is not None:
         check_endpoint(manifest)
     if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
@@ -843,16 +981,72 @@ def load_index(
                 f"{root}: index was built with embedding model {manifest.embedding_model!r} but "
                 f"{given!r} was given; load it with the same model or rebuild the index"
             )
-    try:
-        store = ChunkStore.load(build_dir / CHUNKS)
-        keywords = KeywordIndex.load(build_dir, store.chunks)
-    except (OSError, ValueError, KeyError) as exc:
-        raise IndexNotFoundError(
-            f"{build_dir}: index files are damaged ({type(exc).__name__}: {exc}); rebuild with `arag index`"
-        ) from None
-    sentences = _open_sentences(manifest.chroma, build_dir, store.chunks, manifest.embedding_dim)
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings)
+    store, keywords = _load_files(root, build_dir, manifest)
+    sentences = _open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
     if cache:
         with _LOADED_LOCK:
             _LOADED[key] = index
     return index
+
+
+def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkStore, KeywordIndex]:
+    """The chunk store and keyword index of a build, checked against the manifest's checksums.
+
+    ``chunks.jsonl`` is hashed as it is parsed; the other files are hashed whole. Indexes from
+    before checksums load with the structural checks only.
+    """
+    recorded = manifest.checksums
+    for name in recorded:
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise IndexDamagedError(root, f"the manifest of {build_dir} names a file outside its build: {name[:60]!r}")
+    digest = integrity.new_digest()
+    try:
+        store = ChunkStore.load(build_dir / CHUNKS, digest)
+    except OSError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS} cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS}: {exc}") from None
+    integrity.check_recorded(root, build_dir, recorded, integrity.tagged(digest), CHUNKS)
+    for name, expected in recorded.items():
+        if name != CHUNKS:
+            integrity.check_file(root, build_dir, name, expected)
+    if len(store) != manifest.chunks:
+        raise IndexDamagedError(
+            root, f"{build_dir / CHUNKS} holds {len(store)} chunks, the manifest records {manifest.chunks}"
+        )
+    keywords = KeywordIndex.load(build_dir, store.chunks, root=root)
+    return store, keywords
+
+
+def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
+    """Check a loaded index completely: what loading checks, every element of the keyword arrays
+    and every sentence record against its chunk and the recorded digest, or every row of the
+    sentence matrix (``arag verify``).
+
+    Raises the one-line damage error; returns what was checked.
+    """
+    root = index.path if index.path is not None else Path("DIR")
+    build_dir = index.build_dir
+    fingerprint = None
+    if build_dir is not None:
+        for name, expected in index.manifest.checksums.items():
+            integrity.check_file(root, build_dir, name, expected)
+        if integrity.VECTOR_FINGERPRINT in index.manifest.checksums:
+            fingerprint = np.load(build_dir / integrity.VECTOR_FINGERPRINT, allow_pickle=False)
+    index.keywords.check()
+    if isinstance(index.sentences, SentenceMatrix):
+        count = index.sentences.check()  # its bytes are in the checksums above; this reads every row
+    else:
+        count = integrity.verify_sentences(
+            root, index.sentences, index.store.chunks, index.manifest.sentence_digest, fingerprint
+        )
+    return {
+        "index": str(root),
+        "chunks": len(index.store),
+        "sentences": count,
+        "sentence_store": "matrix" if isinstance(index.sentences, SentenceMatrix) else "chroma",
+        "files_checked": len(index.manifest.checksums),
+        "checksums": bool(index.manifest.checksums),
+        "sentence_digest": index.manifest.sentence_digest is not None,
+    }

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -49,7 +50,7 @@ from typing import Any, Literal
 import numpy as np
 
 from arag_graph.documents import Chunk
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 
 MatchMode = Literal["word", "substring"]
 MATCH_MODES: tuple[str, ...] = ("word", "substring")
@@ -59,6 +60,11 @@ FORMAT_VERSION = 1
 _META = "keywords.json"
 _VOCABULARY = "keywords.vocabulary.txt"
 _ARRAYS = ("offsets", "occ_chunk", "occ_pos", "starts", "text")
+# What each array may hold: numpy kind ("i" signed, "u" unsigned) and item sizes.
+_ARRAY_TYPES = {"offsets": ("i", (8,)), "occ_chunk": ("i", (4,)), "occ_pos": ("u", (2, 4)), "starts": ("i", (8,))}
+_ARRAY_TYPES["text"] = ("u", (1,))
+# Elements per step of the full check, which must not hold a second copy of a large array.
+_CHECK_BLOCK = 1 << 24
 
 _WORD = re.compile(r"\w+")
 # Sorts after every string that can start with a given prefix: U+10FFFF is a noncharacter, never \w.
@@ -214,6 +220,7 @@ class KeywordIndex:
         "_occ_chunk",
         "_occ_pos",
         "_offsets",
+        "_root",
         "_starts",
         "_text",
         "_vocab",
@@ -231,13 +238,15 @@ class KeywordIndex:
         starts: np.ndarray,
         text: np.ndarray,
         fingerprint: str,
+        root: Path | None = None,
     ) -> None:
         """Wrap prebuilt arrays; use :meth:`from_chunks` or :meth:`load` instead.
 
         ``vocabulary`` is sorted; the occurrences of word ``w`` are ``offsets[w]:offsets[w + 1]`` of
         ``occ_chunk`` (chunk index) and ``occ_pos`` (byte offset of the word in the chunk's UTF-8
         lower-cased text). ``text`` holds those texts back to back, chunk ``i`` at
-        ``starts[i]:starts[i + 1] - 1`` followed by one NUL byte.
+        ``starts[i]:starts[i + 1] - 1`` followed by one NUL byte. ``root`` is the index directory
+        that damage found while reading the arrays is reported against.
         """
         _check_mode(match)
         self.match: MatchMode = match
@@ -249,6 +258,7 @@ class KeywordIndex:
         self._ends = starts[1:] - 1
         self._text = text
         self._fingerprint = fingerprint
+        self._root = root
 
     def __len__(self) -> int:
         """Number of chunks indexed."""
@@ -338,15 +348,28 @@ class KeywordIndex:
         (directory / _META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: Path, chunks: Sequence[Chunk], *, mmap: bool = True) -> KeywordIndex:
+    def load(
+        cls, directory: Path, chunks: Sequence[Chunk], *, mmap: bool = True, root: Path | None = None
+    ) -> KeywordIndex:
         """Open an index written by :meth:`save` for the same ``chunks``.
 
         With ``mmap`` (the default) the arrays are mapped, not read: loading takes milliseconds,
         pages come in as queries touch them, and processes serving the same index share them.
+        Loading checks what costs no more than the arrays' headers (kinds, lengths, first and last
+        offsets); :meth:`check` checks every element. With ``root`` (the index directory this one is
+        part of), anything wrong but the format version is that index's damage, reported as such.
         """
         directory = Path(directory)
+
+        def problem(message: str, standalone: type[AragError]) -> AragError:
+            if root is not None:
+                return IndexDamagedError(root, message)
+            return standalone(f"{message}; rebuild it")
+
         meta_path = directory / _META
         if not meta_path.is_file():
+            if root is not None:
+                raise IndexDamagedError(root, f"{meta_path} is missing")
             raise IndexNotFoundError(
                 f"no keyword index in {directory} ({_META} missing); build it with KeywordIndex.from_chunks"
             )
@@ -357,30 +380,81 @@ class KeywordIndex:
                 for name in _ARRAYS
             }
             vocab_text = (directory / _VOCABULARY).read_text(encoding="utf-8")
-        except (OSError, ValueError) as error:
-            raise IndexNotFoundError(f"keyword index in {directory} is unreadable ({error}); rebuild it") from error
+        except (OSError, ValueError, EOFError) as error:
+            detail = " ".join(str(error).split())[:200]
+            raise problem(f"keyword index in {directory} is unreadable ({detail})", IndexNotFoundError) from None
+        if not isinstance(meta, dict):
+            raise problem(f"keyword index header {meta_path} is not a JSON object", IndexNotFoundError)
         if meta.get("format") != FORMAT_VERSION or meta.get("match") not in MATCH_MODES:
             raise IndexMismatchError(
                 f"keyword index in {directory} has format {meta.get('format')!r}, this version reads "
                 f"{FORMAT_VERSION}; rebuild it"
             )
         if meta.get("chunks") != len(chunks) or meta.get("fingerprint") != _fingerprint(chunks):
-            raise IndexMismatchError(
+            raise problem(
                 f"keyword index in {directory} was built from other chunks ({meta.get('chunks')} "
-                f"indexed, {len(chunks)} given); rebuild it from the current corpus"
+                f"indexed, {len(chunks)} given)",
+                IndexMismatchError,
             )
         vocabulary = vocab_text.split("\n") if vocab_text else []
         offsets, starts = arrays["offsets"], arrays["starts"]
+        for name, (kind, sizes) in _ARRAY_TYPES.items():
+            array = arrays[name]
+            if array.ndim != 1 or array.dtype.kind != kind or array.dtype.itemsize not in sizes:
+                raise problem(
+                    f"keyword array {name} in {directory} has type {array.dtype}{array.shape}", IndexNotFoundError
+                )
         if (
             len(vocabulary) != meta.get("vocabulary")
             or len(offsets) != len(vocabulary) + 1
             or len(arrays["occ_chunk"]) != len(arrays["occ_pos"])
+            or int(offsets[0]) != 0
             or int(offsets[-1]) != len(arrays["occ_chunk"])
             or len(starts) != len(chunks) + 1
+            or int(starts[0]) != 0
             or int(starts[-1]) != len(arrays["text"])
         ):
-            raise IndexNotFoundError(f"keyword index in {directory} is incomplete; rebuild it")
-        return cls(match=meta["match"], vocabulary=vocabulary, fingerprint=meta["fingerprint"], **arrays)
+            raise problem(f"keyword index in {directory} is incomplete", IndexNotFoundError)
+        return cls(match=meta["match"], vocabulary=vocabulary, fingerprint=meta["fingerprint"], root=root, **arrays)
+
+    def check(self) -> None:
+        """Check every element of the arrays against the invariants searches rely on (``arag verify``).
+
+        Sorted vocabulary; offsets rising; each word's occurrences in corpus order, in range, inside
+        their chunk; chunk texts back to back with one NUL after each. Raises the damage error.
+        """
+        n = len(self)
+        vocab = self._vocab
+        if any(a >= b for a, b in itertools.pairwise(vocab)):
+            self._damaged("the keyword vocabulary is not sorted")
+        if len(self._offsets) > 1 and not bool(np.all(np.diff(self._offsets) >= 0)):
+            self._damaged("the keyword offsets are not in order")
+        if not bool(np.all(np.diff(self._starts) >= 1)) or (n and not bool(np.all(self._text[self._ends] == 0))):
+            self._damaged("the keyword index's chunk texts are not where their offsets say")
+        word_start = np.zeros(len(self._occ_chunk) + 1, bool)
+        word_start[self._offsets[:-1]] = True  # an occurrence that begins a word's run may go back
+        lengths = self._ends - self._starts[:-1]
+        for a in range(0, len(self._occ_chunk), _CHECK_BLOCK):
+            b = min(a + _CHECK_BLOCK, len(self._occ_chunk))
+            chunk = np.asarray(self._occ_chunk[a:b], np.int64)
+            if len(chunk) and (int(chunk.min()) < 0 or int(chunk.max()) >= n):
+                self._damaged("a keyword occurrence points at a chunk that does not exist")
+            if not bool(np.all(np.asarray(self._occ_pos[a:b], np.int64) < lengths[chunk])):
+                self._damaged("a keyword occurrence lies outside its chunk")
+            if a:
+                chunk = np.concatenate(([int(self._occ_chunk[a - 1])], chunk))
+            back = np.flatnonzero(np.diff(chunk) < 0) + max(a, 1)
+            if len(back) and not bool(np.all(word_start[back])):
+                self._damaged("keyword occurrences are out of corpus order")
+
+    def _damaged(self, problem: str) -> None:
+        raise IndexDamagedError(self._root if self._root is not None else "DIR", problem)
+
+    def _chunk_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Chunk indices read from ``occ_chunk``, checked before they index anything."""
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(self)):
+            self._damaged("a keyword occurrence points at a chunk that does not exist (run `arag verify`)")
+        return ids
 
     # -- searching ----------------------------------------------------------------------------
 
@@ -449,7 +523,7 @@ class KeywordIndex:
     def _prefix_counts(self, prefix: str) -> _Counts:
         """Every word starting with ``prefix`` is one match: count occurrences per chunk."""
         lo, hi = self._prefix_range(prefix)
-        seg = self._occ_chunk[self._offsets[lo] : self._offsets[hi]]
+        seg = self._chunk_ids(self._occ_chunk[self._occ_range(lo, hi)])
         if hi - lo == 1:
             return _runs(seg)  # one word: its occurrences are already in corpus order
         if len(seg) > len(self) // 8:
@@ -458,6 +532,13 @@ class KeywordIndex:
             return ids, per_chunk[ids]
         ids, counts = np.unique(seg, return_counts=True)
         return ids.astype(np.int64), counts
+
+    def _occ_range(self, lo: int, hi: int) -> slice:
+        """The occurrences of vocabulary words ``lo:hi``, refusing offsets that run backwards or past the end."""
+        a, b = int(self._offsets[lo]), int(self._offsets[hi])
+        if not 0 <= a <= b <= len(self._occ_chunk):
+            self._damaged("the keyword offsets are out of range (run `arag verify`)")
+        return slice(a, b)
 
     def _phrase_counts(self, keyword: str) -> _Counts:
         """Keywords with several words or punctuation, verified against the stored text.
@@ -485,8 +566,8 @@ class KeywordIndex:
                 best = (count, lo, hi, shift, shift + len(_utf8(word.group())))
         assert best is not None  # the keyword has a word character, or it would be ignored
         _, lo, hi, shift, anchor_end = best
-        a, b = int(self._offsets[lo]), int(self._offsets[hi])
-        chunk, pos = self._occ_chunk[a:b], self._occ_pos[a:b]
+        occurrences = self._occ_range(lo, hi)
+        chunk, pos = self._chunk_ids(self._occ_chunk[occurrences]), self._occ_pos[occurrences]
         if shift:
             inside = pos >= shift  # the keyword cannot begin before its chunk
             chunk, pos = chunk[inside], pos[inside]
@@ -547,6 +628,11 @@ class KeywordIndex:
             return ids, counts[ids]
         at = np.fromiter((m.start() for m in re.finditer(re.escape(needle), buffer)), np.int64)
         return _runs(np.searchsorted(self._starts, at, side="right") - 1)
+
+
+def keyword_files() -> list[str]:
+    """The names of the files :meth:`KeywordIndex.save` writes (for checksums)."""
+    return [_META, _VOCABULARY, *(_array_path(Path(), name).name for name in _ARRAYS)]
 
 
 def _array_path(directory: Path, name: str) -> Path:

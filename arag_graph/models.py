@@ -19,6 +19,7 @@ server that accepts and never answers ends a run in about 90 s.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
     from arag_graph.index import HierarchicalIndex
 
 OFFLINE = "offline"
-TIMEOUT_SECONDS = 30.0
-"""Default seconds per model request attempt (``$ARAG_MODEL_TIMEOUT`` overrides it)."""
-MAX_RETRIES = 2
-"""Default retries of a model request (``$ARAG_MODEL_RETRIES`` overrides it)."""
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 2
+TIMEOUT_RANGE = (0.1, 3600.0)
+RETRIES_RANGE = (0, 10)
+TIMEOUT_ENV, RETRIES_ENV = "ARAG_MODEL_TIMEOUT", "ARAG_MODEL_RETRIES"
 _SPEC = re.compile(r"^(?:(?P<provider>openai):)?(?P<name>[A-Za-z0-9][\w.:/@+-]*)$")
 
 
@@ -46,18 +48,29 @@ def _number_from_env(name: str, default: float, low: float, high: float) -> floa
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
+        value = math.nan
     if not low <= value <= high:  # also refuses NaN
         raise ModelSpecError(f"${name}={text!r} is not usable; give a number from {low:g} to {high:g}")
     return value
 
 
 def request_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
-    """Seconds per attempt and retries of a model request: given, else from the environment, else defaults."""
-    if not timeout or timeout <= 0:
-        timeout = _number_from_env("ARAG_MODEL_TIMEOUT", TIMEOUT_SECONDS, 0.001, 3600)
+    """Seconds per attempt and retries of a model request: given, else from the environment, else defaults.
+
+    ``timeout`` 0 or None and ``max_retries`` None or negative mean "the default", which is what the
+    graphs' configuration fields hold unless a run sets them. Values out of range are refused with a
+    one-line :class:`ModelSpecError` (an infinite or NaN timeout would be no bound at all).
+    """
+    if timeout is None or timeout == 0:
+        timeout = _number_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
+    elif not TIMEOUT_RANGE[0] <= timeout <= TIMEOUT_RANGE[1]:
+        raise ModelSpecError(
+            f"model timeout {timeout!r} s is not usable; give {TIMEOUT_RANGE[0]:g} to {TIMEOUT_RANGE[1]:g} seconds"
+        )
     if max_retries is None or max_retries < 0:
-        max_retries = int(_number_from_env("ARAG_MODEL_RETRIES", MAX_RETRIES, 0, 10))
+        max_retries = int(_number_from_env(RETRIES_ENV, DEFAULT_RETRIES, *RETRIES_RANGE))
+    elif max_retries > RETRIES_RANGE[1]:
+        raise ModelSpecError(f"model retries {max_retries} is too many; give 0 to {RETRIES_RANGE[1]}")
     return float(timeout), int(max_retries)
 
 
@@ -85,7 +98,9 @@ def resolve_chat_model(
     """Turn a model spec into a chat model (instances pass through unchanged).
 
     ``index`` is only used by the offline policy, which reads chunk text to answer extractively.
-    Raises :class:`ModelSpecError` with a one-line fix for an unknown spec or missing credentials.
+    ``timeout`` (seconds per attempt) and ``max_retries`` bound every request (see
+    :func:`request_limits`). Raises :class:`ModelSpecError` with a one-line fix for an unknown spec,
+    missing credentials or request limits out of range.
     """
     if isinstance(spec, BaseChatModel):
         return spec
@@ -191,3 +206,38 @@ def _chat_openai(
     elif temperature is not None:
         kwargs["temperature"] = temperature
     return CompleteReplyChatOpenAI(**kwargs)
+
+
+def with_settings(
+    model: BaseChatModel,
+    *,
+    temperature: float | None = None,
+    reasoning_effort: str | None = None,
+    max_tokens: int | None = None,
+) -> BaseChatModel:
+    """``model`` with a run's settings on the fields it has: a copy when one changes, else itself.
+
+    A model instance passed to a graph builder is not resolved from the run's context, so without
+    this a run's ``reasoning_effort`` (or the temperature CoRAG samples its chains at) would never
+    reach it. LangChain chat models keep these as pydantic fields read at request time
+    (``ChatOpenAI``'s ``temperature``, ``reasoning_effort`` and ``max_tokens``, ``ChatAnthropic``'s
+    ``temperature``), so a shallow copy with the field set sends them and shares the caller's client;
+    the caller's own object is never changed. A model without such a field (the offline policy,
+    scripted test models) is returned as it is: it decides for itself. As for models resolved from a
+    name, a reasoning model (``reasoning_effort`` set, given or its own) takes no temperature.
+    """
+    fields = type(model).model_fields
+    wanted: dict[str, Any] = {"reasoning_effort": reasoning_effort or None, "max_tokens": max_tokens}
+    if not (reasoning_effort or getattr(model, "reasoning_effort", None)):
+        wanted["temperature"] = temperature
+    update = {
+        name: value
+        for name, value in wanted.items()
+        if value is not None and name in fields and getattr(model, name, None) != value
+    }
+    return model.model_copy(update=update) if update else model
+
+
+def supports_setting(model: BaseChatModel, name: str) -> bool:
+    """Whether :func:`with_settings` can set ``name`` (``temperature``, ...) on ``model``."""
+    return name in type(model).model_fields

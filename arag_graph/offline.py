@@ -24,13 +24,16 @@ came from.
 
 The non-agentic graphs (Naive RAG, CoRAG, SRAG, Direct) do not converse with the policy: they ask
 :class:`OfflineBackbone` typed questions (the question, the passages, the chain so far) and it
-answers each with a documented rule below, without ever seeing a prompt.
+answers each with a documented rule below, without ever seeing a prompt. The policy has no
+temperature, so CoRAG's sampled chains (best-of-N, tree search) get fixed variants of its
+reformulation rule instead (:func:`offline_reformulation`): every decoding strategy runs
+deterministically offline.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +49,17 @@ from arag_graph.embeddings import embed_texts
 from arag_graph.prompts import passages_text
 from arag_graph.retrievers import Passage, rrf_scores
 from arag_graph.sentences import split_sentences
-from arag_graph.structured import Decomposition, Reformulation, Route, SubQuestion, Sufficiency, Triplet, Triplets
+from arag_graph.structured import (
+    NO_RELEVANT_INFORMATION,
+    Decomposition,
+    Reformulation,
+    Route,
+    SubAnswer,
+    SubQuestion,
+    Sufficiency,
+    Triplet,
+    Triplets,
+)
 
 _QUESTION_WORDS = {
     "who", "what", "which", "when", "where", "why", "how", "whose", "whom", "is", "are", "was", "were",
@@ -71,6 +84,8 @@ _CHUNK_BLOCK = re.compile(r"^\[chunk ([^\]\n]+)\]", re.MULTILINE)
 NOT_FOUND = "Answer: I could not find information about this in the collection."
 READS_PER_CALL = 2
 HOP2_BONUS = 0.1
+SAMPLED_HOPS = 8
+"""Names a sampled CoRAG chain may hop through (see :func:`offline_reformulation`)."""
 
 
 def _is_capitalised(token: str) -> bool:
@@ -121,6 +136,31 @@ def salient_spans(text: str, limit: int = 4) -> list[str]:
 
 def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS and len(w) > 1}
+
+
+def bridge_names(question: str, chunks: Iterable[tuple[str, Sequence[str]]], limit: int = 2) -> list[str]:
+    """Names in ``chunks`` (each a title and its sentences) that the question does not mention, best first.
+
+    Candidates come from the sentences sharing most words with the question: in a bridge
+    question, the sentence that matches the question is the one that names the next entity.
+    A chunk's own title, years and calendar words are not hops.
+    """
+    q_lower, q_words = question.lower(), content_words(question)
+    scored: list[tuple[float, str]] = []
+    for title, sentences in chunks:
+        title = (title or "").lower()
+        for sentence in sentences:
+            overlap = len(q_words & content_words(sentence))
+            for span in salient_spans(sentence, limit=6):
+                if span.lower() in q_lower or span.lower() in title or _NUMBER.match(span):
+                    continue
+                if span.lower() in _CALENDAR:
+                    continue
+                # Quoted titles and multi-word names make better hops than single words.
+                bonus = (0.5 if f'"{span}"' in sentence else 0.0) + (0.25 if " " in span else 0.0)
+                scored.append((overlap + bonus, span))
+    scored.sort(key=lambda x: -x[0])
+    return list(dict.fromkeys(span for _, span in scored))[:limit]
 
 
 def _step_of(call_id: str | None) -> str:
@@ -256,32 +296,15 @@ class OfflinePolicy(BaseChatModel):
         return {"chunk_ids": unread} if unread else None
 
     def _bridges(self, turn: _Turn) -> list[str]:
-        """Names in the first-hop chunks that the question does not mention.
-
-        Candidates come from the sentences sharing most words with the question: in a bridge
-        question, the sentence that matches the question is the one that names the next entity.
-        """
+        """Names in the first-hop chunks that the question does not mention (see :func:`bridge_names`)."""
         if self.index is None:
             return []
-        q_lower, q_words = turn.question.lower(), content_words(turn.question)
-        scored: list[tuple[float, str]] = []
-        for cid in turn.read(("read1", "kw1", "sem1")):
-            chunk = self.index.get_chunk(cid)
-            if chunk is None:
-                continue
-            title = (chunk.title or "").lower()
-            for sentence in chunk.sentence_texts() or [chunk.text]:
-                overlap = len(q_words & content_words(sentence))
-                for span in salient_spans(sentence, limit=6):
-                    if span.lower() in q_lower or span.lower() in title or _NUMBER.match(span):
-                        continue
-                    if span.lower() in _CALENDAR:
-                        continue
-                    # Quoted titles and multi-word names make better hops than single words.
-                    bonus = (0.5 if f'"{span}"' in sentence else 0.0) + (0.25 if " " in span else 0.0)
-                    scored.append((overlap + bonus, span))
-        scored.sort(key=lambda x: -x[0])
-        return list(dict.fromkeys(span for _, span in scored))[:2]
+        chunks = [
+            (chunk.title or "", chunk.sentence_texts() or [chunk.text])
+            for cid in turn.read(("read1", "kw1", "sem1"))
+            if (chunk := self.index.get_chunk(cid)) is not None
+        ]
+        return bridge_names(turn.question, chunks)
 
     def _bridge_keywords(self, turn: _Turn) -> dict[str, Any] | None:
         bridges = self._bridges(turn)
@@ -381,16 +404,52 @@ def offline_sufficiency(question: str, context: str) -> Sufficiency:
     )
 
 
-def offline_reformulation(question: str, missing: str) -> Reformulation:
+def offline_reformulation(
+    question: str, missing: str, passages: Sequence[Passage] = (), *, sample: int = 0
+) -> Reformulation:
     """CoRAG's next query: the missing information followed by the question's other salient names,
     which anchor it; the question itself when nothing is said to be missing. Not the whole question
     again: its words would make every reformulation a near-repeat of the first query, which CoRAG's
-    loop detection stops."""
+    loop detection stops.
+
+    The policy has no temperature, so the decoding strategies' *sampled* chains (``sample`` = k > 0:
+    best-of-N's chains after the first, the tree's other candidates and its rollouts) get a fixed
+    variant instead: a hop through the k-th name (cyclically) that the passages give and the question
+    does not mention (:func:`bridge_names`, the agent's second-hop rule), followed by the missing
+    information; without such a name, the k-th missing term (cyclically) with the anchors. The same
+    chain therefore gets the same queries on every run."""
     missing = " ".join(missing.split())
     if not missing:
         return Reformulation(query=question)
     anchors = [s for s in salient_spans(question, limit=8) if s.lower() not in missing.lower()]
-    return Reformulation(query=" ".join([missing, *anchors]))
+    if sample <= 0:
+        return Reformulation(query=" ".join([missing, *anchors]))
+    chunks = [(p.title or "", split_sentences(p.text)) for p in passages]
+    names = bridge_names(question, chunks, limit=SAMPLED_HOPS)
+    if names:
+        return Reformulation(query=f"{names[(sample - 1) % len(names)]} {missing}")
+    terms = [t.strip() for t in missing.split(",") if t.strip()] or [missing]
+    return Reformulation(query=" ".join([terms[(sample - 1) % len(terms)], *anchors]))
+
+
+def offline_sub_answer(query: str, passages: Sequence[Passage]) -> SubAnswer:
+    """CoRAG's sub-answer of a step: the sentence of the step's passages sharing most content words
+    with its query (the earlier passage and sentence on ties), followed by its chunk ID; its
+    confidence is the share of the query's content words found in those passages. When no sentence
+    shares a word with the query: "No relevant information found", confidence 0."""
+    words = content_words(query)
+    best: tuple[int, str, str] | None = None
+    found: set[str] = set()
+    for p in passages:
+        for sentence in split_sentences(p.text):
+            shared = words & content_words(sentence)
+            found |= shared
+            if shared and (best is None or len(shared) > best[0]):
+                best = (len(shared), " ".join(sentence.split()), p.chunk_id)
+    if best is None:
+        return SubAnswer(answer=NO_RELEVANT_INFORMATION, confidence=0.0)
+    _, sentence, chunk_id = best
+    return SubAnswer(answer=f"{sentence} [{chunk_id}]", confidence=round(len(found) / len(words), 3))
 
 
 def offline_decomposition(question: str) -> Decomposition:
@@ -486,9 +545,18 @@ class OfflineBackbone(Backbone):
         return _rule("sufficiency", lambda: (offline_sufficiency(question, passages_text(passages)), None))
 
     def reformulation(
-        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]], missing: str
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        chain: Sequence[Mapping[str, Any]],
+        missing: str,
+        *,
+        sample: int = 0,
     ) -> Step[Structured[Reformulation]]:
-        return _rule("reformulation", lambda: (offline_reformulation(question, missing), None))
+        return _rule("reformulation", lambda: (offline_reformulation(question, missing, passages, sample=sample), None))
+
+    def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
+        return _rule("sub_answer", lambda: (offline_sub_answer(query, passages), None))
 
     def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
         return _rule("decomposition", lambda: (offline_decomposition(question), None))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -32,6 +32,7 @@ def start_update(state: RunState) -> dict[str, Any]:
         "answer": "",
         "citations": [],
         "error": None,
+        "warnings": [],  # a graph with no warnings channel ignores the key
     }
     if given is not None and not isinstance(given, str):
         update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
@@ -138,8 +139,24 @@ def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
     return messages
 
 
+def _is_step(message: AnyMessage) -> TypeGuard[ToolMessage]:
+    """A tool message that answers a call that ran (or was refused as malformed): one step."""
+    if not isinstance(message, ToolMessage):
+        return False
+    return not (isinstance(message.artifact, dict) and message.artifact.get("not_run"))
+
+
+def turn_steps(messages: Sequence[AnyMessage]) -> int:
+    """The steps of this turn, as :func:`turn_progress` counts them, without building the rest.
+
+    The step cap is checked before every tool call and after every tool turn; counting alone keeps
+    that check from rebuilding the whole trajectory each time.
+    """
+    return sum(1 for message in current_turn(messages) if _is_step(message))
+
+
 def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
-    """Steps, retrieved tokens, trajectory and chunks of this turn, read off its tool messages.
+    """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
 
     Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
@@ -150,15 +167,14 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
     trajectory: list[dict[str, Any]] = []
     read: list[str] = []
     shown: list[str] = []
+    warnings: list[str] = []
     for message in current_turn(messages):
         if isinstance(message, AIMessage):
             calls.update({c.get("id") or "": c for c in pending_tool_calls(message)})
             continue
-        if not isinstance(message, ToolMessage):
+        if not _is_step(message):
             continue
         artifact = message.artifact if isinstance(message.artifact, dict) else {}
-        if artifact.get("not_run"):
-            continue
         call = calls.get(message.tool_call_id, {})
         chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
         trajectory.append(
@@ -172,12 +188,15 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
         )
         read.extend(str(i) for i in artifact.get("read") or [])
         shown.extend(chunk_ids)
+        if artifact.get("warning"):
+            warnings.append(f"step {len(trajectory)}: {artifact['warning']}")
     return {
         "steps": len(trajectory),
         "retrieved_tokens": sum(step["tokens"] for step in trajectory),
         "trajectory": trajectory,
         "read_chunks": list(dict.fromkeys(read)),
         "retrieved_chunks": list(dict.fromkeys(shown)),
+        "warnings": warnings,
     }
 
 

@@ -182,6 +182,16 @@ searches above. When the passages name the entity the missing fact is about (the
 place that the question describes only indirectly), put that name in the query.\
 """
 
+SUB_ANSWER_PROMPT = """\
+A search for "{query}" returned the documents below, best first.
+
+{passages}
+
+Answer the search query itself (not any larger question) in a few words, using only these \
+documents. If they do not answer it, the answer is exactly: {no_information}
+Then say how sure you are, between 0 and 1, that the documents answer the query.\
+"""
+
 # ---------------------------------------------------------------------------------------------
 # SRAG
 

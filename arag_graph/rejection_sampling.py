@@ -2,15 +2,19 @@
 
 For every QA pair, sample ``n`` retrieval chains with the ``corag`` graph at a temperature above
 zero, keep the chains whose final answer matches a gold alias (Contain-Acc's substring rule or
-CoRAG's exact match, from :mod:`arag_graph.evaluators.answers`), and append each kept chain as one JSON Lines
+CoRAG's exact match), and append each kept chain as one JSON Lines
 record: the question and its gold answers, the chain of queries with each step's intermediate
 reasoning (the sufficiency check's ``reasoning``, this graph's sub-answer) and chunk IDs, and the
-final answer with its citations.
+final answer with its citations. The match is :mod:`arag_graph.answers`' (the library's, which the
+evaluators use too; the library never imports the evaluation package).
 
 Runs are resumable. After a question is done, a line ``{"id", "sampled", "kept", "failed"}`` goes
 to a progress file beside the output (``chains.jsonl`` -> ``chains.progress.jsonl``); a later run
 with ``resume=True`` skips the questions named there or in the output, so an interrupted run picks
-up where it stopped and never writes a question's chains twice. Output is only ever appended to.
+up where it stopped and never writes a question's chains twice. Both are JSON Lines files
+(:class:`arag_graph.jsonl.JsonLinesFile`): output is only appended to, a line cut short by a kill
+is dropped, and a file that holds anything but this command's records (someone else's JSON Lines,
+a directory) is refused with one line before any chain is sampled, and left as it was.
 
 Temperature: a model given as a spec string (``gpt-4o-mini``) is created at the sampling
 temperature; a model instance is copied with its ``temperature`` field set when it has one
@@ -22,7 +26,7 @@ take no temperature either.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -31,14 +35,16 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
+from arag_graph.answers import contain_match, exact_match
 from arag_graph.configuration import CoragContext
 from arag_graph.corag import build_corag_graph
 from arag_graph.datasets import Question
 from arag_graph.errors import AragError
+from arag_graph.jsonl import JsonLinesFile
 from arag_graph.models import OFFLINE
 from arag_graph.runtime import IndexLike
 
-__all__ = ["MatchRule", "RejectionStats", "chain_record", "progress_path", "rejection_sample"]
+__all__ = ["MatchRule", "RejectionStats", "chain_record", "open_outputs", "progress_path", "rejection_sample"]
 
 MatchRule = Literal["contain", "em"]
 MATCH_RULES: tuple[str, ...] = ("contain", "em")
@@ -70,6 +76,38 @@ class RejectionStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "acceptance_rate": round(self.acceptance_rate, 4)}
+
+
+def _is_chain(record: object) -> bool:
+    return isinstance(record, dict) and {"id", "chain", "final_answer"} <= record.keys()
+
+
+def _is_progress(record: object) -> bool:
+    return isinstance(record, dict) and {"id", "sampled"} <= record.keys()
+
+
+def open_outputs(out: str | os.PathLike[str]) -> tuple[JsonLinesFile, JsonLinesFile]:
+    """The chains file and its progress file, read back for resuming.
+
+    Raises the one-line :class:`AragError` for a path that is a directory, or a file that holds
+    anything but records this command wrote (nothing in it is changed). Cheap, so the CLI calls it
+    before it loads an index.
+    """
+    path = Path(out)
+    fix = "choose another --out (sample-chains writes only its own chains files)"
+    chains = JsonLinesFile(
+        path,
+        key="id",
+        owns=_is_chain,
+        complete=lambda r: isinstance(r.get("chain"), list),
+        unique=False,  # n chains per question
+        what="a chain record of arag sample-chains",
+        fix=fix,
+    )
+    progress = JsonLinesFile(
+        progress_path(path), key="id", owns=_is_progress, what="a progress line of arag sample-chains", fix=fix
+    )
+    return chains, progress
 
 
 def progress_path(out: str | os.PathLike[str]) -> Path:
@@ -122,12 +160,12 @@ def check_settings(
 
     Separate from :func:`rejection_sample` so the CLI can check everything before it prints a line.
     """
-    if n < 1:
-        raise AragError(f"rejection sampling needs n >= 1 chains per question, got {n}")
-    if temperature <= 0:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise AragError(f"rejection sampling needs n >= 1 chains per question, got {n!r}")
+    if not (math.isfinite(temperature) and 0 < temperature <= 2):  # NaN fails this test too
         raise AragError(
-            f"rejection sampling needs a temperature above zero to get different chains, got {temperature}; "
-            "use for example 0.7"
+            f"rejection sampling needs a temperature above zero (at most 2) to get different chains, got "
+            f"{temperature}; use for example 0.7"
         )
     if match not in MATCH_RULES:
         raise AragError(f"unknown match rule {match!r}; use 'contain' (Contain-Acc) or 'em' (exact match)")
@@ -158,15 +196,15 @@ def rejection_sample(
     progress display. Raises :class:`AragError` for a setting that cannot work.
     """
     cfg = check_settings(n=n, temperature=temperature, max_steps=max_steps, match=match, context=context)
+    if max_concurrency < 1:
+        raise AragError(f"max_concurrency {max_concurrency} is not a number of chains at once; give 1 or more")
+    chains, progress = open_outputs(out)
     sampler, applied = _at_temperature(model, temperature, cfg)
     graph = build_corag_graph(index, sampler)
-    is_match = _matcher(match)
+    is_match = contain_match if match == "contain" else exact_match
 
-    out_path = Path(out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    progress = progress_path(out_path)
-    done = _done_ids(out_path, progress) if resume else set()
-    stats = RejectionStats(out=str(out_path), progress=str(progress), temperature_applied=applied)
+    done = set(progress.keys) | set(chains.keys) if resume else set()
+    stats = RejectionStats(out=str(chains.path), progress=str(progress.path), temperature_applied=applied)
     record_temperature = temperature if applied else None
 
     for question in questions:
@@ -176,7 +214,7 @@ def rejection_sample(
             continue
         outputs = graph.batch(
             [{"question": question.question}] * n,
-            {"max_concurrency": max(1, max_concurrency)},
+            {"max_concurrency": max_concurrency},
             return_exceptions=True,
             context=cfg,
         )
@@ -190,8 +228,8 @@ def rejection_sample(
                 kept.append(chain_record(question, output, sample=sample, match=match, temperature=record_temperature))
         # Chains first, then the progress line: a crash in between leaves the question in the
         # output, which resuming also treats as done, so no chain is ever written twice.
-        _append(out_path, kept)
-        _append(progress, [{"id": question.id, "sampled": n, "kept": len(kept), "failed": failed}])
+        chains.add_many(kept)
+        progress.add({"id": question.id, "sampled": n, "kept": len(kept), "failed": failed})
         done.add(question.id)
         stats.chains += n
         stats.kept += len(kept)
@@ -211,41 +249,3 @@ def _at_temperature(model: BaseChatModel | str, temperature: float, cfg: CoragCo
         # A copy, so the caller's model keeps its own setting; clients are shared, not reopened.
         return model.model_copy(update={"temperature": temperature}), True
     return model, False
-
-
-def _matcher(match: MatchRule) -> Callable[[str, tuple[str, ...]], bool]:
-    # Imported here: the library itself does not load the evaluation package.
-    from arag_graph.evaluators.answers import contain_match, exact_match
-
-    return contain_match if match == "contain" else exact_match
-
-
-def _done_ids(out: Path, progress: Path) -> set[str]:
-    """Question IDs an earlier run finished: named in the progress file or present in the output."""
-    done: set[str] = set()
-    for path in (progress, out):
-        if not path.exists():
-            continue
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by an interrupted run
-                if isinstance(record, dict) and record.get("id") is not None:
-                    done.add(str(record["id"]))
-    return done
-
-
-def _append(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    if not text:
-        return
-    with path.open("a+", encoding="utf-8") as f:
-        # A line cut short by an interrupted run must not swallow the first new record.
-        if f.tell() > 0:
-            f.seek(f.tell() - 1)
-            if f.read(1) != "\n":
-                text = "\n" + text
-        f.write(text)
-        f.flush()

@@ -134,7 +134,7 @@ def retrieve(
 
 
 def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | None = None) -> list[Passage]:
-    """Whole chunks, or with ``window`` each hit's matched sentences with ``window`` neighbours each side.
+    """Whole chunks, or with ``window`` each hit's matched sentences inside windows of ``window`` sentences.
 
     Sentence windows need sentence positions, which dense hits carry; a hit without them (BM25)
     falls back to its whole chunk. For ARAGOG's method proper (the top-k *sentences*, each in its
@@ -153,10 +153,16 @@ def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | 
 
 
 def window_text(chunk: Chunk, positions: Iterable[int], window: int) -> str:
-    """The sentences at ``positions`` with ``window`` neighbours each side, runs joined by " ... "."""
+    """The sentences at ``positions``, each centred in a window of ``window`` sentences; runs joined by " ... ".
+
+    ARAGOG's definition: the window counts sentences in total, ``start = pos - window // 2`` and
+    ``end = pos + window // 2 + 1``, so a window of 3 is the sentence with one neighbour on each side
+    and a window of 1 the sentence alone. Windows that meet or overlap are merged.
+    """
+    half = max(0, window) // 2
     keep: set[int] = set()
     for p in positions:
-        keep.update(range(max(0, p - window), min(len(chunk.sentences), p + window + 1)))
+        keep.update(range(max(0, p - half), min(len(chunk.sentences), p + half + 1)))
     runs: list[list[int]] = []
     for p in sorted(keep):
         if runs and p == runs[-1][-1] + 1:

@@ -25,10 +25,11 @@ from arag_graph.backbone import Backbone, ChatBackbone
 from arag_graph.configuration import GraphContext
 from arag_graph.errors import AragError
 from arag_graph.index import HierarchicalIndex, load_index
-from arag_graph.models import resolve_chat_model
+from arag_graph.models import resolve_chat_model, with_settings
 from arag_graph.offline import OfflineBackbone, OfflinePolicy
 from arag_graph.policy import ServingPolicy
 from arag_graph.sample import default_sample_index_path, ensure_sample_index
+from arag_graph.tracing import local_tracing_guard
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 
@@ -95,7 +96,13 @@ def run_index(runtime: Any, bound: Bound) -> HierarchicalIndex:
 
 
 def run_of(runtime: Any, bound: Bound) -> Run:
-    """Resolve a run: its context (ours, or the defaults when it carries another graph's), index, model."""
+    """Resolve a run: its context (ours, or the defaults when it carries another graph's), index, model.
+
+    A model instance fixed by the builder gets the model settings the run's context sets
+    (:func:`explicit_model_settings`: ``reasoning_effort``, ``temperature``, ``max_tokens``) where
+    it has those fields (:func:`~arag_graph.models.with_settings`); a model named by a string is
+    created with them.
+    """
     ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
     choice = ctx.choice()
     index = run_index(runtime, bound)
@@ -109,7 +116,21 @@ def run_of(runtime: Any, bound: Bound) -> Run:
         max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
         index=index,
     )
+    if isinstance(bound.model, BaseChatModel):
+        model = with_settings(model, **explicit_model_settings(ctx))
     return Run(bound.graph, ctx, index, model, backbone_for(model))
+
+
+_MODEL_SETTINGS = ("temperature", "reasoning_effort", "max_tokens")
+
+
+def explicit_model_settings(ctx: GraphContext) -> dict[str, Any]:
+    """The model settings a run's context sets itself, for a model instance the builder was given.
+
+    Only those the context names: a model built with its own temperature keeps it unless the run
+    asks for another, rather than being reset to the context's default of 0.
+    """
+    return {name: getattr(ctx, name) for name in _MODEL_SETTINGS if name in ctx.model_fields_set}
 
 
 def index_label(bound: Bound, ctx: GraphContext) -> str:
@@ -178,6 +199,20 @@ class TracedGraph(CompiledStateGraph):
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         return super().astream(input, self._traced(config, context), context=context, **kwargs)
+
+    # langsmith.evaluate(graph, ..., upload_results=False) calls invoke under LangSmith's local
+    # tracing mode, in which langchain-core would still post every node's run to the client's URL
+    # (arag_graph.tracing): the guard keeps the plain call offline. stream() cannot take it (its
+    # callbacks are set up when iteration starts, outside this call).
+    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        with local_tracing_guard():
+            return super().invoke(input, config, context=context, **kwargs)
+
+    async def ainvoke(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Any:
+        with local_tracing_guard():
+            return await super().ainvoke(input, config, context=context, **kwargs)
 
 
 def traced_graph(graph: CompiledStateGraph, bound: Bound) -> TracedGraph:

@@ -14,12 +14,17 @@ the sentence's text. The file is memory-mapped read-only, so processes serving t
 its pages, and threads can query it at once.
 
 The build streams vectors into the file block by block (:class:`MatrixWriter`): an index build
-never holds more than one block of vectors in memory, whatever the corpus size.
+never holds more than one block of vectors in memory, whatever the corpus size. The file is one of
+the build's files like any other: its checksum is in the manifest and checked on every load
+(:mod:`arag_graph.integrity`), and :meth:`SentenceMatrix.open` refuses a file whose header, size or
+shape does not fit the chunks even without one; every failure is the one-line damage error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,13 +32,34 @@ from typing import Any
 import numpy as np
 
 from arag_graph.documents import Chunk
-from arag_graph.errors import IndexNotFoundError
+from arag_graph.errors import IndexDamagedError
 
 MATRIX_FILE = "sentences.npy"
 # Up to this many sentences an index keeps its vectors in one exact matrix by default; above it, in
 # Chroma's HNSW. Where one overtakes the other, measured with semantic_search as a whole:
 # bench/results/vs_paper.md.
 MATRIX_MAX_SENTENCES = 100_000
+
+
+# Rows read at once by a full check (about 6 MB of 384-dimensional vectors).
+_CHECK_ROWS = 4096
+
+
+def matrix_path(config: dict[str, Any], build_dir: Path, root: Path) -> Path:
+    """The matrix file a manifest names, which must be a plain file name inside the build (a
+    manifest can never point outside its index, nor through a symbolic link)."""
+    name = config.get("path", MATRIX_FILE)
+    if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+        raise IndexDamagedError(
+            root, f"the manifest puts the sentence vectors at {str(name)[:60]!r}, outside its build"
+        )
+    path = build_dir / name
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK(path.lstat().st_mode):
+            raise IndexDamagedError(
+                root, f"the sentence vectors {path} are a symbolic link, which arag does not follow"
+            )
+    return path
 
 
 class SentenceLayout:
@@ -86,31 +112,39 @@ class SentenceMatrix:
     Answers :meth:`query` like :class:`arag_graph.vectorstore.SentenceStore` does, exactly.
     """
 
-    def __init__(self, vectors: np.ndarray, layout: SentenceLayout, config: dict[str, Any]) -> None:
+    def __init__(
+        self, vectors: np.ndarray, layout: SentenceLayout, config: dict[str, Any], root: Path | None = None
+    ) -> None:
         self.vectors = vectors
         self.layout = layout
         self.config = config
+        self.root = root
 
     @classmethod
-    def open(cls, config: dict[str, Any], build_dir: Path, layout: SentenceLayout, dimension: int) -> SentenceMatrix:
-        """Map the matrix a manifest names, checking that it fits the chunks it is loaded with."""
-        path = build_dir / str(config.get("path", MATRIX_FILE))
+    def open(
+        cls, config: dict[str, Any], build_dir: Path, layout: SentenceLayout, dimension: int, root: Path
+    ) -> SentenceMatrix:
+        """Map the matrix a manifest names, checking that it is a plain file of this build whose
+        header and size fit the chunks it is loaded with (a truncated or foreign file is damage)."""
+        path = matrix_path(config, build_dir, root)
         try:
             vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise IndexDamagedError(root, f"the sentence vectors {path} are missing") from None
         except (OSError, ValueError) as exc:
-            raise IndexNotFoundError(
-                f"{path}: sentence vectors unreadable ({type(exc).__name__}); rebuild the index with `arag index`"
-            ) from None
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(layout):
-            raise IndexNotFoundError(
-                f"{path}: holds {vectors.shape} {vectors.dtype} vectors where the chunks have {len(layout)} "
-                "float32 sentences; rebuild the index with `arag index`"
+            detail = " ".join(str(exc).split())[:120]
+            raise IndexDamagedError(root, f"the sentence vectors {path} cannot be read ({detail})") from None
+        if not isinstance(vectors, np.ndarray) or vectors.dtype != np.float32 or vectors.ndim != 2:
+            raise IndexDamagedError(root, f"{path} does not hold a float32 matrix of sentence vectors")
+        if vectors.shape[0] != len(layout):
+            raise IndexDamagedError(
+                root, f"{path} holds {vectors.shape[0]} vectors, the chunks have {len(layout)} sentences"
             )
         if len(layout) and vectors.shape[1] != dimension:
-            raise IndexNotFoundError(
-                f"{path}: vectors of dimension {vectors.shape[1]}, the manifest says {dimension}; rebuild the index"
+            raise IndexDamagedError(
+                root, f"{path} holds vectors of dimension {vectors.shape[1]}, the manifest records {dimension}"
             )
-        return cls(vectors, layout, config)
+        return cls(vectors, layout, config, root)
 
     def query(self, vector: Sequence[float] | np.ndarray, n: int) -> list[tuple[str, int, float]]:
         """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first."""
@@ -129,6 +163,20 @@ class SentenceMatrix:
         rows = np.arange(len(self.layout))
         described = self.layout.describe(rows, np.zeros(len(rows), dtype=np.float32))
         return np.asarray(self.vectors), [(c, p) for c, p, _ in described]
+
+    def check(self) -> int:
+        """Read every row and check what the build wrote: finite unit vectors (or zero ones, for
+        sentences the encoder gave none). For ``arag verify``; returns the number of rows."""
+        for start in range(0, len(self.layout), _CHECK_ROWS):
+            block = np.asarray(self.vectors[start : start + _CHECK_ROWS], dtype=np.float64)
+            norms = np.linalg.norm(block, axis=1)
+            bad = ~(np.isfinite(norms) & ((np.abs(norms - 1.0) < 1e-3) | (norms == 0.0)))
+            if bad.any():
+                row = start + int(np.argmax(bad))
+                raise IndexDamagedError(
+                    self.root or Path("DIR"), f"sentence vector {row} is not what the build wrote (not a unit vector)"
+                )
+        return len(self.layout)
 
     def drop(self) -> None:
         """Nothing to do: the matrix lives in the build directory and goes with it."""

@@ -2,9 +2,9 @@
 
 With a real model we use the provider's structured output (``with_structured_output``). Models
 sometimes return invalid JSON or miss fields; :func:`structured_runnable` retries once and then
-falls back to a documented safe value (not sufficient, a single sub-question, no triplets), so a
-bad reply never crashes a run. The offline policy does not go through here: it answers the same
-requests with its own rules (:mod:`arag_graph.offline`).
+falls back to a documented safe value (not sufficient, no relevant information, a single
+sub-question, no triplets), so a bad reply never crashes a run. The offline policy does not go
+through here: it answers the same requests with its own rules (:mod:`arag_graph.offline`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
+
+NO_RELEVANT_INFORMATION = "No relevant information found"
+"""The sub-answer of a CoRAG step whose documents do not answer its query (the paper's wording)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +82,30 @@ class Reformulation(ModelFacing):
     query: str = Field(description="A search query for the missing information.")
 
 
+class SubAnswer(ModelFacing):
+    """CoRAG's sub-answer: what one step's documents say about that step's query.
+
+    ``confidence`` is this package's stand-in for the CoRAG paper's penalty. The paper scores how
+    likely the model would write "No relevant information found"; chat APIs cannot score a
+    given string, so the model states instead how sure it is that the documents answer the query,
+    and a step's penalty is ``1 - confidence`` (see :func:`arag_graph.corag.step_penalty`).
+    """
+
+    instructions: ClassVar[str] = "The answer to a search query from the documents it retrieved."
+
+    answer: str = Field(
+        description=f"A short answer to the query taken from the documents; exactly '{NO_RELEVANT_INFORMATION}' "
+        "when they do not answer it."
+    )
+    confidence: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="How sure you are that the documents answer the query: 0 when they hold nothing relevant, "
+        "1 when they state the answer plainly.",
+    )
+
+
 class SubQuestion(ModelFacing):
     instructions: ClassVar[str] = "One step of the decomposition."
 
@@ -129,6 +156,7 @@ class Route(ModelFacing):
 FALLBACKS: dict[type[BaseModel], Callable[[str], BaseModel]] = {
     Sufficiency: lambda q: Sufficiency(is_sufficient=False, missing_info="", confidence=0.0),
     Reformulation: lambda q: Reformulation(query=q),
+    SubAnswer: lambda q: SubAnswer(answer=NO_RELEVANT_INFORMATION, confidence=0.0),
     Decomposition: lambda q: Decomposition(sub_questions=[SubQuestion(id=1, question=q)]),
     Triplets: lambda q: Triplets(triplets=[]),
     Route: lambda q: Route(multi_hop=True),

@@ -34,6 +34,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from arag_graph.configuration import TOP_K_MAX, TOP_K_MIN
 from arag_graph.index import HierarchicalIndex, SearchHit
 from arag_graph.prompts import chunk_block
+from arag_graph.retrievers import window_text
 from arag_graph.runtime import index_for_context
 from arag_graph.tokens import count_tokens
 
@@ -181,6 +182,7 @@ def format_search(
     full_text: bool,
     dedupe: bool,
     header: str,
+    snippet_window: int = 1,
 ) -> ToolOutput:
     """Render search hits: snippets by default, whole chunks in the "w/o chunk_read" setting.
 
@@ -203,11 +205,23 @@ def format_search(
             tokens += count_tokens(chunk.text)
             blocks.append(_hit_block(rank, hit, [chunk.text]))
         else:
-            tokens += sum(count_tokens(s) for s in hit.snippets)
-            blocks.append(_hit_block(rank, hit, [f"- {s}" for s in hit.snippets]))
+            snippets = _windowed(index, hit, snippet_window)
+            tokens += sum(count_tokens(s) for s in snippets)
+            blocks.append(_hit_block(rank, hit, [f"- {s}" for s in snippets]))
     footer = "" if full_text else "\nRead a chunk in full with chunk_read(chunk_ids=[...])."
     content = f"{header} found {len(blocks)} chunk(s):\n" + "\n".join(blocks) + footer
     return ToolOutput(content, tokens, [h.chunk_id for h in hits], returned)
+
+
+def _windowed(index: HierarchicalIndex, hit: SearchHit, window: int) -> list[str]:
+    """A hit's snippets, each matched sentence widened to a window of ``window`` sentences."""
+    chunk = index.get_chunk(hit.chunk_id) if window > 1 else None
+    if chunk is None or not chunk.sentences:
+        return list(hit.snippets)
+    positions = hit.positions or tuple(
+        i for i, (start, end) in enumerate(chunk.sentences) if chunk.text[start:end] in hit.snippets
+    )
+    return [window_text(chunk, [p], window) for p in positions] or list(hit.snippets)
 
 
 def keyword_search(
@@ -218,6 +232,7 @@ def keyword_search(
     *,
     full_text: bool = False,
     dedupe: bool = False,
+    snippet_window: int = 1,
 ) -> ToolOutput:
     cleaned = [k.strip() for k in string_list(keywords) if k.strip()]
     usable = [k for k in cleaned if re.search(r"\w", k)]
@@ -234,8 +249,9 @@ def keyword_search(
             "keywords, other spellings, or semantic_search with a descriptive query."
         )
     header = f"keyword_search({usable})"
+    read = set() if read is None else read
     return format_search(
-        index, hits, set() if read is None else read, full_text=full_text, dedupe=dedupe, header=header
+        index, hits, read, full_text=full_text, dedupe=dedupe, header=header, snippet_window=snippet_window
     )
 
 
@@ -248,6 +264,7 @@ def semantic_search(
     full_text: bool = False,
     dedupe: bool = False,
     query_vector: Sequence[float] | None = None,
+    snippet_window: int = 1,
 ) -> ToolOutput:
     query = str(query_text(query) or "").strip()
     if not query:
@@ -259,8 +276,9 @@ def semantic_search(
     if not hits:
         return ToolOutput("semantic_search found nothing: the index is empty.")
     header = f"semantic_search({query!r})"
+    read = set() if read is None else read
     return format_search(
-        index, hits, set() if read is None else read, full_text=full_text, dedupe=dedupe, header=header
+        index, hits, read, full_text=full_text, dedupe=dedupe, header=header, snippet_window=snippet_window
     )
 
 
@@ -378,6 +396,8 @@ class ToolSettings:
     """semantic_search embeds this instead of the query (HyDE's hypothetical passage)."""
     also_read: frozenset[str] = frozenset()
     """Chunks read by earlier calls of the same turn, which the conversation does not show yet."""
+    snippet_window: int = 1
+    """Sentences per snippet, centred on a matched sentence (ARAGOG's sentence window; 1: the sentence)."""
 
 
 def create_retrieval_tools(
@@ -412,12 +432,17 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return read_in(_messages_of(runtime)) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe}
+        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "snippet_window": settings.snippet_window}
         out = keyword_search(_index_of(index, runtime), keywords, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
     def _semantic(query: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "query_vector": settings.query_vector}
+        flags = {
+            "full_text": settings.full_text,
+            "dedupe": settings.dedupe,
+            "query_vector": settings.query_vector,
+            "snippet_window": settings.snippet_window,
+        }
         out = semantic_search(_index_of(index, runtime), query, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 

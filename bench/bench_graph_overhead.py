@@ -2,7 +2,12 @@
 
 Both sides use the same scripted chat model (langchain-core's fake model, replaying tool calls) and
 the same trivial tool, so the difference is LangGraph plus our nodes: state handling, routing,
-the step-cap edge, trajectory accounting. Target (issue 3): under 2 ms per step.
+the step-cap edge, trajectory accounting. Target (issues 3 and 12): under 2 ms per step.
+
+Both wall time and CPU time (``time.process_time``: every thread of the process, so ToolNode's
+worker threads count) are measured per run. The verdict reads CPU time: these machines are shared,
+and a busy neighbour stretches the wall time of thread start-ups and context switches without
+the graph doing more work; the wall figures stay in the table beside it.
 
     .venv/bin/python bench/bench_graph_overhead.py [--steps 15] [--runs 40]
 """
@@ -37,10 +42,23 @@ def script(steps: int) -> list[AIMessage]:
     return [*calls, AIMessage(content="Answer: done")]
 
 
-def plain_loop(steps: int) -> float:
+Timing = tuple[float, float]
+"""(wall seconds, CPU seconds) of one run."""
+
+
+def clocks() -> Timing:
+    return time.perf_counter(), time.process_time()
+
+
+def since(start: Timing) -> Timing:
+    wall, cpu = clocks()
+    return wall - start[0], cpu - start[1]
+
+
+def plain_loop(steps: int) -> Timing:
     model = GenericFakeChatModel(messages=iter(script(steps)))
     messages: list = [HumanMessage("question")]
-    start = time.perf_counter()
+    start = clocks()
     while True:
         reply = model.invoke(messages)
         messages.append(reply)
@@ -49,17 +67,17 @@ def plain_loop(steps: int) -> float:
         for call in reply.tool_calls:
             messages.append(echo.invoke({**call, "type": "tool_call"}))
             assert isinstance(messages[-1], ToolMessage)
-    return time.perf_counter() - start
+    return since(start)
 
 
-def graph_run(graph: object, steps: int) -> float:
+def graph_run(graph: object, steps: int) -> Timing:
     from arag_graph.agent import build_arag_graph
 
     model = GenericFakeChatModel(messages=iter(script(steps)))
     g = build_arag_graph(graph, model, tool_set="none", extra_tools=[echo])  # type: ignore[arg-type]
-    start = time.perf_counter()
+    start = clocks()
     out = g.invoke({"question": "question"}, context={"max_steps": steps + 5})
-    elapsed = time.perf_counter() - start
+    elapsed = since(start)
     assert out["steps"] == steps and out["answer"] == "done", out
     return elapsed
 
@@ -79,20 +97,29 @@ def main() -> None:
     for _ in range(args.runs):  # interleaved, so machine noise hits both sides alike
         graph_times.append(graph_run(index, args.steps))
         loop_times.append(plain_loop(args.steps))
-    g, p = statistics.median(graph_times), statistics.median(loop_times)
+    ms = 1000 / args.steps
+
+    def p50(times: list[Timing], clock: int) -> float:
+        return statistics.median(t[clock] for t in times)
+
+    g, p = p50(graph_times, 0), p50(loop_times, 0)
+    gc, pc = p50(graph_times, 1), p50(loop_times, 1)
     result = {
         "steps_per_run": args.steps,
         "runs": args.runs,
         "graph_ms_per_run_p50": round(g * 1000, 3),
         "loop_ms_per_run_p50": round(p * 1000, 3),
-        "graph_ms_per_step": round(g * 1000 / args.steps, 3),
-        "loop_ms_per_step": round(p * 1000 / args.steps, 3),
-        "overhead_ms_per_step": round((g - p) * 1000 / args.steps, 3),
+        "graph_ms_per_step": round(g * ms, 3),
+        "loop_ms_per_step": round(p * ms, 3),
+        "overhead_ms_per_step": round((g - p) * ms, 3),
+        "graph_cpu_ms_per_step": round(gc * ms, 3),
+        "loop_cpu_ms_per_step": round(pc * ms, 3),
+        "overhead_cpu_ms_per_step": round((gc - pc) * ms, 3),
         "ratio_graph_to_loop": round(g / p, 2),
         "note": "graph time excludes compiling the graph and includes its start and finish nodes",
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
-    result["verdict"] = "MET" if result["overhead_ms_per_step"] < 2.0 else "NOT MET"
+    result["verdict"] = "MET" if result["overhead_cpu_ms_per_step"] < 2.0 else "NOT MET"
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "graph_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -101,11 +128,16 @@ def main() -> None:
         "",
         "Command: `.venv/bin/python bench/bench_graph_overhead.py" + f" --steps {args.steps} --runs {args.runs}`",
         "",
-        "| | per run (p50) | per step |",
-        "|---|---|---|",
-        f"| plain Python loop | {result['loop_ms_per_run_p50']} ms | {result['loop_ms_per_step']} ms |",
-        f"| A-RAG graph | {result['graph_ms_per_run_p50']} ms | {result['graph_ms_per_step']} ms |",
-        f"| **graph overhead** | | **{result['overhead_ms_per_step']} ms** (target < 2 ms: {result['verdict']}) |",
+        "| | wall per run (p50) | wall per step | CPU per step |",
+        "|---|---|---|---|",
+        f"| plain Python loop | {result['loop_ms_per_run_p50']} ms | {result['loop_ms_per_step']} ms"
+        f" | {result['loop_cpu_ms_per_step']} ms |",
+        f"| A-RAG graph | {result['graph_ms_per_run_p50']} ms | {result['graph_ms_per_step']} ms"
+        f" | {result['graph_cpu_ms_per_step']} ms |",
+        f"| **graph overhead** | | {result['overhead_ms_per_step']} ms"
+        f" | **{result['overhead_cpu_ms_per_step']} ms** (target < 2 ms: {result['verdict']}) |",
+        "",
+        "The verdict reads CPU time (all threads of the process); wall time stretches with the machine's load.",
         "",
         f"{result['note']}; load average (1 min) at the end of the run: {result['load_average_1min']}",
     ]

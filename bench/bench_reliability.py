@@ -31,6 +31,23 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# Index safety (issue 11): ownership of index directories, damage, bounded Chroma waits, odd input.
+INDEX_SAFETY_FAST = [
+    "tests/test_index_ownership.py",
+    "tests/test_index_damage.py",
+    "tests/test_chroma_timeouts.py",
+    "tests/test_index_readonly.py",
+    "tests/test_index_inputs.py",
+]
+INDEX_SAFETY_AREAS = {
+    "index_ownership": "Index directories: foreign builds/, links, CURRENT, a non-empty --out (deletes its own only)",
+    "index_damage": "Damaged indexes: files damaged byte by byte, at load, search and `arag verify` (one line)",
+    "chroma_waits": "Chroma servers that accept and never answer (every wait bounded)",
+    "read_only_index": "A read-only index directory (read-only bind mount): search, read, ask, verify",
+    "full_disk": "A full disk during `arag index` (a tmpfs swept over the room left)",
+    "read_only_out": "`arag index --out` in a read-only directory",
+    "odd_input": "Odd input to index, search, read: non-UTF-8 bytes, a device or a pipe as the corpus",
+}
 FAST = [
     "tests/test_model_faults.py",
     "tests/test_concurrency.py",
@@ -38,12 +55,17 @@ FAST = [
     "tests/test_hostile_content.py",
     "tests/test_secrets.py",
     "tests/test_servers_bind_localhost.py",
+    "tests/test_model_limits.py",
+    "tests/test_eval_safety.py",
+    *INDEX_SAFETY_FAST,
 ]
 SLOW = [
     "tests/slow/test_index_kills.py",
     "tests/slow/test_eval_kill.py",
     "tests/slow/test_server_concurrency.py",
     "tests/slow/test_langgraph_dev.py::test_server_binds_to_localhost_only",
+    "tests/slow/test_index_filesystem.py",
+    "tests/slow/test_served_security.py",
 ]
 AREAS = {
     "index_kills": "Index builds: `arag index` SIGKILLed while rebuilding an existing index",
@@ -54,6 +76,11 @@ AREAS = {
     "hostile_content": "Hostile corpus content (obedient model, offline policy on every graph)",
     "secrets": "Sentinel API keys in outputs, errors and eval files",
     "servers": "Servers bind to localhost",
+    "bounded_waits": "Bounded model waits: a model server that accepts and never answers",
+    "served_security": "Served graphs (`langgraph dev`, sentinel key): hostile run contexts refused in one line, "
+    "no request to a host the operator did not allow; a hung model run holds no other run",
+    "eval_safety": "Evaluation output: full disks, write failures, two `arag eval` runs into one --out",
+    **INDEX_SAFETY_AREAS,
 }
 FIGURES = ("trials", "faults", "survived", "inputs", "lost")
 
@@ -115,11 +142,51 @@ def details(entries: list[dict[str, Any]]) -> list[str]:
             f"{', '.join(modes)}) over {len(faults)} faults ({', '.join(faults)}); {requests} model requests "
             "served by the stand-in; every run ended with an answer or a one-line error within its step cap."
         )
+    lines += index_safety_details(entries)
     for e in entries:
         if e["area"] == "concurrency":
             lines.append(
                 f"- Concurrency, {e['case']}: {e['trials']} runs at once in {e['seconds']} s, "
                 "no error, no read of a chunk the run's own tools did not return."
+            )
+    return lines
+
+
+def index_safety_details(entries: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for e in entries:
+        if e["area"] == "full_disk":
+            lines.append(
+                f"- Full disk: {e['trials']} builds and rebuilds on a 16 MB tmpfs left with 0 B to 6 MB; "
+                f"{e['faults']} ran out of space ("
+                + ", ".join(f"{n} in {kind}" for kind, n in sorted(e.get("failure_kinds", {}).items()))
+                + "), each ending in one line, with no --out left by a first build and the previous index "
+                "answering as before after a rebuild."
+            )
+    damage = [e for e in entries if e["area"] == "index_damage"]
+    if damage:
+        lines.append(
+            f"- Index damage: {len(damage)} kinds of damage ({sum(e['faults'] for e in damage)} damaged loads, "
+            "searches, `ask` runs and verifications), each refused with `index damaged: ...; rebuild with ...`."
+        )
+    return lines
+
+
+def eval_safety_details(entries: list[dict[str, Any]]) -> list[str]:
+    """What the evaluation-output and bounded-wait tests did (issue 11, eval side)."""
+    lines: list[str] = []
+    silent = [e for e in entries if e["area"] == "bounded_waits"]
+    if silent:
+        lines.append(
+            f"- Bounded model waits: {len(silent)} runs against a server that accepts and never answers "
+            f"({'; '.join(e['case'] for e in silent)}); each ended after exactly its attempts (timeout and "
+            "retries) with one line saying it timed out."
+        )
+    for e in entries:
+        if e["area"] == "eval_safety":
+            lines.append(
+                f"- Evaluation output, {e['case']}: {e['trials']} runs, {e['faults']} fault(s), "
+                f"{e['inputs']} questions, {e['lost']} lost or duplicated."
             )
     return lines
 
@@ -160,6 +227,7 @@ def write(report: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         "before recording.",
         "",
         *details(entries),
+        *eval_safety_details(entries),
         "",
         "More evaluation-kill trials, kill by kill: bench/results/reliability-eval.md "
         "(`python bench/bench_eval_kill.py --trials 10`).",

@@ -29,7 +29,6 @@ judge, and it saves the call.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import os
 import sys
@@ -44,6 +43,7 @@ from pydantic import BaseModel, Field, ValidationError
 from arag_graph.errors import ModelSpecError
 from arag_graph.evaluators.answers import _golds, _prediction
 from arag_graph.structured import ModelFacing
+from arag_graph.tracing import local_tracing_guard
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
@@ -170,21 +170,6 @@ def _verdict_of(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
         return None, f"invalid structured output: {exc.errors()[0].get('msg', '')}"
 
 
-def local_tracing_guard() -> contextlib.AbstractContextManager[Any]:
-    """Turn LangChain tracing off where LangSmith traces only locally (``evaluate(upload_results=False)``).
-
-    langsmith marks that mode ``enabled="local"``, but langchain-core only checks that tracing is
-    truthy and attaches a ``LangChainTracer`` that posts every model call to the client's URL, which
-    has no server behind it offline: each call then waits on connection retries. Under a real upload
-    (``enabled=True``) the judge's calls stay traced, nested under the evaluator's run.
-    """
-    from langsmith import run_helpers
-
-    if run_helpers.get_tracing_context().get("enabled") == "local":
-        return run_helpers.tracing_context(enabled=False)
-    return contextlib.nullcontext()
-
-
 def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[T]) -> tuple[T | None, str | None]:
     """Ask for a verdict; retry once on an invalid reply or an error; else (None, why)."""
     from arag_graph.safety import describe_model_error
@@ -293,13 +278,20 @@ def _refuse_offline(model: Any) -> None:
         raise ModelSpecError(_OFFLINE_REFUSED)
 
 
-def resolve_judge(spec: str | BaseChatModel | None, base_url: str | None = None) -> BaseChatModel | None:
+def resolve_judge(
+    spec: str | BaseChatModel | None,
+    base_url: str | None = None,
+    *,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+) -> BaseChatModel | None:
     """The judge model for ``--judge SPEC``, or None (LLM-Acc unavailable) when no spec is given.
 
     A spec is an OpenAI-compatible model name, as for ``--model``; the key is ``ARAG_JUDGE_API_KEY``
     if set, else the model's (``ARAG_API_KEY``/``OPENAI_API_KEY``); ``base_url`` (``--base-url``) is
-    used for a local server. Raises :class:`ModelSpecError` with one line naming ``--judge`` for
-    ``offline``, an unreadable spec or missing credentials, before any question runs.
+    used for a local server; ``timeout`` and ``max_retries`` bound its requests as the model's are
+    (:func:`arag_graph.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
+    ``--judge`` for ``offline``, an unreadable spec or missing credentials, before any question runs.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         return None
@@ -319,7 +311,9 @@ def resolve_judge(spec: str | BaseChatModel | None, base_url: str | None = None)
             "as unavailable"
         )
     try:
-        return resolve_chat_model(spec, base_url=base_url, api_key=key, temperature=0.0)
+        return resolve_chat_model(
+            spec, base_url=base_url, api_key=key, temperature=0.0, timeout=timeout, max_retries=max_retries
+        )
     except ModelSpecError:
         # Credentials were checked above, so what is left is an unreadable spec; resolve_chat_model's
         # own message suggests "offline", which is no answer for a judge.

@@ -6,7 +6,7 @@ A record is what the runner writes to its JSON Lines files: ``graph``, ``setting
 Aggregation rules, chosen so that a table never claims more than the data shows:
 
 * One row per (graph, setting_key); graphs in order of first appearance, settings sorted by their
-  values (so a step sweep reads 5, 10, 15, 20).
+  values (so a step sweep reads 5, 10, 15, 20; a swept setting in the order it was asked for).
 * A question recorded twice for the same row counts once (the last record wins): a resumed run
   must not weigh a question double.
 * Each metric is the mean over the records that have a value for it; ``None`` (unavailable) is
@@ -26,21 +26,21 @@ Aggregation rules, chosen so that a table never claims more than the data shows:
 from __future__ import annotations
 
 import io
-import json
 import math
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from arag_graph.datasets import hop_count
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
+from arag_graph.jsonl import dumps, replace_file
 
 __all__ = [
     "METRICS",
     "OFFLINE_LABEL",
     "model_label",
     "summarize",
+    "swept_settings",
     "write_failures",
     "write_plots",
     "write_summary",
@@ -82,11 +82,16 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _setting_order(setting: Mapping[str, Any]) -> tuple[Any, ...]:
-    # Numbers sort numerically and before strings, so mixed settings never compare int with str.
-    return tuple(
-        (name, (0, float(v), "") if _number(v) is not None else (1, 0.0, str(v))) for name, v in sorted(setting.items())
-    )
+def _setting_order(setting: Mapping[str, Any], orders: Mapping[str, Sequence[Any]] | None = None) -> tuple[Any, ...]:
+    # A swept value sorts where the sweep put it (minimal, low, medium, high); other numbers sort
+    # numerically and before strings, so mixed settings never compare int with str.
+    def rank(name: str, value: Any) -> tuple[int, float, str]:
+        order = (orders or {}).get(name) or ()
+        if value in order:
+            return (0, float(list(order).index(value)), "")
+        return (0, float(value), "") if _number(value) is not None else (1, 0.0, str(value))
+
+    return tuple((name, rank(name, v)) for name, v in sorted(setting.items()))
 
 
 def _metrics_of(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,6 +109,8 @@ def _aggregate(recs: Sequence[Mapping[str, Any]], metric_names: Iterable[str]) -
         "n": len(recs),
         "errors": sum(1 for r in recs if (r.get("prediction") or {}).get("error")),
         "with_warnings": sum(1 for r in recs if (r.get("prediction") or {}).get("warnings")),
+        # Runs whose score lacks a metric because its evaluator raised (the record names which).
+        "evaluator_errors": sum(1 for r in recs if r.get("evaluator_errors")),
     }
     counts: dict[str, int] = {}
     values_of: dict[str, list[float]] = {}
@@ -142,11 +149,17 @@ def _hops(record: Mapping[str, Any]) -> int | None:
     return hop_count(_question_type(record))
 
 
-def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summarize(
+    records: Iterable[Mapping[str, Any]], orders: Mapping[str, Sequence[Any]] | None = None
+) -> list[dict[str, Any]]:
     """One summary row per (graph, setting_key); see the module docstring for the rules.
 
+    ``orders`` lists a swept setting's values in the order the evaluation asked for them, which is
+    the order of its rows (``reasoning_effort``: minimal, low, medium, high, not alphabetical).
+
     Each row has ``graph``, ``setting_key``, ``setting``, ``model``, ``n``, ``errors``,
-    ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value), the mean of
+    ``with_warnings`` (runs that noted a fallback, such as a structured step's safe value),
+    ``evaluator_errors`` (runs an evaluator failed on, whose metric is missing), the mean of
     every metric under its own key (``None`` when unavailable), ``counts`` (records per mean),
     ``cost_usd_total``, ``input_tokens_total``, ``output_tokens_total``, ``failures`` (records per
     failure mode, :mod:`arag_graph.evaluators.failures`), and the breakdowns ``by_type`` (per question
@@ -177,7 +190,9 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     names = list(seen_metrics)
 
     rows = []
-    ordered = sorted(groups.items(), key=lambda item: (graph_order[item[0][0]], _setting_order(item[1]["setting"])))
+    ordered = sorted(
+        groups.items(), key=lambda item: (graph_order[item[0][0]], _setting_order(item[1]["setting"], orders))
+    )
     for (graph, key), group in ordered:
         recs = list(group["records"].values())
         row: dict[str, Any] = {
@@ -319,6 +334,8 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     columns = [*_COLUMNS, ("errors", "errors", "int")]
     if any(row.get("with_warnings") for row in rows):
         columns.append(("with_warnings", "runs with warnings", "int"))
+    if any(row.get("evaluator_errors") for row in rows):
+        columns.append(("evaluator_errors", "runs with evaluator errors", "int"))
     if with_cost:
         columns.append(("cost_usd_total", "cost (USD)", "usd"))
     lines = [
@@ -357,6 +374,11 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "- Runs with warnings: runs in which a step fell back to a safe default (a structured output "
             "the model did not give, a HyDE passage that failed): their predictions.jsonl records say which."
         )
+    if any(row.get("evaluator_errors") for row in rows):
+        lines.append(
+            "- Runs with evaluator errors: runs for which an evaluator raised, so that metric is missing for "
+            "them (not counted as zero); their predictions.jsonl records name the evaluator and the error."
+        )
     if with_cost:
         lines.append(
             "- Cost: every model call of the runs (structured sub-steps and HyDE included), priced from the "
@@ -374,8 +396,8 @@ def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> lis
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "summary.json", out / "summary.md"
-    _replace(json_path, (json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    _replace(md_path, summary_markdown(rows).encode("utf-8"))
+    replace_file(json_path, (dumps(list(rows), indent=2) + "\n").encode("utf-8"))
+    replace_file(md_path, summary_markdown(rows).encode("utf-8"))
     return [json_path, md_path]
 
 
@@ -385,8 +407,8 @@ def write_failures(records: Sequence[Mapping[str, Any]], out_dir: str | Path) ->
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out / "failures.csv", out / "failures.md"
-    _replace(csv_path, failures_csv(records).encode("utf-8"))
-    _replace(md_path, failures_markdown(records).encode("utf-8"))
+    replace_file(csv_path, failures_csv(records).encode("utf-8"))
+    replace_file(md_path, failures_markdown(records).encode("utf-8"))
     return [csv_path, md_path]
 
 
@@ -399,32 +421,98 @@ def _title(kind: str, rows: Sequence[Mapping[str, Any]]) -> str:
     return f"{kind}\n{', '.join(_models(rows))}{size}"
 
 
-def _step_cap(row: Mapping[str, Any]) -> float | None:
-    return _number((row.get("setting") or {}).get("max_steps"))
+# --- sweeps: a setting that takes several values in one evaluation -----------------------------------
 
 
-def _sweeps(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    """Rows with a step cap, grouped into lines by graph and the rest of their setting."""
-    lines: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+def _rest(setting: Mapping[str, Any], name: str) -> str:
+    """The setting apart from ``name``: runs that share it form one line of ``name``'s sweep."""
+    return ",".join(f"{k}={v}" for k, v in sorted(setting.items()) if k != name)
+
+
+def _in_order(values: Sequence[Any], order: Sequence[Any] | None) -> list[Any]:
+    """``values`` in sweep order: ``order`` (as given on the command line), else numeric, else as found."""
+    if order:
+        return [v for v in order if v in values] + [v for v in values if v not in order]
+    if all(_number(v) is not None for v in values):
+        return sorted(values, key=lambda v: _number(v) or 0.0)
+    return list(values)
+
+
+def swept_settings(
+    rows: Sequence[Mapping[str, Any]], orders: Mapping[str, Sequence[Any]] | None = None
+) -> dict[str, list[Any]]:
+    """Every setting that takes two or more values for one graph (all else equal), with its values.
+
+    A step-cap sweep (``--max-steps 5,10``) is ``max_steps``; ``--set reasoning_effort=low,high`` is
+    ``reasoning_effort``; CoRAG's ``n`` and ``beam`` the same way. ``orders`` gives each setting's
+    values in the order the evaluation was asked for (minimal, low, medium, high), which is the
+    order of the plot's axis; without it numbers sort and other values keep the rows' order.
+    """
+    values: dict[str, list[Any]] = {}
+    lines: dict[tuple[str, str, str], list[Any]] = {}
     for row in rows:
-        cap = _step_cap(row)
-        if cap is None:
-            continue
-        rest = ",".join(f"{k}={v}" for k, v in sorted((row.get("setting") or {}).items()) if k != "max_steps")
-        lines.setdefault((str(row.get("graph")), rest), []).append(row)
-    return {key: sorted(group, key=lambda r: _step_cap(r) or 0.0) for key, group in lines.items()}
+        setting = row.get("setting") or {}
+        for name, value in setting.items():
+            found = values.setdefault(name, [])
+            if value not in found:
+                found.append(value)
+            line = lines.setdefault((str(row.get("graph")), name, _rest(setting, name)), [])
+            if value not in line:
+                line.append(value)
+    swept = {name for (_, name, _), line in lines.items() if len(line) > 1}
+    # Settings in the order asked for, else the step cap first and the others by name.
+    given = [name for name in orders or {} if name in swept]
+    names = given + sorted(swept - set(given), key=lambda name: (name != "max_steps", name))
+    return {name: _in_order(values[name], (orders or {}).get(name)) for name in names}
 
+
+def sweep_plot_name(name: str) -> str:
+    """``accuracy_vs_<setting>.png`` (``accuracy_vs_steps.png`` for the step cap, as it always was)."""
+    return "accuracy_vs_steps.png" if name == "max_steps" else f"accuracy_vs_{name}.png"
+
+
+def _value_text(name: str, value: Any) -> str:
+    """A swept value as a tick or point label: ``cap 5``, ``high``, ``n=4``; ``default`` for the empty value."""
+    if value in ("", None):
+        return "default"
+    if name == "max_steps" and _number(value) is not None:
+        return f"cap {_number(value):g}"
+    if _number(value) is not None and not isinstance(value, bool):
+        return f"{name}={_number(value):g}"
+    return str(value)
+
+
+_SWEEP_AXES = {"max_steps": "step cap (max_steps)"}
+
+
+def _model_tokens(row: Mapping[str, Any]) -> float | None:
+    """Mean model tokens per question (input + output, every call of the run), None when unknown."""
+    spent = [_number(row.get(key)) for key in ("input_tokens", "output_tokens")]
+    return None if None in spent else sum(s or 0.0 for s in spent)
+
+
+_COMPUTE: dict[str, tuple[str, Callable[[Mapping[str, Any]], float | None]]] = {
+    "retrieved tokens": (
+        "mean retrieved corpus tokens per question (o200k_base)",
+        lambda row: _number(row.get("retrieved_tokens")),
+    ),
+    "model tokens": ("mean model tokens per question (input + output)", _model_tokens),
+}
+"""The compute a sweep's points are plotted against besides the setting itself."""
+
+
+# --- figures -----------------------------------------------------------------------------------------
 
 _DPI = 120
 
 
-def _new_figure() -> Any:
+def _new_figure(panels: int = 1) -> Any:
     # The object-oriented API with the Agg canvas: no display, no pyplot global state, thread-safe.
     # The figure's dpi is the PNG's, so the spread of coinciding points is laid out in the pixels saved.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 5.5), layout="constrained", dpi=_DPI)
+    figure = Figure(figsize=(8 if panels == 1 else 6 * panels, 5.5), layout="constrained", dpi=_DPI)
     FigureCanvasAgg(figure)
     return figure
 
@@ -453,17 +541,24 @@ def _point_label(row: Mapping[str, Any]) -> str:
     setting = row.get("setting") or {}
     if not setting:
         return ""  # the graph's default setting: the legend says it all
-    if set(setting) == {"max_steps"} and _step_cap(row) is not None:
-        return f"cap {_step_cap(row):g}"
+    if set(setting) == {"max_steps"}:
+        return _value_text("max_steps", setting["max_steps"])
     return str(row.get("setting_key") or "")
 
 
 class _Series:
     """One plotted line of markers and the summary rows behind its points, for the labels."""
 
-    def __init__(self, line: Any, rows: Sequence[Mapping[str, Any]], key: str, graph: str, setting: bool) -> None:
+    def __init__(
+        self,
+        line: Any,
+        rows: Sequence[Mapping[str, Any]],
+        key: str,
+        graph: str,
+        setting: Callable[[Mapping[str, Any]], str] | None,
+    ) -> None:
         self.line, self.rows, self.key, self.graph = line, list(rows), key, graph
-        self.setting = setting  # False where the x axis already says it (the step cap)
+        self.setting = setting  # None where the x axis already says it (the swept setting)
 
     def label(self, i: int, in_cluster: bool) -> str:
         """The point's setting and sample size; the graph's name too where points were spread."""
@@ -472,7 +567,7 @@ class _Series:
         scored = (row.get("counts") or {}).get(self.key, n)
         # LLM-Acc points are labelled only when the judge left some items unscored.
         size = f"n={n}" if self.key != "llm_acc" else (f"n={scored} judged" if scored != n else "")
-        setting = _point_label(row) if self.setting and self.key != "llm_acc" else ""
+        setting = self.setting(row) if self.setting is not None and self.key != "llm_acc" else ""
         parts = [self.graph if in_cluster else "", setting, size]
         return " ".join(part for part in parts if part)
 
@@ -486,7 +581,7 @@ def _plot_series(
     look: tuple[Any, str],
     name: str,
     style: str = "-",
-    setting: bool = True,
+    setting: Callable[[Mapping[str, Any]], str] | None = _point_label,
 ) -> _Series:
     """Contain-Acc as filled markers on a solid line, LLM-Acc as hollow markers on a dashed one."""
     colour, marker = look
@@ -552,16 +647,38 @@ def _spread_and_label(figure: Any, axes: Any, series: Sequence[_Series]) -> None
             note.set_in_layout(False)  # labels must not move the axes the spread was computed for
 
 
-def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
+def _token_axis(axes: Any, values: Sequence[float], label: str) -> None:
+    """An x axis of token counts: logarithmic when they span more than a factor of 20."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 20:
+        axes.set_xscale("log")  # A-RAG (Naive) reads about ten times the tokens of the others
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.xaxis.set_minor_formatter(NullFormatter())
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
+    axes.margins(x=0.12)
+    axes.set_xlabel(label)
+
+
+def _accuracy_axis(axes: Any) -> None:
+    axes.set_ylabel("accuracy (%)")
+    axes.set_ylim(-2, 108)  # room for the labels of points at 100 %
+    axes.grid(True, alpha=0.3)
+
+
+def _metric_title(rows: Sequence[Mapping[str, Any]]) -> str:
+    judged = any(r.get("llm_acc") is not None for r in rows)
+    return "Contain-Acc and LLM-Acc" if judged else "Contain-Acc (LLM-Acc unavailable: no judge)"
+
+
+def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     points = [r for r in rows if r.get("retrieved_tokens") is not None and r.get("contain_acc") is not None]
     if not points:
         return None
     looks = _looks(rows)  # the same colour and marker per graph in every plot
     figure = _new_figure()
     axes = figure.add_subplot()
-    with_judge = any(r.get("llm_acc") is not None for r in points)
     series: list[_Series] = []
     for graph, look in looks.items():
         mine = [r for r in points if str(r.get("graph")) == graph]  # already in setting order
@@ -571,98 +688,117 @@ def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
                 # Settings of one graph (a step sweep) are joined, so the cost of more steps reads as a path.
                 xs = [r["retrieved_tokens"] for r in chosen]
                 series.append(_plot_series(axes, xs, chosen, key, graph, look, graph))
-    tokens = [r["retrieved_tokens"] for r in points if r["retrieved_tokens"] > 0]
-    if tokens and max(tokens) / min(tokens) > 20:
-        axes.set_xscale("log")  # A-RAG (Naive) reads about ten times the tokens of the others
-        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axes.xaxis.set_minor_formatter(NullFormatter())
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
-    axes.margins(x=0.12)
-    axes.set_xlabel("mean retrieved corpus tokens per question (o200k_base)")
-    axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 108)  # room for the labels of points at 100 %
-    axes.grid(True, alpha=0.3)
-    metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _finish(figure, axes, _title(f"{metric} vs. retrieved tokens", points), series)
-    return figure
-
-
-def _steps_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
-    lines = _sweeps(rows)
-    if not any(len({_step_cap(r) for r in group}) > 1 for group in lines.values()):
-        return None
-    looks = _looks(rows)
-    styles = ["-", "-.", ":"]  # a graph swept under several other settings gets one style per line
-    figure = _new_figure()
-    axes = figure.add_subplot()
-    caps: set[float] = set()
-    with_judge = False
-    per_graph: dict[str, int] = {}
-    series: list[_Series] = []
-    for (graph, rest), group in lines.items():
-        name = f"{graph} ({rest})" if rest else graph
-        style = styles[per_graph.setdefault(graph, 0) % len(styles)]
-        per_graph[graph] += 1
-        caps.update(c for c in (_step_cap(r) for r in group) if c is not None)
-        for key in ("contain_acc", "llm_acc"):
-            chosen = [r for r in group if r.get(key) is not None]
-            if chosen:
-                with_judge = with_judge or key == "llm_acc"
-                xs = [_step_cap(r) or 0.0 for r in chosen]
-                series.append(_plot_series(axes, xs, chosen, key, graph, looks[graph], name, style, setting=False))
-    axes.set_xticks(sorted(caps))
-    axes.set_xticklabels([f"{c:g}" for c in sorted(caps)])
-    axes.margins(x=0.08)
-    axes.set_xlabel("step cap (max_steps)")
-    axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(-2, 108)
-    axes.grid(True, alpha=0.3)
-    metric = "Contain-Acc and LLM-Acc" if with_judge else "Contain-Acc (LLM-Acc unavailable: no judge)"
-    _finish(figure, axes, _title(f"{metric} vs. step cap (test-time scaling)", rows), series)
-    return figure
-
-
-def _finish(figure: Any, axes: Any, title: str, series: Sequence[_Series]) -> None:
-    axes.set_title(title, fontsize=11)
+    _token_axis(axes, [r["retrieved_tokens"] for r in points], _COMPUTE["retrieved tokens"][0])
+    _accuracy_axis(axes)
+    figure.suptitle(_title(f"{_metric_title(points)} vs. retrieved tokens", points), fontsize=11)
     axes.legend(fontsize=8, loc="best")
     _spread_and_label(figure, axes, series)
+    return figure
+
+
+def _sweep_figure(rows: Sequence[Mapping[str, Any]], name: str, values: Sequence[Any]) -> Any | None:
+    """Accuracy against one swept setting, and against the compute each of its values spent.
+
+    One panel with the setting on x, then one per kind of compute the rows report (retrieved corpus
+    tokens; model tokens where the model reports usage, which the offline policy does not): the
+    same lines, one per graph and rest of its setting, so a sweep reads as a path through cost.
+    """
+    lines: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        setting = row.get("setting") or {}
+        if name in setting and setting[name] in values:
+            lines.setdefault((str(row.get("graph")), _rest(setting, name)), []).append(row)
+    if not any(len({_value_text(name, (r.get("setting") or {})[name]) for r in group}) > 1 for group in lines.values()):
+        return None
+    numeric = all(_number(v) is not None and not isinstance(v, bool) for v in values)
+    position = {_value_text(name, v): (float(_number(v) or 0.0) if numeric else float(i)) for i, v in enumerate(values)}
+
+    def x_of(row: Mapping[str, Any]) -> float:
+        return position[_value_text(name, (row.get("setting") or {})[name])]
+
+    def value_of(row: Mapping[str, Any]) -> str:
+        return _value_text(name, (row.get("setting") or {})[name])
+
+    for key in lines:
+        lines[key].sort(key=x_of)
+    points = [r for group in lines.values() for r in group]
+    compute = {kind: how for kind, how in _COMPUTE.items() if any(how[1](r) is not None for r in points)}
+    looks = _looks(rows)
+    styles = ["-", "-.", ":"]  # a graph swept under several other settings gets one style per line
+    figure = _new_figure(1 + len(compute))
+    panels = figure.subplots(1, 1 + len(compute), sharey=True, squeeze=False)[0]
+    drawn: list[tuple[Any, list[_Series]]] = []
+    for p, axes in enumerate(panels):
+        kind = None if p == 0 else list(compute)[p - 1]
+        per_graph: dict[str, int] = {}
+        series: list[_Series] = []
+        for (graph, rest), group in lines.items():
+            label = f"{graph} ({rest})" if rest else graph
+            style = styles[per_graph.setdefault(graph, 0) % len(styles)]
+            per_graph[graph] += 1
+            for key in ("contain_acc", "llm_acc"):
+                x = x_of if kind is None else compute[kind][1]
+                chosen = [r for r in group if r.get(key) is not None and x(r) is not None]
+                if chosen:
+                    xs = [float(x(r) or 0.0) for r in chosen]
+                    setting = None if kind is None else value_of
+                    series.append(_plot_series(axes, xs, chosen, key, graph, looks[graph], label, style, setting))
+        if kind is None:
+            ticks = sorted(set(position.values()))
+            axes.set_xticks(ticks)
+            # The axis names the setting, so ticks show its values alone: 5, 10 / minimal, high.
+            shown = {pos: ("default" if v in ("", None) else f"{_number(v):g}" if numeric else str(v))
+                     for v, pos in zip(values, position.values(), strict=True)}  # fmt: skip
+            axes.set_xticklabels([shown[tick] for tick in ticks])
+            axes.margins(x=0.08)
+            axes.set_xlabel(_SWEEP_AXES.get(name, name))
+            _accuracy_axis(axes)
+        else:
+            _token_axis(axes, [v for v in (compute[kind][1](r) for r in points) if v is not None], compute[kind][0])
+            axes.grid(True, alpha=0.3)
+        drawn.append((axes, series))
+    what = _SWEEP_AXES.get(name, name)
+    figure.suptitle(_title(f"{_metric_title(points)} vs. {what} (test-time scaling)", points), fontsize=11)
+    panels[0].legend(fontsize=8, loc="best")
+    for axes, series in drawn:
+        _spread_and_label(figure, axes, series)
+    return figure
 
 
 def _save(figure: Any, path: Path) -> None:
     # The title also goes into the PNG's text metadata, so tools (and tests) can tell plots apart.
-    title = " ".join(figure.axes[0].get_title().split())
+    title = " ".join(figure.get_suptitle().split())
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Title": title})
-    _replace(path, buffer.getvalue())
+    replace_file(path, buffer.getvalue())
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename: a run killed mid-write leaves the old file whole."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+def write_plots(
+    rows: Sequence[Mapping[str, Any]], out_dir: str | Path, orders: Mapping[str, Sequence[Any]] | None = None
+) -> list[Path]:
     """Write the PNG plots the rows support and return their paths.
 
     ``accuracy_vs_tokens.png`` always (when any row has accuracy and tokens): one point per graph and
     setting, Contain-Acc (filled markers) and LLM-Acc when judged (hollow markers), one marker shape
-    per graph. ``accuracy_vs_steps.png`` only for a step sweep (some graph has two or more
-    ``max_steps`` settings): one line per graph. Every point is labelled with its n; points that
-    would cover each other are set side by side.
-    A plot of that name left by an earlier evaluation in ``out_dir`` is removed when these rows do
-    not support it, so the directory never shows a plot of other results.
+    per graph. Then one plot per swept setting (:func:`swept_settings`; ``orders`` gives each one's
+    values in the order asked for): ``accuracy_vs_steps.png`` for a step-cap sweep,
+    ``accuracy_vs_<setting>.png`` for the others (``reasoning_effort``, CoRAG's ``n``, ...), with the
+    setting on x in a first panel and the retrieved tokens and model tokens spent in the next. Every
+    point is labelled with its n; points that would cover each other are set side by side.
+    ``accuracy_vs_*.png`` plots left by an earlier evaluation in ``out_dir`` that these rows do not
+    support are removed, so the directory never shows a plot of other results.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    figures: list[tuple[str, Any]] = [("accuracy_vs_tokens.png", _tokens_figure(rows))]
+    for name, values in swept_settings(rows, orders).items():
+        figures.append((sweep_plot_name(name), _sweep_figure(rows, name, values)))
     written = []
-    for name, plot in (("accuracy_vs_tokens.png", _tokens_figure), ("accuracy_vs_steps.png", _steps_figure)):
-        path = out / name
-        figure = plot(rows)
+    for file_name, figure in figures:
         if figure is not None:
-            _save(figure, path)
-            written.append(path)
-        else:
-            path.unlink(missing_ok=True)
+            _save(figure, out / file_name)
+            written.append(out / file_name)
+    for stale in out.glob("accuracy_vs_*.png"):
+        if stale not in written:
+            stale.unlink(missing_ok=True)
     return written

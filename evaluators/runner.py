@@ -7,11 +7,20 @@ How a run is organised:
 - The index is built once per corpus and reused while its corpus hash matches.
 - Each (graph, setting) writes ``predictions/<graph>__<setting>.jsonl``, one record per question,
   appended as soon as the question is done. A killed run started again with the same arguments
-  reads these files back and runs only the missing questions: none is lost or counted twice.
+  reads these files back and runs only the missing questions: none is lost or counted twice. A
+  record found incomplete on resume is set aside (``<file>.rejected``) and its question run again.
+- The output directory is arag's alone: ``--out`` must be new, empty, or an earlier evaluation's
+  (it has ``run.json``); anything else is refused before anything in it is touched. One
+  evaluation at a time writes into it (a lock file, ``.arag-eval.lock``), so no question is paid
+  for twice. A write that fails (a full disk) stops the evaluation with the ``OSError``; what was
+  written stays, and a rerun resumes from it.
 - Execution goes through ``langsmith.evaluate``: with a LangSmith key the runs and scores become an
   experiment per (graph, setting) on a dataset created (or reused) from the questions; without one
   the same call runs locally with ``upload_results=False``. Scores are computed once, by the
-  evaluators in :mod:`arag_graph.evaluators`, and stored in the record; LangSmith receives them from there.
+  evaluators in :mod:`arag_graph.evaluators`, and stored in the record; LangSmith receives them from
+  there as feedback, one LangSmith evaluator per evaluator, while the run's outputs are the prediction.
+- Sweeps (``--max-steps 5,10``, ``--set reasoning_effort=low,high``) run every combination of their
+  values, each as its own (graph, setting): :mod:`arag_graph.evaluators.sweeps`.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
+import re
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +45,16 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 
 from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.errors import AragError, DatasetError
+from arag_graph.evaluators.sweeps import combinations, split_settings
+from arag_graph.jsonl import JsonLinesFile, dumps, replace_file, scrub
 from arag_graph.registry import config_for, get_graph_spec
+from arag_graph.safety import remember_url_credentials, url_without_credentials
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 PREDICTIONS = "predictions"
+LOCK_FILE = ".arag-eval.lock"
 _NAMESPACE = uuid.UUID("6f1c2a5e-8f0b-4d1e-9a57-3b2d7c4e9a10")  # example ids derive from question ids
 
 
@@ -63,6 +80,10 @@ class EvalPlan:
     embedding: str | None = None
     """The embedding model of an index this run builds (a spec, see ``arag index --embedding``)."""
     embedding_base_url: str | None = None
+    timeout: float | None = None
+    """Seconds per model request, the judge's too (None: ``$ARAG_MODEL_TIMEOUT``, else 30)."""
+    max_retries: int | None = None
+    """Retries per model request, the judge's too (None: ``$ARAG_MODEL_RETRIES``, else 2)."""
 
 
 @dataclass(frozen=True)
@@ -85,16 +106,23 @@ class Setting:
 # Planning and fail-fast checks
 
 
+def plan_settings(plan: EvalPlan) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The plan's fixed ``--set`` values and its sweeps (``--max-steps`` first), values in the order given."""
+    fixed, sweeps = split_settings(plan.extra_context, plan.graphs)
+    if plan.max_steps:
+        sweeps = {"max_steps": list(dict.fromkeys(plan.max_steps)), **sweeps}
+    return fixed, sweeps
+
+
 def settings_for(plan: EvalPlan) -> list[Setting]:
-    """Every (graph, setting) to run; a step-cap sweep applies to the graphs that have a step cap."""
+    """Every (graph, setting) to run: each combination of the sweeps' values a graph has settings for."""
+    fixed, sweeps = plan_settings(plan)
     out: list[Setting] = []
     for name in plan.graphs:
         fields = get_graph_spec(name).config.model_fields
         # --set values the graph has are part of its setting, so tables and file names show them.
-        base = {k: v for k, v in plan.extra_context.items() if k in fields}
-        caps = plan.max_steps if (plan.max_steps and "max_steps" in fields) else [None]
-        for cap in caps:
-            out.append(Setting(name, base if cap is None else {**base, "max_steps": cap}))
+        base = {k: v for k, v in fixed.items() if k in fields}
+        out.extend(Setting(name, {**base, **values}) for values in combinations(fields, sweeps))
     return out
 
 
@@ -118,12 +146,12 @@ def find_corpus(dataset: Path, given: Path | None) -> Path:
 def _check_credentials(plan: EvalPlan) -> None:
     from arag_graph.models import OFFLINE, resolve_chat_model
 
-    if plan.model != OFFLINE:
-        resolve_chat_model(plan.model, base_url=plan.base_url)  # raises a one-line ModelSpecError
+    if plan.model != OFFLINE:  # raises a one-line ModelSpecError
+        resolve_chat_model(plan.model, base_url=plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
     if plan.judge:
         from arag_graph.evaluators.judge import resolve_judge
 
-        resolve_judge(plan.judge, plan.base_url)
+        resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
 
 
 def load_plan_questions(plan: EvalPlan) -> list[Question]:
@@ -145,6 +173,10 @@ def check_plan(plan: EvalPlan) -> list[Question]:
         get_graph_spec(name)
     if plan.workers < 1:
         raise AragError(f"--workers {plan.workers} must be at least 1")
+    from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
+
+    if not TOP_K_MIN <= plan.top_k <= TOP_K_MAX:
+        raise AragError(f"--top-k {plan.top_k} is out of range; give {TOP_K_MIN} to {TOP_K_MAX} chunks per search")
     if plan.max_steps is not None and any(s < 1 for s in plan.max_steps):
         raise AragError(f"--max-steps {plan.max_steps}: step caps must be positive integers, e.g. 5,10,15,20")
     check_settings(plan)
@@ -154,11 +186,13 @@ def check_plan(plan: EvalPlan) -> list[Question]:
 
 
 _RESERVED = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
-_RESERVED |= {"index_path": "--index"}
+_RESERVED |= {"index_path": "--index", "timeout": "--model-timeout", "max_retries": "--model-retries"}
 
 
 def check_settings(plan: EvalPlan) -> None:
     """``--set KEY=VALUE`` values: a field of some chosen graph, valid for every graph that has it.
+
+    ``KEY=V1,V2,...`` is a sweep (:mod:`arag_graph.evaluators.sweeps`): each value is checked.
 
     A value a graph cannot take (``tools=bogus``) would otherwise fail once per question, deep in
     the run; the graphs' own configuration classes coerce and check it here instead.
@@ -177,8 +211,9 @@ def check_settings(plan: EvalPlan) -> None:
             f"--set {unknown[0]}: none of the graphs {', '.join(plan.graphs)} has that setting; "
             f"choose from {', '.join(sorted(known - set(_RESERVED)))}"
         )
+    fixed, _ = split_settings(plan.extra_context, plan.graphs)  # checks every swept value
     for name in plan.graphs:
-        config_for(name, **plan.extra_context)  # raises a one-line AragError naming the field
+        config_for(name, **fixed)  # raises a one-line AragError naming the field
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,53 +278,105 @@ def _slug(text: str) -> str:
 # Resumable prediction files
 
 
-class PredictionFile:
-    """One JSON Lines file of records, appended under a lock, read back on resume.
+def _is_prediction(record: object) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("question_id"), str)
 
-    A run killed while writing can leave a torn last line; opening the file drops it (and any
-    duplicate question) by rewriting the file atomically, so appends always start on a clean line.
+
+def _is_complete(record: Mapping[str, Any]) -> bool:
+    """A record the summary can use as it is; anything less is run again on resume."""
+    prediction, metrics = record.get("prediction"), record.get("metrics")
+    return (
+        isinstance(prediction, dict)
+        and isinstance(prediction.get("answer"), str)
+        and isinstance(metrics, dict)
+        and isinstance(record.get("graph"), str)
+    )
+
+
+def prediction_file(path: Path) -> JsonLinesFile:
+    """One (graph, setting)'s predictions: a record per question, appended as each is done, resumable."""
+    return JsonLinesFile(
+        path,
+        key="question_id",
+        owns=_is_prediction,
+        complete=_is_complete,
+        what="an arag prediction record",
+        fix="remove that line to resume, or use another --out",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The output directory: arag's alone, one evaluation at a time
+
+
+def _read_run_file(out: Path) -> dict[str, Any] | None:
+    """``run.json`` of ``out`` (None when there is none); one line refusing a damaged or foreign one."""
+    run_file = out / RUN_FILE
+    if not run_file.exists():
+        return None
+    try:
+        meta = json.loads(run_file.read_bytes())
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), dict):
+        raise AragError(
+            f"{run_file} is not the run record of an arag evaluation (damaged, or another program's); "
+            "use another --out, or delete that directory to start over"
+        )
+    return meta
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an ``--out`` that is not arag's to write: a file, or a directory of other things.
+
+    Acceptable: a path that does not exist yet, an empty directory, or an earlier evaluation's
+    directory (``run.json``), including one left holding only the lock file (and a half-written
+    ``run.json``) by a run killed early.
     """
+    if out.exists() and not out.is_dir():
+        raise AragError(f"--out {out} is a file; give a directory for the evaluation's results")
+    if not out.exists() or _read_run_file(out) is not None:
+        return
+    # What a run killed before its first record can leave: the lock, and run.json half-written.
+    ours = {LOCK_FILE, f".{RUN_FILE}.tmp"}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise AragError(
+            f"--out {out} is a directory arag did not write (it holds {shown}, and no {RUN_FILE}); "
+            "give a new or empty directory, or an earlier evaluation's --out to resume it"
+        )
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.records: dict[str, dict[str, Any]] = {}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            self._recover()
 
-    def _recover(self) -> None:
-        raw = self.path.read_bytes()
-        clean: list[bytes] = []
-        for line in raw.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a torn line from a kill mid-write
-            qid = record.get("question_id")
-            if isinstance(qid, str) and qid not in self.records:
-                self.records[qid] = record
-                clean.append(line)
-        rewritten = b"".join(line + b"\n" for line in clean)
-        if rewritten != raw:
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            tmp.write_bytes(rewritten)
-            os.replace(tmp, self.path)
+@contextlib.contextmanager
+def exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock for the whole evaluation; a second evaluation into it is refused at once.
 
-    def add(self, record: dict[str, Any]) -> bool:
-        """Append ``record`` unless its question is already there; False when it was."""
-        with self.lock:
-            qid = record["question_id"]
-            if qid in self.records:
-                return False
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            self.records[qid] = record
-            return True
+    A lock (``filelock``, an OS lock the kernel releases when the process dies, so a killed run
+    never leaves it stuck) rather than a check of the files: two runs started together would both
+    see the same unfinished questions and both pay for them. A directory made here for an
+    evaluation that then failed before writing anything is removed again.
+    """
+    from filelock import FileLock, Timeout
+
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / LOCK_FILE, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise AragError(
+            f"--out {out} is in use by another arag eval that is still running; wait for it to finish "
+            "(rerun then to resume), or use another --out"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+        if created and [p.name for p in out.iterdir()] == [LOCK_FILE]:
+            with contextlib.suppress(OSError):
+                (out / LOCK_FILE).unlink()
+                out.rmdir()
 
 
 def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
@@ -299,7 +386,8 @@ def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
         "model": plan.model,
         "judge": plan.judge,
         "top_k": plan.top_k,
-        "context": plan.extra_context,
+        # Sweeps are left out, as --max-steps is: a rerun may add values, each to its own file.
+        "context": plan_settings(plan)[0],
     }
     if index is not None:
         known |= {"corpus_hash": index.manifest.corpus_hash, "embedding_model": index.manifest.embedding_model}
@@ -314,11 +402,9 @@ def check_resume(plan: EvalPlan, index: Any | None) -> None:
     """
     run_file = plan.out / RUN_FILE
     current = _fingerprint(plan, index)
-    if run_file.exists():
-        try:
-            previous = json.loads(run_file.read_text(encoding="utf-8")).get("fingerprint", {})
-        except ValueError:
-            previous = {}
+    meta = _read_run_file(plan.out) if plan.out.is_dir() else None
+    if meta is not None:
+        previous = meta["fingerprint"]
         changed = sorted(k for k in current if k in previous and previous[k] != current[k])
         if changed:
             raise AragError(
@@ -329,13 +415,14 @@ def check_resume(plan: EvalPlan, index: Any | None) -> None:
         return
     plan.out.mkdir(parents=True, exist_ok=True)
     meta = {"fingerprint": current, "plan": _plan_dict(plan), "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    tmp = run_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, run_file)
+    replace_file(run_file, dumps(meta, indent=2).encode("utf-8"))
 
 
 def _plan_dict(plan: EvalPlan) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()}
+    plan_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()}
+    if plan.base_url:
+        plan_dict["base_url"] = url_without_credentials(plan.base_url)
+    return plan_dict
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,31 +472,58 @@ def _takes_inputs(evaluator: Callable[..., Any]) -> bool:
     return any(p.name == "inputs" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
+def evaluator_name(evaluator: Callable[..., Any]) -> str:
+    """An evaluator's name as LangSmith shows it: ``contain_acc`` for ``contain_acc_evaluator``."""
+    return getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
+
+
+@dataclass
+class Scores:
+    """What the evaluators made of one prediction."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Every key's score (None: unavailable, never guessed), for the summary."""
+    feedback: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per evaluator, its results as it returned them (key, score, comment): LangSmith's feedback."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Per evaluator that raised, the error in one line."""
+
+
 def score(
     prediction: dict[str, Any],
     reference: dict[str, Any],
     evaluators: Sequence[Callable[..., Any]],
     inputs: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Scores:
     """Run each evaluator once; a key whose evaluator fails is recorded as None, never guessed.
 
     ``inputs`` (the example's ``{"question": ...}``) goes to the evaluators that take it, as
     ``langsmith.evaluate`` would pass it: the LLM judge grades against the question it was asked.
+    An evaluator that raises is logged and named in ``errors``, so the summary counts the runs it
+    left unscored instead of their metric silently missing.
     """
-    metrics: dict[str, Any] = {}
+    from arag_graph.safety import redact
+
+    scores = Scores()
     for evaluator in evaluators:
+        name = evaluator_name(evaluator)
         try:
             if inputs is not None and _takes_inputs(evaluator):
                 result = evaluator(outputs=prediction, reference_outputs=reference, inputs=inputs)
             else:
                 result = evaluator(outputs=prediction, reference_outputs=reference)
-        except Exception:
-            name = getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
-            metrics.setdefault(name, None)
+        except Exception as exc:
+            scores.errors[name] = redact(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            scores.metrics.setdefault(name, None)
+            log.warning("evaluator %s failed, its metric is missing for this run: %s", name, scores.errors[name])
             continue
-        for item in result.get("results", [result]) if isinstance(result, dict) else result:
-            metrics[item["key"]] = item.get("score")
-    return metrics
+        items = result.get("results", [result]) if isinstance(result, dict) else list(result)
+        scores.feedback[name] = [
+            {"key": item["key"], "score": item.get("score"), "comment": item.get("comment")} for item in items
+        ]
+        for item in items:
+            scores.metrics[item["key"]] = item.get("score")
+    return scores
 
 
 class SettingRun:
@@ -423,14 +537,16 @@ class SettingRun:
         gold: dict[str, list[str]],
         evaluators: Sequence[Callable[..., Any]],
         on_done: Callable[[], None] = lambda: None,
+        file: JsonLinesFile | None = None,
     ) -> None:
         from arag_graph.models import resolve_chat_model
         from arag_graph.registry import build_graph
 
         self.plan, self.setting, self.index, self.gold, self.evaluators = plan, setting, index, gold, evaluators
-        self.file = PredictionFile(plan.out / PREDICTIONS / setting.file_name)
+        self.file = file or prediction_file(plan.out / PREDICTIONS / setting.file_name)
+        self.write_failure: OSError | None = None
         values = {"top_k": plan.top_k, "model": plan.model, "base_url": plan.base_url}
-        self.context = config_for(setting.graph, **{**values, **plan.extra_context, **setting.values})
+        self.context = config_for(setting.graph, **{**values, **setting.values})  # --set values are in setting
         # Graphs use a model instance as given, so the run's sampling settings (temperature 0, the
         # 16,384-token output limit, --set reasoning_effort=...) are applied here, as graphs do
         # themselves when they resolve the model from their configuration.
@@ -440,10 +556,13 @@ class SettingRun:
             temperature=self.context.temperature,
             max_tokens=self.context.max_tokens,
             reasoning_effort=self.context.reasoning_effort or None,
+            timeout=plan.timeout,
+            max_retries=plan.max_retries,
             index=index,
         )
         self.graph = build_graph(setting.graph, index=index, model=model)
         self.on_done = on_done
+        self.scored: dict[str, dict[str, Any]] = {}
 
     def metadata(self, question: Question) -> dict[str, Any]:
         """Trace metadata of the run for one question (LangSmith shows it on the root run)."""
@@ -458,29 +577,38 @@ class SettingRun:
     def reference(self, question: Question) -> dict[str, Any]:
         return {"answers": list(question.answers), "gold_chunk_ids": self.gold.get(question.id, [])}
 
-    def target(self, question: Question) -> dict[str, Any]:
-        """Run (or replay, when already recorded) one question; returns the prediction with its metrics."""
-        done = self.file.records.get(question.id)
-        if done is not None:
-            return {**done["prediction"], "metrics": done["metrics"]}
-        from arag_graph.evaluators.judge import local_tracing_guard
+    def recorded(self, question_id: str) -> dict[str, Any] | None:
+        """The record of a question of this run: written now, or read back from an earlier run."""
+        return self.scored.get(question_id) or self.file.keys.get(question_id)
 
+    def target(self, question: Question) -> dict[str, Any]:
+        """Run (or replay, when already recorded) one question; returns the prediction.
+
+        The prediction is the model's output as LangSmith shows it; the scores go to LangSmith as
+        feedback (:func:`feedback_evaluators`), read from the record written here.
+        """
+        done = self.file.keys.get(question.id)
+        if done is not None:
+            return dict(done["prediction"])
+        if self.write_failure is not None:  # results could not be saved: pay for no more questions
+            return {"answer": "", "error": f"not run: {self.write_failure}"}
         started = time.perf_counter()
         calls = UsageMetadataCallbackHandler()  # one per run: usage of every model call, side calls too
         try:
-            # Local evaluation (no upload): no LangChainTracer may post the graph's runs anywhere.
-            with local_tracing_guard():
-                state = self.graph.invoke(
-                    {"question": question.question},
-                    {"metadata": self.metadata(question), "callbacks": [calls]},
-                    context=self.context,
-                )
+            # The graph's invoke keeps a local evaluation (no upload) from posting its runs anywhere.
+            state = self.graph.invoke(
+                {"question": question.question},
+                {"metadata": self.metadata(question), "callbacks": [calls]},
+                context=self.context,
+            )
         except Exception as exc:  # a graph bug must not stop the evaluation: record it as an error
             from arag_graph.safety import redact
 
             state = {"error": redact(f"graph failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
-        prediction = prediction_of(state, calls)
-        metrics = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
+        prediction = scrub(prediction_of(state, calls))  # no key a model echoed reaches files or LangSmith
+        if prediction["error"]:
+            log.warning("%s, question %s: %s", self.setting.graph, question.id, prediction["error"])
+        scores = score(prediction, self.reference(question), self.evaluators, {"question": question.question})
         record = {
             "question_id": question.id,
             "question": question.question,
@@ -492,14 +620,22 @@ class SettingRun:
             "setting_key": self.setting.key,
             "model": self.plan.model,
             "prediction": prediction,
-            "metrics": metrics,
+            "metrics": scores.metrics,
+            "feedback": scores.feedback,  # each evaluator's results with their comments, for LangSmith
             # The failure analysis tells "cap reached" from steps against the cap the run had.
             "step_cap": getattr(self.context, "max_steps", None),
             "seconds": round(time.perf_counter() - started, 3),
         }
-        self.file.add(record)
+        if scores.errors:
+            record["evaluator_errors"] = scores.errors
+        self.scored[question.id] = record
+        try:
+            self.file.add(record)
+        except OSError as exc:  # a full disk, say: langsmith.evaluate would only log it and go on
+            self.write_failure = exc
+            return prediction
         self.on_done()
-        return {**prediction, "metrics": metrics}
+        return prediction
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,13 +704,45 @@ def langsmith_dataset(client: Any, plan: EvalPlan, questions: Sequence[Question]
     return name
 
 
-def stored_metrics(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
-    """Hands LangSmith the scores the runner already computed and stored (no second computation).
+def _stored_feedback(record: Mapping[str, Any], name: str, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Evaluator ``name``'s results as the record holds them (unavailable scores left out).
 
-    Unavailable metrics (None, such as LLM-Acc without a judge) are left out, never sent as zero.
+    A record written before records kept each evaluator's results has only its metrics: a metric is
+    then given to the evaluator of its name, and the ones no evaluator is named after (a usage
+    evaluator's tokens and cost) to the first evaluator, so every key still arrives once.
     """
-    metrics = outputs.get("metrics") or {}
-    return {"results": [{"key": k, "score": v} for k, v in metrics.items() if v is not None]}
+    if isinstance(record.get("feedback"), dict):
+        results = list(record["feedback"].get(name) or [])
+    else:
+        metrics = record.get("metrics") or {}
+        keys = [k for k in metrics if k == name or (name == names[0] and k not in names)]
+        results = [{"key": k, "score": metrics[k], "comment": None} for k in keys]
+    error = (record.get("evaluator_errors") or {}).get(name)
+    if error:  # as LangSmith records an evaluator that raised: feedback under its name, marked an error
+        results.append({"key": name, "score": None, "comment": f"evaluator failed: {error}", "extra": {"error": True}})
+    return [r for r in results if r.get("score") is not None or r.get("extra")]
+
+
+def feedback_evaluators(run: SettingRun) -> list[Callable[[dict[str, Any]], dict[str, Any]]]:
+    """One LangSmith evaluator per evaluator of the run, named after it, handing over what it scored.
+
+    LangSmith then shows each metric as feedback from its own evaluator, with its comment (the
+    judge's reason, why a metric is unavailable), as its own evaluators do. The scores themselves
+    are computed once, in :meth:`SettingRun.target`, and stored with the prediction: a resumed
+    evaluation replays them from the predictions file instead of paying for them (and the judge)
+    again.
+    """
+    names = [evaluator_name(e) for e in run.evaluators]
+
+    def make(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def evaluator(inputs: dict[str, Any]) -> dict[str, Any]:
+            record = run.recorded(str(inputs.get("question_id")))
+            return {"results": _stored_feedback(record, name, names) if record else []}
+
+        evaluator.__name__ = evaluator.__qualname__ = name
+        return evaluator
+
+    return [make(name) for name in names]
 
 
 def execute(
@@ -594,7 +762,7 @@ def execute(
         return run.target(by_id[inputs["question_id"]])
 
     common = {
-        "evaluators": [stored_metrics],
+        "evaluators": feedback_evaluators(run),
         "max_concurrency": run.plan.workers,
         "metadata": {"graph": run.setting.graph, "setting": run.setting.key, "model": run.plan.model},
         "experiment_prefix": f"{run.setting.graph}-{run.setting.key}",
@@ -605,36 +773,43 @@ def execute(
             assert dataset_name is not None
             evaluate(target, data=dataset_name, upload_results=True, **common)
         else:
-            pending = [q for q in questions if q.id not in run.file.records]
+            pending = [q for q in questions if q.id not in run.file.keys]
             if pending:
                 evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
 
 
+_BAR = re.compile(r"\[\d+:\d{2}(:\d{2})?(<[^\]]*)?, [^\]]*(it/s|s/it|\?it/s)[^\]]*\]\s*$")
+"""The end of a tqdm progress line: ``[00:21, 21.60s/it]``, ``[00:01<00:03, 2.50it/s]``."""
+
+
 @contextlib.contextmanager
 def _quiet_langsmith() -> Iterator[None]:
-    """Keep ``langsmith.evaluate``'s console output out of the way of ours.
+    """Keep ``langsmith.evaluate``'s console output out of ours, by public means only.
 
-    It prints "Starting evaluation of experiment" (or the experiment's URL) to stdout, where
-    ``arag eval`` writes only its summary, so that goes to stderr; and it shows its own progress
-    bar per experiment, which would interleave with the runner's single bar over all settings (and
-    ignore ``--quiet``), so its tqdm is replaced by a pass-through. ``_load_tqdm`` is private: when
-    a langsmith release renames it, only the extra bar comes back.
+    It prints "Starting evaluation of experiment: ..." (uploading: the experiment's URL) to stdout,
+    where ``arag eval`` writes only its summary, and draws a progress bar per experiment on stderr,
+    which would interleave with the runner's one bar over all settings and ignore ``--quiet``. Both
+    streams are captured while it runs; the runner's bar and the command's log handler were given
+    the real stderr before, so they still show. Afterwards the printed lines become log records
+    (the URL at info, the rest at debug: ``--quiet`` shows neither), LangSmith's bar is dropped, and
+    anything else written to stderr meanwhile is passed on.
     """
+    import io
     import sys
 
-    from langsmith.evaluation import _runner
-
-    original = getattr(_runner, "_load_tqdm", None)
-    if original is not None:
-        _runner._load_tqdm = lambda: lambda items: items
+    printed, errors = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors), warnings.catch_warnings():
             # "'upload_results' parameter is in beta": true, and nothing a user of arag eval can act on.
-            warnings.filterwarnings("ignore", message=".*upload_results.*")
+            warnings.filterwarnings("ignore", message=".*upload_(results|runs).*")
             yield
     finally:
-        if original is not None:
-            _runner._load_tqdm = original
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                log.log(logging.INFO if "://" in line else logging.DEBUG, "LangSmith: %s", line.strip())
+        rest = [line for line in errors.getvalue().splitlines() if line.strip() and not _BAR.search(line)]
+        if rest:
+            sys.stderr.write("\n".join(rest) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,9 +818,12 @@ def _quiet_langsmith() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _progress(total: int, enabled: bool) -> Iterator[Callable[[], None]]:
+    """One bar over every question of every setting; log lines are written above it, not through it."""
     from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with tqdm(total=total, desc="questions", unit="q", disable=not enabled) as bar:
+    redirect = logging_redirect_tqdm() if enabled else contextlib.nullcontext()
+    with tqdm(total=total, desc="questions", unit="q", disable=not enabled) as bar, redirect:
         lock = threading.Lock()
 
         def tick() -> None:
@@ -668,20 +846,35 @@ def run_evaluation(
     questions, credentials, output directory, corpus present), before any work: the CLI says
     there which model runs, so that bad input prints its one error line only.
     """
+    questions = check_plan(plan)
+    check_out_dir(plan.out)
+    check_resume(plan, None)
+    if not _reuses_built_index(plan):
+        find_corpus(plan.dataset, plan.corpus)
+    remember_url_credentials(plan.base_url)
+    settings = settings_for(plan)
+    with exclusive(plan.out):
+        # Read back before any work, so that a damaged predictions file is refused now, untouched.
+        files = [(s, prediction_file(plan.out / PREDICTIONS / s.file_name)) for s in settings]
+        if on_checked is not None:
+            on_checked()
+        return _evaluate(plan, questions, files, progress, embeddings)
+
+
+def _evaluate(
+    plan: EvalPlan,
+    questions: list[Question],
+    files: list[tuple[Setting, JsonLinesFile]],
+    progress: bool,
+    embeddings: Any,
+) -> list[dict[str, Any]]:
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.judge import resolve_judge
     from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
 
-    questions = check_plan(plan)
-    check_resume(plan, None)
-    if not _reuses_built_index(plan):
-        find_corpus(plan.dataset, plan.corpus)
-    if on_checked is not None:
-        on_checked()
-    settings = settings_for(plan)
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
-    judge = resolve_judge(plan.judge, plan.base_url) if plan.judge else None
+    judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
     evaluators = default_evaluators(
         embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
     )
@@ -694,22 +887,25 @@ def run_evaluation(
         client = Client()
         dataset_name = langsmith_dataset(client, plan, questions, gold)
 
-    runs = [SettingRun(plan, setting, index, gold, evaluators) for setting in settings]
-    pending = sum(1 for run in runs for q in questions if q.id not in run.file.records)
+    runs = [SettingRun(plan, setting, index, gold, evaluators, file=file) for setting, file in files]
+    pending = sum(1 for run in runs for q in questions if q.id not in run.file.keys)
     with _progress(pending, progress) as tick:
         for run in runs:
             run.on_done = tick
             execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
+            if run.write_failure is not None:
+                raise run.write_failure
     if upload:
         client.flush()  # runs go up from a background thread; the process may exit right after
     types = {q.id: q.type for q in questions}
-    records = [r for run in runs for qid, r in run.file.records.items() if qid in types]
+    records = [r for run in runs for qid, r in run.file.keys.items() if qid in types]
     for record in records:  # records written before types were recorded still get theirs
         record.setdefault("question_type", types[record["question_id"]])
-    rows = summarize(records)
+    orders = plan_settings(plan)[1]  # each swept setting's values in the order asked for
+    rows = summarize(records, orders)
     write_summary(rows, plan.out)
     write_failures(records, plan.out)
-    write_plots(rows, plan.out)
+    write_plots(rows, plan.out, orders)
     return rows
 
 
@@ -717,5 +913,14 @@ def load_records(out: Path) -> list[dict[str, Any]]:
     """Every record under ``out/predictions`` (for reports and tests)."""
     records: list[dict[str, Any]] = []
     for path in sorted((out / PREDICTIONS).glob("*.jsonl")):
-        records.extend(PredictionFile(path).records.values())
+        records.extend(prediction_file(path).records)
     return records
+
+
+def failed_everywhere(rows: Sequence[Mapping[str, Any]], out: Path) -> str | None:
+    """When every run of the evaluation ended in an error: one line saying so with the first error; else None."""
+    total = sum(int(row.get("n") or 0) for row in rows)
+    if not total or any(int(row.get("errors") or 0) < int(row.get("n") or 0) for row in rows):
+        return None
+    first = next((r["prediction"]["error"] for r in load_records(out) if r["prediction"].get("error")), "")
+    return f"every run of the evaluation failed ({total} of {total}), e.g. {first}"

@@ -15,6 +15,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from arag_graph.agent import build_arag_graph, build_arag_naive_graph
+from arag_graph.errors import AragError
 from arag_graph.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
 from arag_graph.tokens import count_tokens
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, forever, scripted, tool_call
@@ -305,6 +306,36 @@ def test_hyde_embeds_a_hypothetical_passage_for_semantic_search(sample_index: An
     assert len(hyde.log) == len(plain.log) + 1  # one extra call wrote the passage
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failing_hyde_call_is_logged_and_counted_in_the_runs_warnings(
+    sample_index: Any, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HyDE refines the search, so its failure does not stop the run; it must not pass unseen either."""
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if "encyclopedia-style" in messages[-1].content:
+            raise RuntimeError("hyde backend down")
+        if any(m.type == "tool" for m in messages):
+            return AIMessage("Answer: done")
+        return calls(tool_call("semantic_search", query="who directed the film shot in Leland"))
+
+    graph = build_arag_graph(sample_index, ScriptedChatModel(messages=iter([]), reply=reply))
+    inputs, context = {"question": "Who directed it?"}, {"hyde": True}
+    with caplog.at_level("WARNING", logger="arag_graph"):
+        out = (
+            graph.invoke(inputs, context=context)
+            if mode == "sync"
+            else asyncio.run(graph.ainvoke(inputs, context=context))
+        )
+    expected = [h.chunk_id for h in sample_index.semantic_search("who directed the film shot in Leland", 5)]
+    assert out["trajectory"][0]["chunk_ids"] == expected and out["error"] is None  # searched with the query
+    assert len(out["warnings"]) == 1 and "HyDE failed" in out["warnings"][0] and "step 1" in out["warnings"][0]
+    assert any("HyDE failed" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    # A run without the failure reports none.
+    clean = build_arag_graph(sample_index, scripted(calls(tool_call("semantic_search", query="x")), "Answer: y"))
+    assert clean.invoke(inputs, context=context | {"hyde": False})["warnings"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Configuration reaching the model and the index
 
@@ -388,7 +419,7 @@ def test_reasoning_effort_reaches_agent_and_synthesis_requests(
     is in the body of the tool-calling request and of the forced synthesis; without it, neither has one."""
     from arag_graph import models
 
-    monkeypatch.setattr(models, "MAX_RETRIES", 0)
+    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
     graph = build_arag_graph(sample_index, "gpt-4o-mini")
 
     def run(context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -409,3 +440,26 @@ def test_reasoning_effort_reaches_agent_and_synthesis_requests(
         assert "temperature" not in body  # reasoning models take an effort instead
     for body in run({}):
         assert "reasoning_effort" not in body
+
+
+def test_snippet_window_widens_each_matched_sentence(sample_index: Any) -> None:
+    """ARAGOG's sentence window on A-RAG's snippets: each matched sentence with its neighbours."""
+
+    def run(context: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        model = scripted(calls(tool_call("semantic_search", query="Leland North Carolina films")), "Answer: x")
+        out = build_arag_graph(sample_index, model).invoke({"question": "Q?"}, context={"max_steps": 1, **context})
+        message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+        return message.content, out["trajectory"][0]
+
+    plain, plain_step = run({})
+    wide, wide_step = run({"snippet_window": 3})
+    hit = sample_index.semantic_search("Leland North Carolina films", 5)[0]
+    chunk = sample_index.get_chunk(hit.chunk_id)
+    position = hit.positions[0]
+    neighbours = [chunk.sentence_texts()[i] for i in (position - 1, position + 1) if 0 <= i < len(chunk.sentences)]
+    assert neighbours and all(n in wide for n in neighbours)
+    assert not all(n in plain for n in neighbours)  # A-RAG's own snippets: the matched sentence alone
+    assert wide_step["chunk_ids"] == plain_step["chunk_ids"]  # the same hits, wider snippets
+    assert wide_step["tokens"] > plain_step["tokens"]
+    with pytest.raises(AragError):
+        run({"snippet_window": 0})

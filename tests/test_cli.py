@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from arag_graph.index import HierarchicalIndex, load_index
-from arag_graph.tools import TOP_K_MAX
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 
@@ -129,13 +128,6 @@ def test_search_query(sample_index: HierarchicalIndex, sample_path: str, capsys:
     hits = json.loads(out)["hits"]
     assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in sample_index.semantic_search(query, 5)]
     assert all({"chunk_id", "score", "snippets", "title"} <= set(h) for h in hits)
-
-
-def test_search_top_k_is_clamped(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["search", "--index", sample_path, "--keywords", "the", "--top-k", "99", "--json"], capsys)
-    assert code == 0 and len(json.loads(out)["hits"]) == TOP_K_MAX
-    code, out, _ = run(["search", "--index", sample_path, "--keywords", "the", "--top-k", "0", "--json"], capsys)
-    assert code == 0 and len(json.loads(out)["hits"]) == 1
 
 
 def test_search_without_matches(sample_path: str, capsys: pytest.CaptureFixture[str]) -> None:

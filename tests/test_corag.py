@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,11 @@ STOP_REASONS = {"sufficient", "step_cap", "no_new_passages", "loop", "recursion_
 class CountingModel(ScriptedChatModel):
     counts: Any = None
     """Requests served, by kind (shared with the reply function, hence not a validated dict)."""
+    temperature: float = 0.0
+    """Set on copies by CoRAG's sampled chains (a field, as chat models have); seen by ``reply``."""
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs, temperature=self.temperature)
 
 
 @pytest.fixture(scope="module")
@@ -63,25 +70,47 @@ def index(request: pytest.FixtureRequest) -> Any:
         return request.getfixturevalue("sample_index")
 
 
+_SEARCH = re.compile(r'A search for "(.*)" returned')
+
+
+def searched(prompt: str) -> str:
+    """The query a sub-answer request is about."""
+    found = _SEARCH.search(prompt)
+    assert found, prompt[:200]
+    return found.group(1)
+
+
 def chain_model(
     *,
     sufficient: Sequence[bool] = (),
-    queries: Sequence[str] | Callable[[int], str] = TOPICS,
+    queries: Sequence[str] | Callable[[int, float, str], str] = TOPICS,
     answers: Sequence[str] = ("Answer: Stephen King",),
     hyde: Callable[[str], str] | None = None,
+    sub_answers: Callable[[str], tuple[str, float]] = lambda query: (f"what the documents say about {query}", 0.5),
 ) -> CountingModel:
-    """A model playing CoRAG's three roles, by request: check, reformulate, answer (and HyDE).
+    """A model playing CoRAG's roles, by request: sub-answer, check, reformulate, answer (and HyDE).
 
     Verdicts and queries are taken in order (not sufficient and the last query once they run out);
-    ``model.counts`` says how many requests of each kind it served.
+    a callable ``queries(i, temperature, prompt)`` gives the i-th query, asked at that temperature
+    with that prompt. ``sub_answers(query)`` is the sub-answer and its confidence. ``model.counts``
+    says how many requests of each kind it served (chains may ask concurrently, hence the lock).
     """
-    counts = {"Sufficiency": 0, "Reformulation": 0, "answer": 0, "hyde": 0}
+    counts = {"SubAnswer": 0, "Sufficiency": 0, "Reformulation": 0, "answer": 0, "hyde": 0}
+    lock = threading.Lock()
+
+    def take(kind: str) -> int:
+        with lock:
+            counts[kind] += 1
+            return counts[kind] - 1
 
     def reply(messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         schema = requested_schema(kwargs)
+        if schema == "SubAnswer":
+            take("SubAnswer")
+            text, confidence = sub_answers(searched(messages[-1].text))
+            return structured_reply(schema, answer=text, confidence=confidence)
         if schema == "Sufficiency":
-            i = counts["Sufficiency"]
-            counts["Sufficiency"] += 1
+            i = take("Sufficiency")
             ok = sufficient[i] if i < len(sufficient) else False
             return structured_reply(
                 schema,
@@ -91,17 +120,16 @@ def chain_model(
                 confidence=0.9 if ok else 0.2,
             )
         if schema == "Reformulation":
-            i = counts["Reformulation"]
-            counts["Reformulation"] += 1
-            query = queries(i) if callable(queries) else queries[min(i, len(queries) - 1)]
-            return structured_reply(schema, query=query)
+            i = take("Reformulation")
+            if callable(queries):
+                return structured_reply(schema, query=queries(i, kwargs["temperature"], messages[-1].text))
+            return structured_reply(schema, query=queries[min(i, len(queries) - 1)])
         text = messages[-1].text
         if "encyclopedia-style" in text:
-            counts["hyde"] += 1
+            take("hyde")
             assert hyde is not None
             return AIMessage(hyde(text))
-        i = counts["answer"]
-        counts["answer"] += 1
+        i = take("answer")
         return AIMessage(answers[min(i, len(answers) - 1)])
 
     return CountingModel(messages=iter([]), reply=reply, counts=counts)
@@ -212,8 +240,8 @@ def test_never_sufficient_stops_at_the_step_cap(index: Any, cap: int) -> None:
     out = build_corag_graph(index, model).invoke({"question": QUESTION}, context={"max_steps": cap})
     assert out["steps"] == cap and len(out["chain"]) == cap and len(out["trajectory"]) == cap
     assert out["stop_reason"] == "step_cap" and out["error"] is None
-    # The last retrieval is not checked: S=1 is one-shot RAG with a single model call.
-    assert model.counts == {"Sufficiency": cap - 1, "Reformulation": cap - 1, "answer": 1, "hyde": 0}
+    # The last retrieval is not checked: S=1 is one-shot RAG with its sub-answer and the answer.
+    assert model.counts == {"SubAnswer": cap, "Sufficiency": cap - 1, "Reformulation": cap - 1, "answer": 1, "hyde": 0}
     assert out["chain"][-1]["is_sufficient"] is None
     assert [link["query"] for link in out["chain"]] == [QUESTION, *TOPICS[: cap - 1]]
     assert out["answer"] == "Stephen King"
@@ -226,7 +254,7 @@ def test_stops_early_when_sufficient(index: Any) -> None:
     model = chain_model(sufficient=[False, True])
     out = build_corag_graph(index, model).invoke({"question": QUESTION})
     assert out["steps"] == 2 and out["stop_reason"] == "sufficient"
-    assert model.counts == {"Sufficiency": 2, "Reformulation": 1, "answer": 1, "hyde": 0}
+    assert model.counts == {"SubAnswer": 2, "Sufficiency": 2, "Reformulation": 1, "answer": 1, "hyde": 0}
     first, second = out["chain"]
     assert (first["is_sufficient"], first["missing_info"], first["confidence"]) == (False, "missing 1", 0.2)
     assert (second["is_sufficient"], second["reasoning"], second["confidence"]) == (True, "reasoning 2", 0.9)
@@ -323,6 +351,8 @@ def test_bad_structured_output_is_retried_once_then_not_sufficient(index: Any) -
             return structured_reply(schema, is_sufficient=True, confidence=0.8)
         if schema == "Reformulation":
             return structured_reply(schema, query=TOPICS[0])
+        if schema == "SubAnswer":
+            return structured_reply(schema, answer="Stephen King", confidence=0.9)
         return AIMessage("Answer: Stephen King")
 
     model = ScriptedChatModel(messages=iter([]), reply=reply)
@@ -343,8 +373,10 @@ def test_model_failure_is_a_one_line_error(index: Any, mode: str) -> None:
     out = graph.invoke(inputs) if mode == "sync" else asyncio.run(graph.ainvoke(inputs))
     assert out["error"].startswith("model call failed") and "\n" not in out["error"]
     assert "upstream unavailable" in out["error"]
-    # The check fell back to "not sufficient", the reformulation to the question: a loop.
-    assert out["steps"] == 1 and out["stop_reason"] == "loop" and len(out["warnings"]) == 2
+    # The sub-answer fell back to "no relevant information", the check to "not sufficient", the
+    # reformulation to the question: a loop.
+    assert out["steps"] == 1 and out["stop_reason"] == "loop" and len(out["warnings"]) == 3
+    assert out["chain"][0]["sub_answer"] == "No relevant information found" and out["chain"][0]["penalty"] == 1.0
     assert out["answer"] == ""
 
 
@@ -469,6 +501,8 @@ def _sampler(answers: Sequence[str], cls: type[ScriptedChatModel] = ScriptedChat
     def reply(messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         if requested_schema(kwargs) == "Sufficiency":
             return structured_reply("Sufficiency", reasoning="found it", is_sufficient=True, confidence=0.9)
+        if requested_schema(kwargs) == "SubAnswer":
+            return structured_reply("SubAnswer", answer="a film director", confidence=0.8)
         return AIMessage(next(replies))
 
     return cls(messages=iter([]), reply=reply)
@@ -522,8 +556,8 @@ def test_rejection_sampling_exact_match_and_temperature(index: Any, tmp_path: Pa
     out.write_text('{"id": "other", "question": "cut sh', encoding="utf-8")  # an interrupted earlier run
     stats = rejection_sample([question], index=index, model=model, out=out, n=2, temperature=0.9, match="em")
     lines = out.read_text(encoding="utf-8").splitlines()
-    record = json.loads(lines[1])
-    assert stats.kept == 1 and len(lines) == 2 and record["final_answer"] == "Stephen King"
+    record = json.loads(lines[0])  # the line cut short is dropped, as the evaluation's writer does
+    assert stats.kept == 1 and len(lines) == 1 and record["final_answer"] == "Stephen King"
     assert stats.temperature_applied and record["temperature"] == 0.9
     assert model.seen and set(model.seen) == {0.9} and model.temperature == 0.0  # the caller's model is untouched
 

@@ -289,6 +289,7 @@ def test_a_model_and_a_judge_behind_an_openai_compatible_server(
 STRUCTURED_REPLIES = {
     "Sufficiency": {"reasoning": "Lilu is a spirit.", "is_sufficient": True, "missing_info": "", "confidence": 0.9},
     "Reformulation": {"query": "Lilu"},
+    "SubAnswer": {"answer": "a spirit", "confidence": 0.9},
     "Decomposition": {"sub_questions": [{"id": 1, "question": "What is Lilu?", "depends_on": []}]},
     "Triplets": {"triplets": [{"subject": "Lilu", "predicate": "is", "object": "a spirit", "relevance": 0.9}]},
     "Route": {"multi_hop": True},
@@ -671,9 +672,11 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
     assert {e["reference_dataset_id"] for e in experiments} == {datasets[0]["id"]}
     assert all(e["extra"]["metadata"]["model"] == "offline" for e in experiments)
     example_ids = {e["id"] for e in examples}
+    roots_seen: set[str] = set()
     for experiment in experiments:
         graph = experiment["name"].split("-", 1)[0]
         roots = [r for r in langsmith_recorder.roots() if r.data.get("session_name") == experiment["name"]]
+        roots_seen |= {r.id for r in roots}
         assert sorted(str(r.data.get("reference_example_id")) for r in roots) == sorted(example_ids)
         assert all(r.ended and r.outputs and "answer" in r.outputs for r in roots)
         # The graph ran inside the experiment's trace (its nodes are runs under the root).
@@ -694,6 +697,19 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
         for item in feedback:  # the client rounds scores to 4 decimals
             assert item["score"] == pytest.approx(stored[(by_root[str(item["run_id"])], item["key"])], abs=5e-5)
 
+        # As LangSmith's own evaluators do: the run's outputs are the prediction, each score is
+        # feedback from an evaluator run of its own name (not one "stored_metrics" for all of them).
+        assert all("metrics" not in r.outputs for r in roots)
+        runs = {r.id: r for r in langsmith_recorder.runs}
+        source = {(f["run_id"], f["key"]): runs[f["feedback_source"]["metadata"]["__run"]["run_id"]] for f in feedback}
+        assert {run.name for run in source.values()} >= {"contain_acc", "f1", "evidence_recall", "steps"}
+        assert "stored_metrics" not in {run.name for run in langsmith_recorder.runs}
+        for (_, key), evaluator_run in source.items():
+            assert evaluator_run.name == ("usage" if key in ("input_tokens", "output_tokens", "cost_usd") else key)
+        for root in roots:  # every metric once per run
+            keys = [f["key"] for f in feedback if f["run_id"] == root.id]
+            assert sorted(keys) == sorted(set(keys))
+
     # The key itself travels in headers only, never in what was uploaded or written.
     assert langsmith_recorder.bodies_containing(LANGSMITH_KEY) == []
     assert LANGSMITH_KEY not in stdout + err
@@ -710,6 +726,14 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
     assert [r for r in langsmith_recorder.requests if r.method == "POST" and r.path == "/datasets"] == posts_before
     assert len(langsmith_recorder.examples_of(datasets[0]["id"])) == 2
     assert len(langsmith_recorder.experiments()) == 4
+    # Its runs are replayed from the predictions files, scores included: the same feedback again.
+    later = {e["name"] for e in langsmith_recorder.experiments()} - {e["name"] for e in experiments}
+    replayed = [r for r in langsmith_recorder.roots() if r.data.get("session_name") in later]
+    assert len(replayed) == 4 and all("metrics" not in r.outputs for r in replayed)
+    again = {str(r.id) for r in replayed}
+    first_time = [f for f in langsmith_recorder.feedback if str(f.get("run_id")) in roots_seen]
+    replayed_feedback = [f for f in langsmith_recorder.feedback if str(f.get("run_id")) in again]
+    assert len(replayed_feedback) == len(first_time) > 0
 
 
 def test_a_dataset_left_short_by_a_killed_run_is_completed_before_experiments(

@@ -7,7 +7,6 @@ where only the plumbing does; Chroma is always the real persistent one.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from arag_graph.documents import Document
 from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
@@ -198,8 +198,14 @@ def test_manifest_records_what_the_index_was_built_from(fake_index: Hierarchical
         "encode_seconds",
         "insert_seconds",
         "keyword_seconds",
+        "checksum_seconds",
     }
     assert raw["build_seconds"] > 0
+    # Every file the build wrote but the manifest itself and Chroma's own (which change on open).
+    written = {p.name for p in build.iterdir() if p.is_file() and p.name != MANIFEST}
+    assert set(raw["checksums"]) == written and all(v.startswith("sha256:") for v in raw["checksums"].values())
+    assert "sentences.npy" in raw["checksums"]  # the vectors themselves are checksummed
+    assert raw["sentence_digest"] is None  # no sentence records to digest: the matrix holds vectors only
 
 
 def test_corpus_hash_changes_with_text_title_or_id(fake_index: HierarchicalIndex) -> None:
@@ -219,6 +225,9 @@ def test_sentence_records_point_at_their_chunk(tmp_path: Path) -> None:
     index = build_index(documents, tmp_path / "index", embeddings=NamedFakeEmbeddings(), backend="chroma")
     assert index.manifest.chroma == {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
     assert (active_build(tmp_path / "index") / "chroma").is_dir()
+    # Chroma's files change when opened: its records are checked by digest and vector fingerprint.
+    assert index.manifest.sentence_digest is not None and index.manifest.sentence_digest.startswith("sha256:")
+    assert {"sentences.fingerprint.npy", "chunks.jsonl"} <= set(index.manifest.checksums)
     stored = index.sentences.collection.get(include=["documents", "metadatas"])
     records = sorted(
         (int(i), m["chunk_id"], m["position"], d)
@@ -364,9 +373,8 @@ def test_a_failed_rebuild_keeps_the_old_index_and_leaves_nothing(fake_index: Hie
 
 def test_a_second_build_into_the_same_directory_fails_fast(tmp_path: Path) -> None:
     root = tmp_path / "index"
-    root.mkdir()
-    with (root / ".lock").open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    build_index([Document("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
+    with FileLock(str(root / ".lock")):  # what a running build holds
         with pytest.raises(AragError) as caught:
             build_index([Document("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
         assert "another `arag index`" in one_line(caught.value)

@@ -13,7 +13,7 @@ through ``arag ask``. What every cell must show:
   ends at exactly the cap;
 - transient faults (one 429 with Retry-After, one 500) are retried and the run answers.
 
-Timeouts and retries are set small (``models.TIMEOUT_SECONDS``, ``models.MAX_RETRIES``) so the
+Timeouts and retries are set small (``models.DEFAULT_TIMEOUT``, ``models.DEFAULT_RETRIES``) so the
 matrix stays fast; the behaviour does not depend on their size.
 """
 
@@ -89,6 +89,7 @@ def _structured_schema(request: RecordedRequest) -> str | None:
 _COOPERATIVE = {
     "Sufficiency": {"reasoning": "The passages name the director.", "is_sufficient": True, "missing_info": ""},
     "Reformulation": {"query": "director of Maximum Overdrive"},
+    "SubAnswer": {"answer": "Maximum Overdrive was shot in Leland", "confidence": 0.8},
     "Decomposition": {"sub_questions": [{"id": 1, "question": QUESTION, "depends_on": []}]},
     "Triplets": {"triplets": [{"subject": "Maximum Overdrive", "predicate": "directed by", "object": ANSWER}]},
     "Route": {"multi_hop": False},
@@ -177,14 +178,14 @@ def fault_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setattr(models, "TIMEOUT_SECONDS", TIMEOUT)
+    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", TIMEOUT)
     models._chat_openai.cache_clear()
     yield
     models._chat_openai.cache_clear()
 
 
 def _arm(server: OpenAIStubServer, fault: Fault, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models, "MAX_RETRIES", fault.retries)
+    monkeypatch.setattr(models, "DEFAULT_RETRIES", fault.retries)
     models._chat_openai.cache_clear()
     server.script(list(fault.script), then=fault.then())
 

@@ -59,7 +59,7 @@ def test_a_prefix_no_provider_claims_is_part_of_an_openai_compatible_name() -> N
 def test_request_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARAG_MODEL_TIMEOUT", raising=False)
     monkeypatch.delenv("ARAG_MODEL_RETRIES", raising=False)
-    assert request_limits() == (models.TIMEOUT_SECONDS, models.MAX_RETRIES)
+    assert request_limits() == (models.DEFAULT_TIMEOUT, models.DEFAULT_RETRIES)
     assert request_limits(5, 0) == (5.0, 0)
     monkeypatch.setenv("ARAG_MODEL_TIMEOUT", "12.5")
     monkeypatch.setenv("ARAG_MODEL_RETRIES", "1")

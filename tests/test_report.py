@@ -189,6 +189,17 @@ def test_runs_whose_steps_fell_back_are_counted_and_shown() -> None:
     assert "fell back to a safe default" in text
 
 
+def test_runs_an_evaluator_failed_on_are_counted_and_shown() -> None:
+    records = [record("arag", {}, "q1"), record("arag", {}, "q2", f1=None)]
+    records[1]["evaluator_errors"] = {"f1": "RuntimeError: tokenizer exploded"}
+    rows = summarize(records)
+    assert rows[0]["evaluator_errors"] == 1 and rows[0]["counts"]["f1"] == 1  # missing, not zero
+    text = summary_markdown(rows)
+    assert "| errors | runs with evaluator errors |" in text
+    assert text.split("| arag | default | 2 |")[1].split("\n")[0].endswith("| 0 | 1 |")
+    assert "an evaluator raised" in text
+
+
 def test_model_label() -> None:
     assert model_label("offline") == "offline (no-LLM policy)"
     assert model_label("gpt-5-mini") == "gpt-5-mini"
@@ -428,3 +439,89 @@ def test_points_apart_are_not_moved(tmp_path: Path, saved_figures: list[Any]) ->
     axes = saved_figures[0].axes[0]
     line = next(line for line in axes.get_lines() if line.get_label() == "arag: Contain-Acc")
     assert list(line.get_xdata()) == [600, 1200]  # exact data where nothing coincides
+
+
+# --- sweeps over any setting (issue 15 item 2) -----------------------------------------------------
+
+EFFORTS = ["minimal", "low", "medium", "high"]
+
+
+def effort_sweep(usage: bool = True) -> list[dict[str, Any]]:
+    """``--set reasoning_effort=minimal,low,medium,high``: accuracy and spending grow with the effort."""
+    records = []
+    for i, effort in enumerate(EFFORTS):
+        for q in range(4):
+            spent = {"input_tokens": 5000 * (i + 1), "output_tokens": 300 * 2**i} if usage else {}
+            records.append(
+                record(
+                    "arag",
+                    {"reasoning_effort": effort},
+                    f"q{q}",
+                    model="gpt-5-mini",
+                    contain_acc=float(q <= i),
+                    retrieved_tokens=1000 * (i + 1),
+                    **spent,
+                )
+            )
+    return records
+
+
+def _tick_labels(axes: Any) -> list[str]:
+    return [tick.get_text() for tick in axes.get_xticklabels()]
+
+
+def test_a_sweep_over_any_setting_plots_accuracy_against_the_setting_and_the_compute_spent(
+    tmp_path: Path, saved_figures: list[Any]
+) -> None:
+    orders = {"reasoning_effort": EFFORTS}
+    rows = summarize(effort_sweep(), orders)
+    # Rows in the order the sweep asked for, not alphabetical (high, low, medium, minimal).
+    assert [r["setting"]["reasoning_effort"] for r in rows] == EFFORTS
+    paths = write_plots(rows, tmp_path, orders)
+    assert [p.name for p in paths] == ["accuracy_vs_tokens.png", "accuracy_vs_reasoning_effort.png"]
+    assert "reasoning_effort" in _png_title(paths[1]) and "gpt-5-mini" in _png_title(paths[1])
+    figure = saved_figures[1]
+    setting_panel, retrieved_panel, model_panel = figure.axes
+    assert _tick_labels(setting_panel) == EFFORTS
+    assert "retrieved" in retrieved_panel.get_xlabel() and "model tokens" in model_panel.get_xlabel()
+    # Each panel plots the same four points: accuracy 25, 50, 75, 100 % against the setting's position,
+    # the retrieved tokens and the model tokens (input + output) of each effort.
+    for axes, xs in (
+        (setting_panel, [0, 1, 2, 3]),
+        (retrieved_panel, [1000, 2000, 3000, 4000]),
+        (model_panel, [5300, 10600, 16200, 22400]),
+    ):
+        (line,) = [line for line in axes.get_lines() if line.get_label() == "arag: Contain-Acc"]
+        assert list(line.get_ydata()) == [25.0, 50.0, 75.0, 100.0]
+        assert list(line.get_xdata()) == xs
+    # On the compute panels each point says which effort it is.
+    assert {t.get_text() for t in retrieved_panel.texts} == {f"{e} n=4" for e in EFFORTS}
+
+
+def test_without_model_usage_a_sweep_plot_has_no_model_token_panel(tmp_path: Path, saved_figures: list[Any]) -> None:
+    write_plots(summarize(effort_sweep(usage=False)), tmp_path)
+    assert len(saved_figures[1].axes) == 2  # the setting and the retrieved tokens; the offline policy reports no usage
+
+
+def test_two_sweeps_in_one_run_write_a_plot_each_and_numbers_sort_numerically(tmp_path: Path) -> None:
+    records = [
+        record("corag", {"n": n, "max_steps": cap}, q, contain_acc=float(q == "q1"), retrieved_tokens=100 * n * cap)
+        for n in (8, 2, 4)
+        for cap in (3, 6)
+        for q in ("q1", "q2")
+    ]
+    records += [record("naive_rag", {}, q, retrieved_tokens=600) for q in ("q1", "q2")]
+    rows = summarize(records)
+    # By step cap, then n; numbers numerically (8 after 4).
+    shown = [(r["setting"].get("n"), r["setting"].get("max_steps")) for r in rows]
+    assert shown[:4] == [(2, 3), (4, 3), (8, 3), (2, 6)]
+    (tmp_path / "accuracy_vs_beam.png").write_bytes(PNG_MAGIC + b"stale")  # an earlier evaluation's sweep
+    paths = write_plots(rows, tmp_path)
+    assert [p.name for p in paths] == ["accuracy_vs_tokens.png", "accuracy_vs_steps.png", "accuracy_vs_n.png"]
+    assert "n (test-time scaling)" in _png_title(tmp_path / "accuracy_vs_n.png")
+    assert not (tmp_path / "accuracy_vs_beam.png").exists()
+
+
+def test_a_setting_with_one_value_is_no_sweep(tmp_path: Path) -> None:
+    records = [record("arag", {"tools": "no_chunk_read"}, q, retrieved_tokens=10) for q in ("q1", "q2")]
+    assert [p.name for p in write_plots(summarize(records), tmp_path)] == ["accuracy_vs_tokens.png"]

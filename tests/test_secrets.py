@@ -43,8 +43,8 @@ def sentinel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("LANGSMITH_API_KEY", LANGSMITH_KEY)
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
-    monkeypatch.setattr(models, "MAX_RETRIES", 0)
-    monkeypatch.setattr(models, "TIMEOUT_SECONDS", 5.0)
+    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
+    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", 5.0)
     models._chat_openai.cache_clear()
     yield
     models._chat_openai.cache_clear()
@@ -155,7 +155,7 @@ def test_arag_eval_writes_no_key_anywhere(
     argv += ["--base-url", openai_server.url, "--out", str(out), "--no-upload", "--quiet"]
     code = cli_main(argv)
     captured = capsys.readouterr()
-    assert code == 0, captured.err
+    assert code == (0 if behaviour == "answering" else 1), captured.err  # every run failed: non-zero
     key_was_sent(openai_server)
     files = [p for p in out.rglob("*") if p.is_file()]
     assert any(p.suffix == ".jsonl" for p in files) and (out / "summary.json").exists()

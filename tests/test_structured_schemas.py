@@ -23,6 +23,7 @@ from arag_graph.structured import (
     ModelFacing,
     Reformulation,
     Route,
+    SubAnswer,
     SubQuestion,
     Sufficiency,
     Triplet,
@@ -34,6 +35,7 @@ from tests.stubs.openai_server import OpenAIStubServer, text
 EXAMPLES: list[BaseModel] = [
     Sufficiency(reasoning="Ed Wood was American.", is_sufficient=True, missing_info="", confidence=0.9),
     Reformulation(query="Scott Derrickson nationality"),
+    SubAnswer(answer="American", confidence=0.9),
     Decomposition(sub_questions=[SubQuestion(id=1, question="Who directed Sinister?", depends_on=[])]),
     Triplets(triplets=[Triplet(subject="Ed Wood", predicate="born in", object="1924", relevance=0.8)]),
     Route(multi_hop=True),

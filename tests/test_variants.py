@@ -5,7 +5,7 @@
   with searches that hand over whole chunks);
 * every graph of ``langgraph.json`` runs on an index built with contextual chunk headers;
 * every compiled graph exposes its configuration dataclass as the context schema Studio renders;
-* Naive RAG's sentence windows are the top_k sentences with ``window`` neighbours each side, no more;
+* Naive RAG's sentence windows are the top_k sentences, each centred in ``window`` sentences, no more;
 * ``arag ask --graph NAME --json`` returns the common output fields for every graph.
 
 Expected values are computed here from the index and the sentence splitter, never copied from a run.
@@ -275,13 +275,16 @@ def top_sentence_positions(index: HierarchicalIndex, question: str, k: int) -> d
     return {cid: tuple(positions) for cid, positions in grouped.items()}
 
 
-@pytest.mark.parametrize("window", [None, 1])
+@pytest.mark.parametrize("window", [None, 7])
 def test_naive_rag_sentence_window_gives_the_top_k_sentences_in_their_windows(
     hotpot_index: HierarchicalIndex, slice_questions: list[dict[str, Any]], window: int | None
 ) -> None:
-    """ARAGOG's sentence windows: the top_k *sentences*, each with ``window`` neighbours each side."""
-    size = 3 if window is None else window  # None: the configuration's default
+    """ARAGOG's sentence windows: the top_k *sentences*, each centred in a window of ``window`` sentences.
+
+    ARAGOG's window counts sentences in total: the default 3 is one neighbour on each side, 7 three.
+    """
     assert get_graph_spec("naive_rag").config().window == 3
+    size = (3 if window is None else window) // 2  # neighbours on each side
     # A question where some window leaves part of its chunk out, so the window has work to do.
     question, expected = next(
         (q["question"], top)
@@ -293,7 +296,9 @@ def test_naive_rag_sentence_window_gives_the_top_k_sentences_in_their_windows(
         )
     )
     assert sum(len(p) for p in expected.values()) == 5
-    context: dict[str, Any] = {"sentence_window": True} if window is None else {"sentence_window": True, "window": 1}
+    context: dict[str, Any] = (
+        {"sentence_window": True} if window is None else {"sentence_window": True, "window": window}
+    )
     graph = build_graph("naive_rag", index=hotpot_index, model="offline")
     found, out = naive_rag_passages(graph, question, context)
     check_common_output(out, hotpot_index, "naive_rag")

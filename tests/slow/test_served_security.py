@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
 from tests.stubs.openai_server import OpenAIStubServer, stall, text
 
@@ -86,6 +87,8 @@ def test_no_caller_setting_sends_the_key_elsewhere(servers: Any, graph: str) -> 
             assert fragment in refusal(server, context, graph), context
         assert attacker.requests == [], "a request reached a host the operator did not allow"
         assert SENTINEL_KEY not in server.log_tail(200_000)
+    n = len(HOSTILE)
+    record("served_security", f"{graph}: hostile run contexts", trials=n, faults=n, survived=n)
 
 
 def test_the_allowed_endpoint_gets_the_key_and_answers(servers: Any) -> None:
@@ -104,6 +107,7 @@ def test_the_allowed_endpoint_gets_the_key_and_answers(servers: Any) -> None:
     sent = allowed.completions[before:]
     assert sent and all(r.headers.get("authorization") == f"Bearer {SENTINEL_KEY}" for r in sent)
     assert attacker.requests == []
+    record("served_security", "the allowed endpoint answers with the operator's key", trials=1)
 
 
 def test_a_hung_model_run_does_not_hold_other_runs(servers: Any) -> None:
@@ -136,3 +140,4 @@ def test_a_hung_model_run_does_not_hold_other_runs(servers: Any) -> None:
         assert quick_done < results["hung_done"], "the offline run waited for the hung one"
         error = results["hung"].get("error") or ""
         assert "timed out" in error and "\n" not in error, results["hung"]
+    record("served_security", "a hung model run beside an offline run", trials=2, faults=1, survived=1)

@@ -1,0 +1,501 @@
+"""Evaluations and chain sampling keep what they write safe (issue 11, items 2, 9 and 11; issue 12's one writer).
+
+- ``arag eval --out`` and ``sample-chains --out`` write only where they may: a file, a directory
+  of someone else's, a damaged run record or a foreign line is refused with one line and left as
+  it was.
+- One evaluation at a time per output directory: a second one started while the first runs is
+  refused before it pays for any question.
+- A full disk ends the evaluation with one line and no temporary file; a rerun resumes.
+- A malformed record found on resume is run again (and kept aside), never summarised.
+- An evaluation in which every run failed exits non-zero.
+- Credentials in ``--base-url`` and keys a model echoes back reach no file, output or log.
+- The library does not import the evaluation package, and both writers share one JSON Lines writer.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import errno
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arag_graph import models
+from arag_graph.errors import AragError
+from arag_graph.index import HierarchicalIndex
+from arag_graph.sample import sample_questions_path
+from tests.cli_run import assert_one_error_line
+from tests.cli_run import run_cli as run
+from tests.conftest import REPO
+from tests.reliability import record
+from tests.stubs._http import RecordedRequest
+from tests.stubs.openai_server import OpenAIStubServer, Reply, http_error, text
+
+KEY = "sk-evalsafe-SENTINEL-0123456789abcdef"
+PASSWORD = "pw-SENTINEL-a1b2c3d4"
+
+
+@pytest.fixture
+def model_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX", "ARAG_MODEL_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    models._chat_openai.cache_clear()
+    yield
+    models._chat_openai.cache_clear()
+
+
+def eval_argv(index: HierarchicalIndex, out: Path, *extra: str, limit: int = 3) -> list[str]:
+    argv = ["eval", "--dataset", str(sample_questions_path()), "--index", str(index.path), "--out", str(out)]
+    return [*argv, "--graphs", "naive_rag", "--model", "offline", "--limit", str(limit), "--quiet", *extra]
+
+
+def chains_argv(index: HierarchicalIndex, out: Path, *extra: str) -> list[str]:
+    argv = ["sample-chains", "--dataset", str(sample_questions_path()), "--index", str(index.path)]
+    return [*argv, "--out", str(out), "--model", "offline", "--limit", "1", "--n", "1", *extra]
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file under ``path`` (or ``path`` itself) with its bytes, to show nothing was touched."""
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def lines_of(path: Path, *, complete_only: bool = False) -> list[dict[str, Any]]:
+    """The JSON records of a JSON Lines file (with ``complete_only``, without a last line cut short)."""
+    lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
+    if complete_only and not path.read_bytes().endswith(b"\n"):
+        lines = lines[:-1]
+    return [json.loads(line) for line in lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the writers refuse (nothing touched)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "contents",
+    [{"summary.md": "my notes\n"}, {"summary.md": "mine\n", "run.json": '{"mine": true}\n'}, {"run.json": "[]"}],
+    ids=["user-files", "foreign-run-json", "run-json-list"],
+)
+def test_eval_refuses_an_out_directory_it_did_not_write(
+    contents: dict[str, str], sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name, data in contents.items():
+        (out / name).write_text(data, encoding="utf-8")
+    before = snapshot(out)
+    line = assert_one_error_line(*run(eval_argv(sample_index, out), capsys))
+    assert str(out) in line and "--out" in line
+    assert snapshot(out) == before and sorted(p.name for p in out.iterdir()) == sorted(contents)
+    record("malformed_inputs", f"eval --out {'+'.join(contents)}", faults=1, survived=1)
+
+
+@pytest.mark.integration
+def test_eval_out_naming_a_file_is_one_line(
+    sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.txt"
+    out.write_text("keep me\n", encoding="utf-8")
+    line = assert_one_error_line(*run(eval_argv(sample_index, out), capsys))
+    assert "is a file" in line and out.read_text(encoding="utf-8") == "keep me\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("c.jsonl", "my own notes\n"),
+        ("c.jsonl", '{"id": 1, "text": "a record of mine"}\n'),
+        ("c.progress.jsonl", "null\n"),
+    ],
+    ids=["text", "foreign-json", "foreign-progress"],
+)
+def test_sample_chains_refuses_a_file_it_did_not_write(
+    name: str, data: str, sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / name).write_text(data, encoding="utf-8")
+    line = assert_one_error_line(*run(chains_argv(sample_index, tmp_path / "c.jsonl"), capsys))
+    assert name in line and "arag sample-chains" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name] and (tmp_path / name).read_text() == data
+    record("malformed_inputs", f"sample-chains --out {name}", faults=1, survived=1)
+
+
+@pytest.mark.integration
+def test_sample_chains_out_naming_a_directory_is_one_line(
+    sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chains").mkdir()
+    line = assert_one_error_line(*run(chains_argv(sample_index, tmp_path / "chains"), capsys))
+    assert "is a directory" in line and list((tmp_path / "chains").iterdir()) == []
+
+
+@pytest.mark.integration
+def test_langsmith_shows_no_progress_bar_of_its_own(
+    sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its per-experiment bar is dropped (no private langsmith API); its messages become log records."""
+    argv = [a for a in eval_argv(sample_index, tmp_path / "run") if a != "--quiet"]
+    code, _, err = run([*argv, "-v"], capsys)
+    assert code == 0, err
+    assert "Starting evaluation of experiment" in err and "it/s" not in err and "\r" not in err
+
+
+@pytest.mark.integration
+def test_sample_chains_resumes_its_own_file(
+    sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "c.jsonl"
+    assert run(chains_argv(sample_index, out, "--json"), capsys)[0] == 0
+    code, stdout, err = run(chains_argv(sample_index, out, "--json"), capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["skipped"] == 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("setting", ["max_tokens=inf", "temperature=nan", "max_tokens=0"])
+def test_impossible_set_values_are_one_line(
+    setting: str, sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = assert_one_error_line(*run(eval_argv(sample_index, tmp_path / "run", "--set", setting), capsys))
+    assert setting.split("=")[0] in line and not (tmp_path / "run").exists()
+    record("malformed_inputs", f"eval --set {setting}", faults=1, survived=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Damaged records met on resume
+
+
+@pytest.fixture
+def finished_run(sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """An evaluation of three questions with naive_rag (offline), done."""
+    out = tmp_path / "run"
+    code, _, err = run(eval_argv(sample_index, out), capsys)
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("file", "damage"),
+    [("predictions/naive_rag__default.jsonl", b"null\n"), ("run.json", None)],
+    ids=["null-line", "run-json-list"],
+)
+def test_a_null_line_or_a_run_file_of_a_list_is_one_line_and_untouched(
+    file: str,
+    damage: bytes | None,
+    finished_run: Path,
+    sample_index: HierarchicalIndex,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = finished_run / file
+    path.write_bytes(path.read_bytes() + damage if damage is not None else b"[]")
+    before = snapshot(finished_run)
+    line = assert_one_error_line(*run(eval_argv(sample_index, finished_run), capsys))
+    assert str(path) in line
+    assert snapshot(finished_run) == before
+    record("malformed_inputs", f"eval resume {file} damaged", faults=1, survived=1)
+
+
+@pytest.mark.integration
+def test_a_malformed_record_is_run_again_on_resume(
+    finished_run: Path, sample_index: HierarchicalIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = finished_run / "predictions" / "naive_rag__default.jsonl"
+    records = lines_of(path)
+    broken = records[1]["question_id"]
+    records[1]["prediction"] = None
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    code, out, err = run(eval_argv(sample_index, finished_run), capsys)
+    assert code == 0, err
+    again = lines_of(path)
+    assert sorted(r["question_id"] for r in again) == sorted(r["question_id"] for r in records)
+    assert all(isinstance(r["prediction"], dict) and r["prediction"]["answer"] for r in again)
+    rows = json.loads((finished_run / "summary.json").read_text(encoding="utf-8"))
+    assert [(row["graph"], row["n"]) for row in rows] == [("naive_rag", 3)]
+    assert "| ? |" not in out
+    kept_aside = lines_of(path.with_name(path.name + ".rejected"))
+    assert [r["question_id"] for r in kept_aside] == [broken] and kept_aside[0]["prediction"] is None
+    record("malformed_inputs", "eval resume prediction null", faults=1, survived=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures
+
+
+@pytest.mark.integration
+def test_an_evaluation_in_which_every_run_failed_exits_non_zero(
+    openai_server: OpenAIStubServer,
+    model_env: None,
+    sample_index: HierarchicalIndex,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    openai_server.script([], then=http_error(500, "upstream exploded"))
+    argv = eval_argv(sample_index, tmp_path / "run", limit=2)
+    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
+    code, out, err = run([*argv, "--model-retries", "0"], capsys)
+    assert code == 1
+    assert "direct" in out  # the summary is still shown, with its error column
+    last = err.splitlines()[-1]
+    assert last.startswith("arag: error: every run of the evaluation failed (2 of 2)") and "HTTP 500" in last
+
+
+@pytest.mark.integration
+def test_a_write_failure_stops_the_evaluation_and_a_rerun_resumes(
+    finished_run: Path,
+    sample_index: HierarchicalIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The disk fills after one more record: one line, no further question run, nothing lost."""
+    from arag_graph.jsonl import JsonLinesFile
+
+    real = JsonLinesFile.add_many
+    calls: list[int] = []
+
+    def filling(self: JsonLinesFile, records: Any) -> int:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, records)
+
+    monkeypatch.setattr(JsonLinesFile, "add_many", filling)
+    argv = eval_argv(sample_index, finished_run, limit=6)
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line]  # after the progress lines of the run
+    assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
+    assert errors[0].startswith("arag: error: cannot write") and "No space left on device" in errors[0]
+    assert len(calls) == 2  # the question after the failed write was not run
+    path = finished_run / "predictions" / "naive_rag__default.jsonl"
+    assert len(lines_of(path)) == 4
+    assert not list(finished_run.rglob("*.tmp"))
+
+    monkeypatch.setattr(JsonLinesFile, "add_many", real)
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    ids = [r["question_id"] for r in lines_of(path)]
+    assert len(ids) == len(set(ids)) == 6
+    record("eval_safety", "eval write failure", trials=2, faults=1, survived=1, inputs=6, lost=0)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` at ``path`` (needs the right to mount; skipped where there is none)."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.integration
+def test_a_full_disk_during_arag_eval_is_one_line_and_a_rerun_resumes(
+    sample_index: HierarchicalIndex, tmp_path: Path
+) -> None:
+    """The real process on a real 16 KB file system: the disk fills while predictions are written."""
+    with small_filesystem(tmp_path / "disk", "16k") as disk:
+        out = disk / "run"
+        argv = [sys.executable, "-m", "arag_graph.cli", *eval_argv(sample_index, out, limit=10)]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        full = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert full.returncode == 2, full.stderr
+        assert "Traceback" not in full.stderr
+        last = full.stderr.splitlines()[-1]
+        assert last.startswith("arag: error: cannot write") and "No space left on device" in last
+        assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*.tmp"))
+        written = lines_of(out / "predictions" / "naive_rag__default.jsonl", complete_only=True)
+        assert 0 < len(written) < 10
+
+        subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
+        again = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr
+        ids = [r["question_id"] for r in lines_of(out / "predictions" / "naive_rag__default.jsonl")]
+        assert len(ids) == len(set(ids)) == 10
+    record("eval_safety", "eval full disk (tmpfs)", trials=2, faults=1, survived=1, inputs=10, lost=0)
+
+
+def test_a_failed_summary_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    from arag_graph.evaluators.report import write_summary
+
+    (tmp_path / "summary.json").mkdir()  # the rename onto it fails, as a full disk fails the write
+    with pytest.raises(OSError):
+        write_summary([], tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# One evaluation per output directory
+
+
+@pytest.mark.integration
+def test_a_second_evaluation_into_the_same_out_is_refused_while_the_first_runs(
+    openai_server: OpenAIStubServer,
+    model_env: None,
+    sample_index: HierarchicalIndex,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    release = threading.Event()
+    held = threading.Event()
+
+    def responder(request: RecordedRequest) -> Reply:
+        if not held.is_set():  # the first evaluation's first question waits here until released
+            held.set()
+            release.wait(120)
+        return text("Answer: Stephen King")
+
+    openai_server.script(responder)
+    out = tmp_path / "run"
+    argv = eval_argv(sample_index, out, limit=2)
+    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": KEY}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "arag_graph.cli", *argv],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert held.wait(300), "the first evaluation never reached the model"
+        line = assert_one_error_line(*run(argv, capsys))
+        assert "in use by another arag eval" in line
+        assert len(openai_server.requests) == 1  # the second one asked nothing
+    finally:
+        release.set()
+        _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err.decode(errors="replace")
+    ids = [r["question_id"] for r in lines_of(out / "predictions" / "direct__default.jsonl")]
+    assert len(ids) == len(set(ids)) == 2
+    assert len(openai_server.requests) == 2  # no question paid for twice
+    record("eval_safety", "two evals into one --out", trials=2, faults=1, survived=1, inputs=2, lost=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+@pytest.mark.integration
+def test_credentials_in_base_url_and_echoed_keys_reach_no_file_or_output(
+    openai_server: OpenAIStubServer,
+    model_env: None,
+    sample_index: HierarchicalIndex,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    openai_server.script([], then=text(f"Answer: my key is {KEY}, and the password {PASSWORD}"))
+    base_url = openai_server.url.replace("http://", f"http://evaluser:{PASSWORD}@")
+    out = tmp_path / "run"
+    argv = eval_argv(sample_index, out, limit=2)
+    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", base_url, "--no-upload"]
+    code, stdout, err = run(argv, capsys)
+    assert code == 0, err
+    assert openai_server.requests, "the model was never called"
+    files = snapshot(out)
+    assert "run.json" in files and any(name.endswith(".jsonl") for name in files)
+    for name, data in files.items():
+        assert PASSWORD.encode() not in data and KEY.encode() not in data, f"a secret in {name}"
+    assert PASSWORD not in stdout + err and KEY not in stdout + err
+    plan = json.loads(files["run.json"])["plan"]
+    assert plan["base_url"].startswith("http://***@127.0.0.1:")
+    answers = [r["prediction"]["answer"] for r in lines_of(out / "predictions" / "direct__default.jsonl")]
+    assert answers and all("***" in a for a in answers)
+    record("secrets", "arag eval base-url credentials and echoed key", trials=2, faults=2, survived=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer, and a library that does not import the evaluation package
+
+
+def test_the_library_does_not_import_the_evaluation_package() -> None:
+    """Function-level imports included; only the command line (cli.py) runs evaluations."""
+    offenders = []
+    for path in sorted((REPO / "arag_graph").glob("*.py")):
+        if path.name == "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("arag_graph.evaluators")]
+    assert offenders == []
+
+
+def _predictions(path: Path) -> Any:
+    from arag_graph.evaluators.runner import prediction_file
+
+    return prediction_file(path)
+
+
+GOOD = {"question_id": "q1", "graph": "g", "prediction": {"answer": "A"}, "metrics": {}}
+
+
+def test_the_writer_drops_a_line_cut_short_and_appends_on_a_clean_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(GOOD) + '\n{"question_id": "q2", "pred', encoding="utf-8")
+    file = _predictions(path)
+    assert list(file.keys) == ["q1"]
+    assert file.add({**GOOD, "question_id": "q2"}) and not file.add(GOOD)
+    assert [r["question_id"] for r in lines_of(path)] == ["q1", "q2"]
+
+
+@pytest.mark.parametrize("line", ["null", "[]", '"text"', '{"something": "else"}', "plain words"])
+def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    data = (json.dumps(GOOD) + "\n" + line + "\n").encode()
+    path.write_bytes(data)
+    with pytest.raises(AragError, match=r"line 2 is not an arag prediction record") as caught:
+        _predictions(path)
+    assert "\n" not in str(caught.value) and path.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+
+
+def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.jsonl import dumps
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = tmp_path / "p.jsonl"
+    file = _predictions(path)
+    weird = {"nan": float("nan"), "inf": [float("inf")], "key": f"x {KEY} y", "url": "http://u:p4ssw0rd@h/v1"}
+    file.add({**GOOD, "prediction": {"answer": "A", **weird}})
+    raw = path.read_text(encoding="utf-8")
+    assert KEY not in raw and "p4ssw0rd" not in raw
+    stored = json.loads(raw, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    assert stored["prediction"]["nan"] is None and stored["prediction"]["inf"] == [None]
+    assert json.loads(dumps({"v": float("-inf")})) == {"v": None}
+
+
+def test_both_writers_use_the_one_json_lines_writer() -> None:
+    """Neither the runner nor rejection sampling opens files for appending itself any more."""
+    for relative in ("evaluators/runner.py", "arag_graph/rejection_sampling.py"):
+        source = (REPO / relative).read_text(encoding="utf-8")
+        assert "JsonLinesFile" in source or "prediction_file" in source, relative
+        assert 'open("a' not in source and "open('a" not in source, relative
+
+
+def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
+    from arag_graph.evaluators.runner import PREDICTIONS, load_records
+
+    folder = tmp_path / PREDICTIONS
+    folder.mkdir()
+    (folder / "g__default.jsonl").write_text(json.dumps({**GOOD, "metrics": None}) + "\n", encoding="utf-8")
+    assert load_records(tmp_path) == []
+    assert (folder / "g__default.jsonl.rejected").exists()

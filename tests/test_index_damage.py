@@ -1,0 +1,481 @@
+"""A damaged index never answers: every kind of damage ends in the one ``index damaged`` line.
+
+Each case copies a freshly built index, damages one file the way a bad disk, a bad copy or a
+careless hand would, and checks that loading (or, for damage only a full check can see, the search
+that would use it and ``arag verify``) fails with ``index damaged: ...; rebuild with ...``: no
+traceback, no AttributeError or IndexError, no answer from wrong chunks. The byte-level cases are
+the ones that gave exit status 0 and wrong chunks before checksums: permuted keyword arrays,
+changed chunk text, a reversed vocabulary, sentence records pointing at another chunk. Damage to
+the sentence level is tried on both of its stores: the exact matrix (``sentences.npy``, the default
+for small indexes) and Chroma (large indexes).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arag_graph.documents import Document
+from arag_graph.errors import AragError
+from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from tests.cli_run import assert_one_error_line, run_cli
+from tests.fakes import NamedFakeEmbeddings
+from tests.reliability import record
+
+PASSAGES = [
+    ("curie", "Marie Curie", "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physics in 1903."),
+    ("eiffel", "Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was completed in 1889."),
+    ("nile", "Nile", "The Nile is a major river in northeast Africa. It flows into the Mediterranean Sea."),
+    ("danube", "Danube", "The Danube flows through Vienna and Budapest. It ends in the Black Sea."),
+]
+
+
+BACKENDS = ("matrix", "chroma")
+
+
+@pytest.fixture(scope="module")
+def pristines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same small index built once with each sentence store."""
+    built = {}
+    docs = [Document(text, id=i, title=t) for i, t, text in PASSAGES]
+    for backend in BACKENDS:
+        root = tmp_path_factory.mktemp(f"pristine-{backend}") / "index"
+        build_index(docs, root, embeddings=NamedFakeEmbeddings(), backend=backend, progress=False)
+        built[backend] = root
+    return built
+
+
+@pytest.fixture
+def pristine(pristines: dict[str, Path]) -> Path:
+    return pristines["chroma"]
+
+
+def copy_to(source: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "index"
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+@pytest.fixture
+def copy(pristines: dict[str, Path], tmp_path: Path) -> Path:
+    """A copy of the Chroma build (the cases about Chroma's records and files)."""
+    return copy_to(pristines["chroma"], tmp_path)
+
+
+@pytest.fixture
+def matrix_copy(pristines: dict[str, Path], tmp_path: Path) -> Path:
+    """A copy of the matrix build (the default for indexes of this size)."""
+    return copy_to(pristines["matrix"], tmp_path)
+
+
+def build_of(root: Path) -> Path:
+    return root / BUILDS / (root / CURRENT).read_text(encoding="utf-8").strip()
+
+
+def load(root: Path) -> HierarchicalIndex:
+    return load_index(root, embeddings=NamedFakeEmbeddings())
+
+
+def damaged_line(error: BaseException, root: Path) -> str:
+    message = str(error)
+    assert "\n" not in message and "Traceback" not in message
+    assert message.startswith("index damaged: "), message
+    assert f"rebuild with `arag index CORPUS --out {root}`" in message, message
+    return message
+
+
+def edit_manifest(root: Path, change: Callable[[dict[str, Any]], Any]) -> None:
+    path = build_of(root) / MANIFEST
+    data = json.loads(path.read_text(encoding="utf-8"))
+    result = change(data)
+    path.write_text(json.dumps(data if result is None else result), encoding="utf-8")
+
+
+def without_checksums(root: Path) -> None:
+    """Make the copy look like an index from before checksums, to test the checks that remain."""
+    edit_manifest(root, lambda m: m.update(checksums={}, sentence_digest=None))
+
+
+def save_array(root: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
+    path = build_of(root) / f"keywords.{name}.npy"
+    np.save(path, change(np.load(path)), allow_pickle=False)
+
+
+def flip_text_byte(root: Path) -> None:
+    """Change one letter of a chunk's text in chunks.jsonl; the file stays valid JSON of the same size."""
+    path = build_of(root) / "chunks.jsonl"
+    data = path.read_bytes()
+    at = data.index(b"Paris")
+    path.write_bytes(data[:at] + b"Rome!" + data[at + 5 :])
+
+
+def permute(array: np.ndarray) -> np.ndarray:
+    return np.random.default_rng(3).permutation(array)
+
+
+def reverse_vocabulary(root: Path) -> None:
+    path = build_of(root) / "keywords.vocabulary.txt"
+    path.write_text("\n".join(reversed(path.read_text(encoding="utf-8").split("\n"))), encoding="utf-8")
+
+
+def truncate_sqlite(root: Path) -> None:
+    path = build_of(root) / "chroma" / "chroma.sqlite3"
+    path.write_bytes(path.read_bytes()[:5000])
+
+
+def matrix_file(root: Path) -> Path:
+    return build_of(root) / "sentences.npy"
+
+
+def truncate_matrix(root: Path) -> None:
+    """Cut the last 100 bytes of sentences.npy, as a copy that ran out of space would."""
+    path = matrix_file(root)
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def change_matrix_value(root: Path) -> None:
+    """Overwrite one float of one sentence vector in place; the file keeps its size and header."""
+    path = matrix_file(root)
+    vectors = np.load(path)
+    vectors[2, 5] = 7.0
+    np.save(path, vectors, allow_pickle=False)
+
+
+def drop_matrix_row(root: Path) -> None:
+    """A valid .npy of one vector fewer than the chunks have sentences."""
+    path = matrix_file(root)
+    np.save(path, np.load(path)[:-1], allow_pickle=False)
+
+
+def matrix_as_float64(root: Path) -> None:
+    path = matrix_file(root)
+    np.save(path, np.load(path).astype(np.float64), allow_pickle=False)
+
+
+def replace_matrix_with_link(root: Path) -> None:
+    """sentences.npy as a symbolic link to an identical copy outside the build."""
+    path = matrix_file(root)
+    outside = root.parent / "elsewhere.npy"
+    shutil.copyfile(path, outside)
+    path.unlink()
+    path.symlink_to(outside)
+
+
+# Damage that loading must refuse: (how, what the line must mention).
+AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
+    "manifest_empty_list": (lambda r: edit_manifest(r, lambda m: []), "not a JSON object"),
+    "manifest_missing_field": (lambda r: edit_manifest(r, lambda m: m.pop("chunks") and None), "'chunks'"),
+    "manifest_wrong_type": (lambda r: edit_manifest(r, lambda m: m.update(sentences="many")), "'sentences'"),
+    "manifest_not_json": (lambda r: (build_of(r) / MANIFEST).write_bytes(b"{\x00"), "not JSON"),
+    "manifest_missing": (lambda r: (build_of(r) / MANIFEST).unlink(), "cannot be read"),
+    "current_not_utf8": (lambda r: (r / CURRENT).write_bytes(b"\xff\xfe\xfa\n"), "not UTF-8"),
+    "current_names_a_path": (lambda r: (r / CURRENT).write_text("../../elsewhere\n"), "not a build"),
+    "current_names_a_missing_build": (lambda r: (r / CURRENT).write_text("20200101T000000-deadbeef\n"), "missing"),
+    "chunk_text_changed": (flip_text_byte, "checksum mismatch"),
+    "chunks_truncated": (
+        lambda r: (build_of(r) / "chunks.jsonl").write_bytes((build_of(r) / "chunks.jsonl").read_bytes()[:-40]),
+        "chunks.jsonl",
+    ),
+    "keyword_arrays_permuted": (lambda r: save_array(r, "occ_chunk", permute), "checksum mismatch"),
+    "keyword_positions_permuted": (lambda r: save_array(r, "occ_pos", permute), "checksum mismatch"),
+    "vocabulary_reversed": (reverse_vocabulary, "checksum mismatch"),
+    "occ_chunk_out_of_range": (lambda r: save_array(r, "occ_chunk", lambda a: a + 1000), "checksum mismatch"),
+    "keyword_header_list": (lambda r: (build_of(r) / "keywords.json").write_text("[]"), "keywords.json"),
+    "builds_is_a_symlink": (
+        lambda r: (shutil.move(r / BUILDS, r.parent / "moved"), (r / BUILDS).symlink_to(r.parent / "moved")),
+        "symbolic link",
+    ),
+    # The same array damage without checksums (an index from before them): structural checks.
+    "legacy_keyword_array_truncated": (
+        lambda r: (without_checksums(r), save_array(r, "occ_pos", lambda a: a[:-3])),
+        "incomplete",
+    ),
+    "legacy_keyword_array_wrong_type": (
+        lambda r: (without_checksums(r), save_array(r, "occ_chunk", lambda a: a.astype(np.float64))),
+        "float64",
+    ),
+}
+
+
+# Damage to one sentence store: (how, what the line must mention).
+CHROMA_AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
+    "sqlite_truncated": (truncate_sqlite, "sentence"),
+    "sentence_store_deleted": (lambda r: shutil.rmtree(build_of(r) / "chroma"), "sentence store"),
+}
+MATRIX_AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
+    "matrix_truncated": (truncate_matrix, "sentences.npy differs from what the build wrote"),
+    "matrix_value_changed": (change_matrix_value, "sentences.npy differs from what the build wrote"),
+    "matrix_deleted": (lambda r: matrix_file(r).unlink(), "sentences.npy cannot be read"),
+    "matrix_row_missing": (drop_matrix_row, "checksum mismatch"),
+    "matrix_is_a_symlink": (replace_matrix_with_link, "symbolic link"),
+    # The same damage in an index without checksums: the header, size and shape checks still refuse.
+    "legacy_matrix_truncated": (lambda r: (without_checksums(r), truncate_matrix(r)), "sentences.npy cannot be read"),
+    "legacy_matrix_not_npy": (
+        lambda r: (without_checksums(r), matrix_file(r).write_bytes(b"not a matrix" * 10)),
+        "sentences.npy cannot be read",
+    ),
+    "legacy_matrix_row_missing": (lambda r: (without_checksums(r), drop_matrix_row(r)), "holds 7 vectors"),
+    "legacy_matrix_float64": (lambda r: (without_checksums(r), matrix_as_float64(r)), "float32 matrix"),
+    "legacy_matrix_deleted": (lambda r: (without_checksums(r), matrix_file(r).unlink()), "are missing"),
+}
+LOAD_CASES = [
+    *((case, backend) for case in AT_LOAD for backend in BACKENDS),
+    *((case, "chroma") for case in CHROMA_AT_LOAD),
+    *((case, "matrix") for case in MATRIX_AT_LOAD),
+]
+
+
+@pytest.mark.parametrize(("case", "backend"), LOAD_CASES)
+def test_damage_is_refused_at_load_in_one_line(
+    case: str, backend: str, pristines: dict[str, Path], tmp_path: Path
+) -> None:
+    target = copy_to(pristines[backend], tmp_path)
+    damage, needle = {**AT_LOAD, **CHROMA_AT_LOAD, **MATRIX_AT_LOAD}[case]
+    damage(target)
+    with pytest.raises(AragError) as caught:
+        load(target)
+    assert needle in damaged_line(caught.value, target)
+    record("index_damage", f"load: {case} ({backend})", faults=1, survived=1)
+
+
+def test_a_manifest_cannot_point_the_matrix_outside_its_build(matrix_copy: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "x.npy"
+    np.save(outside, np.load(matrix_file(matrix_copy)), allow_pickle=False)
+    for path in ("../../x.npy", str(outside), "sub/../sentences.npy", "..", ""):
+        edit_manifest(matrix_copy, lambda m, p=path: m["chroma"].update(path=p))
+        with pytest.raises(AragError) as caught:
+            load(matrix_copy)
+        assert "outside its build" in damaged_line(caught.value, matrix_copy)
+    record("index_damage", "load: matrix path outside the build", faults=5, survived=5)
+
+
+def test_verify_finds_a_changed_matrix_row_without_checksums(matrix_copy: Path) -> None:
+    """An index without checksums loads (the shape fits); the full check reads every row."""
+    from arag_graph.index import verify_index
+
+    without_checksums(matrix_copy)
+    change_matrix_value(matrix_copy)
+    with pytest.raises(AragError) as caught:
+        verify_index(load(matrix_copy))
+    assert "sentence vector 2 " in damaged_line(caught.value, matrix_copy)
+    record("index_damage", "verify: a matrix row changed (no checksums)", faults=1, survived=1)
+
+
+def test_a_manifest_cannot_point_the_sentence_store_outside_its_build(copy: Path, tmp_path: Path) -> None:
+    """A crafted ``chroma.path`` of ``../../x`` once made a plain search create a database there."""
+    outside = tmp_path / "x"
+    for path in ("../../x", str(outside), "chroma/../../../x", ".."):
+        edit_manifest(copy, lambda m, p=path: m["chroma"].update(path=p))
+        with pytest.raises(AragError) as caught:
+            load(copy)
+        assert "outside its build" in damaged_line(caught.value, copy)
+    assert not outside.exists() and not (copy / "x").exists() and not (copy.parent / "x").exists()
+    record("index_damage", "load: chroma.path outside the build", faults=4, survived=4)
+
+
+def chroma_collection(root: Path) -> Any:
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(
+        path=str(build_of(root) / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    return client.get_collection("sentences", embedding_function=None)
+
+
+def reassign_records(root: Path) -> None:
+    """Point every sentence record of one chunk at another existing chunk (Chroma metadata only)."""
+    collection = chroma_collection(root)
+    got = collection.get(include=["metadatas"])
+    ids = [i for i, m in zip(got["ids"], got["metadatas"], strict=True) if m["chunk_id"] == "eiffel"]
+    collection.update(ids=ids, metadatas=[{"chunk_id": "nile", "position": p} for p in range(len(ids))])
+
+
+def as_metadata_collection(root: Path) -> None:
+    """Make the copy read its records through their metadata, as builds before row ids did."""
+    edit_manifest(root, lambda m: m["chroma"].pop("ids") and None)
+
+
+PROBE = "The Eiffel Tower is a wrought-iron lattice tower in Paris."
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["checksums", "no-checksums"])
+def test_sentence_records_pointing_at_another_chunk_never_answer(legacy: bool, copy: Path) -> None:
+    """The search that would show the wrong chunk fails, and `verify` finds every such record
+    (a collection whose records name their chunk in metadata, as builds before row ids wrote)."""
+    from arag_graph.index import verify_index
+
+    if legacy:
+        without_checksums(copy)
+    as_metadata_collection(copy)
+    reassign_records(copy)
+    index = load(copy)  # a cheap load cannot read every record
+    with pytest.raises(AragError) as caught:
+        index.semantic_search(PROBE, 3)
+    assert "does not hold that sentence" in damaged_line(caught.value, copy)
+    with pytest.raises(AragError) as caught:
+        verify_index(index)
+    assert "not at sentence" in damaged_line(caught.value, copy)
+    record(
+        "index_damage",
+        f"query: sentence records reassigned ({'legacy' if legacy else 'checksums'})",
+        faults=2,
+        survived=2,
+    )
+
+
+def test_row_numbered_records_find_their_chunk_in_the_chunk_store(copy: Path) -> None:
+    """Builds with row ids never read a record's chunk from its metadata, so reassigned metadata
+    cannot show the wrong chunk; `verify` still finds it."""
+    from arag_graph.index import verify_index
+
+    reassign_records(copy)
+    index = load(copy)
+    hits = index.semantic_search(PROBE, 1)
+    assert hits[0].chunk_id == "eiffel" and PROBE in hits[0].snippets
+    with pytest.raises(AragError) as caught:
+        verify_index(index)
+    assert "not at sentence" in damaged_line(caught.value, copy)
+    record("index_damage", "query: sentence metadata reassigned (row ids)", faults=2, survived=2)
+
+
+def test_a_record_id_that_is_not_a_row_never_answers(copy: Path) -> None:
+    """A record renumbered outside the chunk store's rows is refused by the search that meets it."""
+    collection = chroma_collection(copy)
+    got = collection.get(ids=["2"], include=["embeddings", "metadatas", "documents"])
+    collection.delete(ids=["2"])
+    collection.add(ids=["999"], embeddings=got["embeddings"], metadatas=got["metadatas"], documents=got["documents"])
+    index = load(copy)  # the count still agrees
+    with pytest.raises(AragError) as caught:
+        index.semantic_search(got["documents"][0], 3)
+    assert "not rows of the index" in damaged_line(caught.value, copy)
+    record("index_damage", "query: a record id outside the rows", faults=1, survived=1)
+
+
+def test_verify_finds_a_changed_sentence_vector(copy: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    from arag_graph.index import verify_index
+
+    path = build_of(copy) / "chroma"
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    collection = client.get_collection("sentences", embedding_function=None)
+    vector = np.asarray(collection.get(ids=["2"], include=["embeddings"])["embeddings"][0])
+    collection.update(ids=["2"], embeddings=[(vector[::-1]).tolist()])
+    with pytest.raises(AragError) as caught:
+        verify_index(load(copy))
+    assert "vector of sentence record 2" in damaged_line(caught.value, copy)
+    record("index_damage", "verify: a sentence vector changed", faults=1, survived=1)
+
+
+@pytest.mark.parametrize(
+    ("case", "damage", "needle"),
+    [
+        ("occ_chunk_permuted", lambda r: save_array(r, "occ_chunk", permute), "corpus order"),
+        ("vocabulary_reversed", reverse_vocabulary, "not sorted"),
+        ("occ_pos_out_of_range", lambda r: save_array(r, "occ_pos", lambda a: a + 5000), "outside its chunk"),
+    ],
+)
+def test_verify_finds_array_damage_without_checksums(
+    case: str, damage: Callable[[Path], None], needle: str, copy: Path
+) -> None:
+    from arag_graph.index import verify_index
+
+    without_checksums(copy)
+    damage(copy)
+    with pytest.raises(AragError) as caught:
+        verify_index(load(copy))
+    assert needle in damaged_line(caught.value, copy)
+    record("index_damage", f"verify: {case} (no checksums)", faults=1, survived=1)
+
+
+def test_out_of_range_keyword_occurrences_are_checked_as_they_are_read(copy: Path) -> None:
+    """Without checksums the arrays load (lengths agree), and the search that reads them refuses."""
+    without_checksums(copy)
+    save_array(copy, "occ_chunk", lambda a: a + 1000)
+    index = load(copy)
+    for keywords in (["Paris"], ["Nobel Prize"], ["the Black Sea"]):
+        with pytest.raises(AragError) as caught:
+            index.keyword_search(keywords, 3)
+        assert "does not exist" in damaged_line(caught.value, copy)
+    record("index_damage", "query: occ_chunk out of range (no checksums)", faults=3, survived=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_verify_passes_a_sound_index(backend: str, pristines: dict[str, Path]) -> None:
+    from arag_graph.index import verify_index
+
+    report = verify_index(load(pristines[backend]))
+    assert report["sentences"] == load(pristines[backend]).manifest.sentences == 8 and report["checksums"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the CLI, with the default encoder (what `arag search`, `ask` and `verify` load)
+
+
+@pytest.fixture(scope="module")
+def sample_copy_source(sample_index: HierarchicalIndex) -> Path:
+    assert sample_index.path is not None
+    return sample_index.path
+
+
+@pytest.fixture
+def cli_copy(sample_copy_source: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "sample"
+    shutil.copytree(sample_copy_source, target, symlinks=True)
+    return target
+
+
+CLI_DAMAGE: dict[str, Callable[[Path], None]] = {
+    "manifest_empty_list": lambda r: edit_manifest(r, lambda m: []),
+    "chunk_text_changed": lambda r: _replace_in_chunks(r),
+    "keyword_arrays_permuted": lambda r: save_array(r, "occ_chunk", permute),
+    "current_not_utf8": lambda r: (r / CURRENT).write_bytes(b"\xff\xfe\n"),
+    "sentence_vectors_truncated": truncate_matrix,  # the sample index is small: a matrix
+}
+
+
+def _replace_in_chunks(root: Path) -> None:
+    path = build_of(root) / "chunks.jsonl"
+    data = path.read_bytes()
+    at = data.index(b"Leland")
+    path.write_bytes(data[:at] + b"Lexand" + data[at + 6 :])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", list(CLI_DAMAGE))
+def test_search_ask_and_verify_on_a_damaged_index_fail_in_one_line(
+    case: str, cli_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`arag ask` once answered from a damaged index with exit 0 (arag) or a traceback (naive_rag)."""
+    CLI_DAMAGE[case](cli_copy)
+    where = str(cli_copy)
+    commands = [
+        ["search", "--index", where, "--keywords", "Leland"],
+        ["search", "--index", where, "--query", "Who founded the company?", "--json"],
+        ["read", "--index", where, "0"],
+        ["verify", "--index", where],
+        ["ask", "Where is Leland?", "--index", where, "--model", "offline"],
+        ["ask", "Where is Leland?", "--index", where, "--model", "offline", "--graph", "naive_rag", "--json"],
+    ]
+    for argv in commands:
+        line = assert_one_error_line(*run_cli(argv, capsys))
+        assert line.startswith("arag: error: index damaged: ") and "rebuild with" in line, (argv, line)
+    record("index_damage", f"cli: {case}", trials=len(commands), faults=len(commands), survived=len(commands))
+
+
+@pytest.mark.integration
+def test_verify_command_reports_a_sound_index(sample_copy_source: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["verify", "--index", str(sample_copy_source), "--json"], capsys)
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["ok"] is True and report["chunks"] == 100 and report["sentences"] > 100
+    code, out, _ = run_cli(["verify", "--index", str(sample_copy_source)], capsys)
+    assert code == 0 and out.startswith("ok: ") and "sentence vectors" in out

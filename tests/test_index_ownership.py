@@ -1,0 +1,262 @@
+"""``arag index`` deletes only what it wrote, and refuses an ``--out`` it has no business in.
+
+The issue's reproductions, as tests: a foreign directory under ``DIR/builds`` was deleted by the
+next build; a ``builds`` symbolic link made the build delete the contents of the link's target; a
+foreign ``CURRENT`` was overwritten. Now arag deletes only builds its ownership record names, never
+follows a link out of the index directory, and refuses (one line, exit 2, nothing touched) an
+``--out`` that exists, is not empty and is not an arag index. A directory corpus indexed into
+itself does not ingest its own index files on the next build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from arag_graph.documents import Document
+from arag_graph.errors import AragError
+from arag_graph.index import BUILDS, CURRENT, MANIFEST, build_index, load_index
+from arag_graph.index_layout import RECORD
+from tests.cli_run import assert_one_error_line, run_cli
+from tests.fakes import NamedFakeEmbeddings
+from tests.reliability import record
+
+DOCS = [Document("The Nile is a river in Africa.", id="nile"), Document("Paris is in France.", id="paris")]
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    """Every entry under ``root`` (not following links): file bytes, link targets, directories."""
+    out: dict[str, bytes | str] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            key = str(path.relative_to(root))
+            if path.is_symlink():
+                out[key] = f"-> {os.readlink(path)}"
+            elif path.is_dir():
+                out[key] = "dir"
+            else:
+                out[key] = path.read_bytes()
+    return out
+
+
+def build(out: Path, docs: list[Document] = DOCS) -> None:
+    build_index(docs, out, embeddings=NamedFakeEmbeddings(), progress=False)
+
+
+def one_line(error: BaseException) -> str:
+    message = str(error)
+    assert message and "\n" not in message
+    return message
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps({"id": d.id, "text": d.text}) for d in DOCS) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_foreign_directory_under_builds_survives(tmp_path: Path) -> None:
+    """Repro: `mkdir -p u/builds/p && echo x > u/builds/p/a && arag index corpus --out u` deleted u/builds/p."""
+    out = tmp_path / "u"
+    (out / BUILDS / "p").mkdir(parents=True)
+    (out / BUILDS / "p" / "a").write_text("x")
+    before = snapshot(out)
+    with pytest.raises(AragError) as caught:
+        build(out)
+    assert "is not an arag index" in one_line(caught.value)
+    assert snapshot(out) == before
+    # Inside a real index too: a directory arag did not record is never deleted by a rebuild.
+    index = tmp_path / "index"
+    build(index)
+    (index / BUILDS / "p").mkdir()
+    (index / BUILDS / "p" / "a").write_text("x")
+    (index / BUILDS / "20200101T000000-0123abcd").mkdir()  # named like a build, not recorded
+    build(index)
+    build(index)
+    assert (index / BUILDS / "p" / "a").read_text() == "x" and (index / BUILDS / "20200101T000000-0123abcd").is_dir()
+    assert len([p for p in (index / BUILDS).iterdir()]) == 3  # the two foreign ones and the active build
+    record("index_ownership", "foreign directory under builds/", faults=2, survived=2)
+
+
+def test_a_builds_link_is_never_followed(tmp_path: Path) -> None:
+    """Repro: `ln -s $PWD/victim u2/builds && arag index corpus --out u2` deleted victim/photos."""
+    victim = tmp_path / "victim"
+    (victim / "photos").mkdir(parents=True)
+    (victim / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+    out = tmp_path / "u2"
+    out.mkdir()
+    (out / BUILDS).symlink_to(victim)
+    before_victim, before_out = snapshot(victim), snapshot(out)
+    with pytest.raises(AragError) as caught:
+        build(out)
+    assert "symbolic link" in one_line(caught.value)
+    assert snapshot(victim) == before_victim and snapshot(out) == before_out
+
+    # An arag index whose builds/ was replaced by a link: refused too, and the target untouched.
+    index = tmp_path / "index"
+    build(index)
+    shutil.move(index / BUILDS, tmp_path / "real-builds")
+    (index / BUILDS).symlink_to(victim)
+    with pytest.raises(AragError) as caught:
+        build(index)
+    assert "symbolic link" in one_line(caught.value)
+    assert snapshot(victim) == before_victim
+    record("index_ownership", "builds/ is a symbolic link", faults=2, survived=2)
+
+
+def test_a_recorded_build_replaced_by_a_link_is_not_followed(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    build(index)
+    old = (index / CURRENT).read_text().strip()
+    build(index, [Document("Another text.", id="x")])
+    # The first build is gone; put a link in its recorded name, pointing at something precious.
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep").write_text("keep")
+    record_path = index / RECORD
+    data = json.loads(record_path.read_text())
+    data["builds"].append(old)
+    record_path.write_text(json.dumps(data))
+    (index / BUILDS / old).symlink_to(precious, target_is_directory=True)
+    build(index)
+    assert (precious / "keep").read_text() == "keep"
+    record("index_ownership", "recorded build name is a symbolic link", faults=1, survived=1)
+
+
+def test_a_foreign_current_is_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / CURRENT).write_text("my own notes, not an index\n")
+    before = snapshot(out)
+    with pytest.raises(AragError):
+        build(out)
+    assert snapshot(out) == before
+    # A CURRENT link pointing elsewhere is refused, and its target is untouched.
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("precious")
+    index = tmp_path / "index"
+    build(index)
+    (index / CURRENT).unlink()
+    (index / CURRENT).symlink_to(elsewhere)
+    with pytest.raises(AragError) as caught:
+        build(index)
+    assert "symbolic link" in one_line(caught.value) and elsewhere.read_text() == "precious"
+    record("index_ownership", "foreign CURRENT", faults=2, survived=2)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"notes.txt": "my notes"},
+        {"sub/deep.md": "# deep"},
+        {".hidden": "x"},
+        {"builds/": None},
+        {"CURRENT": "20200101T000000-0123abcd"},
+    ],
+    ids=["a-file", "a-subfolder", "a-hidden-file", "an-empty-builds", "a-current-without-builds"],
+)
+def test_cli_refuses_a_non_empty_foreign_out_in_one_line_and_touches_nothing(
+    layout: dict[str, str | None], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in layout.items():
+        path = out / name
+        if text is None:
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    before = snapshot(out)
+    code, stdout, stderr = run_cli(["index", str(corpus), "--out", str(out), "--quiet"], capsys)
+    assert code == 2
+    line = assert_one_error_line(code, stdout, stderr)
+    assert str(out) in line and "not an arag index" in line and "--out" in line
+    assert snapshot(out) == before
+    record("index_ownership", f"foreign --out: {next(iter(layout))}", faults=1, survived=1)
+
+
+def test_new_empty_and_existing_index_directories_are_accepted(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "new" / "deep", empty):
+        build(out)
+        build(out)
+        assert json.loads((out / RECORD).read_text())["builds"] == [(out / CURRENT).read_text().strip()]
+        assert len(load_index(out, embeddings=NamedFakeEmbeddings())) == 2
+
+
+def test_an_index_of_an_earlier_version_is_adopted(tmp_path: Path) -> None:
+    """Indexes built before the ownership record (the evaluation cache, the sample) rebuild in place:
+    the active build is proven by CURRENT and its manifest, and is deleted once replaced."""
+    index = tmp_path / "index"
+    build(index)
+    old = (index / CURRENT).read_text().strip()
+    (index / RECORD).unlink()  # what an earlier version left
+    (index / BUILDS / "foreign").mkdir()
+    build(index, [Document("Something else.", id="x")])
+    assert not (index / BUILDS / old).exists() and (index / BUILDS / "foreign").is_dir()
+    assert [c.id for c in load_index(index, embeddings=NamedFakeEmbeddings()).store.chunks] == ["x"]
+    # Without a manifest in the build CURRENT names, it is not an index any more: refused.
+    other = tmp_path / "other"
+    build(other)
+    (other / RECORD).unlink()
+    (other / BUILDS / (other / CURRENT).read_text().strip() / MANIFEST).unlink()
+    with pytest.raises(AragError, match="not an arag index"):
+        build(other)
+
+
+def test_a_killed_builds_leftover_is_recorded_and_removed(tmp_path: Path) -> None:
+    """The record names a build before its directory exists, so a build killed at any moment is
+    cleaned up by the next one (here: a recorded build directory without any file in it)."""
+    index = tmp_path / "index"
+    build(index)
+    leftover = "20200101T000000-0badc0de"
+    data = json.loads((index / RECORD).read_text())
+    data["builds"].append(leftover)
+    (index / RECORD).write_text(json.dumps(data))
+    (index / BUILDS / leftover).mkdir()
+    build(index)
+    assert not (index / BUILDS / leftover).exists()
+    assert leftover not in json.loads((index / RECORD).read_text())["builds"]
+
+
+@pytest.mark.integration
+def test_a_directory_corpus_indexed_into_itself_keeps_its_documents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Repro: `arag index docs --out docs` twice went from 2 documents to 3 (the keyword vocabulary)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Nile is a river in Africa.")
+    (docs / "b.md").write_text("# Paris\n\nParis is in France.")
+    for _ in range(3):
+        code, out, err = run_cli(["index", str(docs), "--out", str(docs), "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["documents"] == 2
+    assert (docs / "a.txt").read_text() == "The Nile is a river in Africa."
+    # An index nested inside the corpus directory is skipped the same way.
+    code, out, err = run_cli(["index", str(docs), "--out", str(docs / "index"), "--json"], capsys)
+    code, out, err = run_cli(["index", str(docs), "--out", str(docs / "index"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["documents"] == 2, err
+    record("index_ownership", "directory corpus indexed into itself", trials=5, faults=4, survived=4)
+
+
+def test_the_package_imports_without_fcntl() -> None:
+    """`import arag_graph` failed on Windows: index.py imported fcntl for the build lock (now filelock)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['fcntl'] = None\n"  # what Windows has: no fcntl module
+        "import arag_graph, arag_graph.index, arag_graph.cli, arag_graph.sample\n"
+        "from arag_graph import build_index, load_index\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
