@@ -10,7 +10,7 @@ import pytest
 from arag_graph.corpus import load_corpus
 from arag_graph.documents import Chunk, Document
 from arag_graph.errors import AragError
-from arag_graph.index import HEADER_MAX_CHARS, build_index, sentence_headers, sentence_inputs
+from arag_graph.index import HEADER_MAX_CHARS, build_index, load_index, sentence_headers, sentence_inputs
 from arag_graph.retrievers import bm25_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings
@@ -91,10 +91,40 @@ def test_snippets_never_show_headers_and_bm25_matches_titles(tmp_path: Path) -> 
         Document("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
     ]
     headed = build_index(docs, tmp_path / "h", embeddings=WordHashEmbeddings(), contextual_headers=True)
-    plain = build_index(docs, tmp_path / "p", embeddings=WordHashEmbeddings(), progress=False)
+    plain = build_index(docs, tmp_path / "p", embeddings=WordHashEmbeddings(), contextual_headers=False)
     for index in (headed, plain):
         hit = index.semantic_search("Skerryvore granite", 1)[0]
         assert all("Skerryvore" not in s for s in hit.snippets)
     # The title is only in the header: BM25 finds the tower by it with headers, not without.
     assert [h.chunk_id for h in bm25_search(headed, "Skerryvore", 2)] == ["tower.md"]
     assert bm25_search(plain, "Skerryvore", 2) == []
+
+
+def test_keyword_search_matches_titles_on_headed_indexes_without_showing_them(tmp_path: Path) -> None:
+    docs = [
+        Document("It was built of granite in 1850.", id="tower.md", title="Skerryvore"),
+        Document("Skerryvore is a reef. Boats avoid it.", id="reef.md", title="Reef"),
+        Document("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
+    ]
+    headed = build_index(docs, tmp_path / "h", embeddings=WordHashEmbeddings(), progress=False)
+    plain = build_index(docs, tmp_path / "p", embeddings=WordHashEmbeddings(), contextual_headers=False)
+    assert headed.manifest.contextual_headers is True  # the default (bench/results/quality.md)
+    hits = {h.chunk_id: h for h in headed.keyword_search(["Skerryvore"], 5)}
+    assert set(hits) == {"tower.md", "reef.md"}
+    assert hits["tower.md"].snippets == ()  # matched by its title only: no sentence shows the header
+    assert hits["reef.md"].snippets == ("Skerryvore is a reef.",)
+    assert [h.chunk_id for h in plain.keyword_search(["Skerryvore"], 5)] == ["reef.md"]
+    reloaded = load_index(tmp_path / "h", embeddings=WordHashEmbeddings())
+    assert {h.chunk_id for h in reloaded.keyword_search(["Skerryvore"], 5)} == set(hits)
+
+
+def test_the_cli_builds_with_headers_unless_told_not_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    corpus = md_corpus(tmp_path)
+    code, out, _ = run_cli(["index", str(corpus), "--out", str(tmp_path / "a"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["contextual_headers"] is True
+    code, out, _ = run_cli(
+        ["index", str(corpus), "--out", str(tmp_path / "b"), "--no-contextual-headers", "--json"], capsys
+    )
+    assert code == 0 and json.loads(out)["contextual_headers"] is False
