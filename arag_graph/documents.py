@@ -15,7 +15,7 @@ DEFAULT_CONTEXTUAL_HEADERS = True
 """Indexes embed each sentence behind its contextual header (``title > section: sentence``) unless told
 not to, as the A-RAG paper's code and ARAGOG's CCH do. Measured (bench/results/quality.md):
 semantic_search recall@5 is unchanged on HotpotQA-100 (0.765) and on the 2Wiki lookup questions
-(0.96), and the held-out multi-hop set of issue 14 rises from 0.55 to 0.59; BM25 and keyword_search,
+(0.96), and issue 14 reports 0.55 → 0.59 on its held-out multi-hop set; BM25 and keyword_search,
 which match the title too, gain 6 and 10.5 points on HotpotQA-100 and lose nothing on 2Wiki."""
 HEADER_MAX_CHARS = 128
 """Longest contextual chunk header, in characters (about 30 word pieces). All-MiniLM-L6-v2 reads

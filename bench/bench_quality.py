@@ -219,7 +219,7 @@ def lookup_report(questions_path: Path, corpus: Path, work: Path) -> dict[str, A
     questions = json.loads(questions_path.read_text(encoding="utf-8"))
     encoder = _ReusedEncoder(default_embeddings())
     print("building: 2wiki, no headers", flush=True)
-    plain = build_index(corpus, work / "2wiki-plain", embeddings=encoder, progress=False)
+    plain = build_index(corpus, work / "2wiki-plain", embeddings=encoder, contextual_headers=False, progress=False)
     print("building: 2wiki, contextual headers", flush=True)
     headed = build_index(corpus, work / "2wiki-cch", embeddings=encoder, contextual_headers=True, progress=False)
     return {
@@ -286,10 +286,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="arag-bench-quality-") as tmp:
         work = Path(tmp)
         print("building: word rule, no headers", flush=True)
-        plain = build_index(corpus, work / "plain", embeddings=encoder, progress=False)
+        plain = build_index(corpus, work / "plain", embeddings=encoder, contextual_headers=False, progress=False)
         print("building: substring rule (vectors reused)", flush=True)
         substring = build_index(
-            corpus, work / "substring", embeddings=encoder, keyword_match="substring", progress=False
+            corpus, work / "substring", embeddings=encoder, keyword_match="substring", contextual_headers=False
         )
         print("building: contextual headers", flush=True)
         headed = build_index(corpus, work / "cch", embeddings=encoder, contextual_headers=True, progress=False)
@@ -317,7 +317,9 @@ def main() -> None:
         reports = {default: result["semantic"]["plain"]}
         for backend in backends:
             print(f"building: encoder {backend}", flush=True)
-            built[backend] = build_index(corpus, work / backend, encoder=backend, progress=False)
+            built[backend] = build_index(
+                corpus, work / backend, encoder=backend, contextual_headers=False, progress=False
+            )
             reports[backend] = semantic_report(built[backend], questions)
         backends_report: dict[str, Any] = {}
         if "torch" in built:
