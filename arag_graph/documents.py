@@ -76,3 +76,16 @@ class SearchHit:
             "title": self.title,
             "snippets": list(self.snippets),
         }
+
+
+def bounded_header(header: str, limit: int) -> str:
+    """``header`` cut to ``limit`` characters at a word boundary (contextual chunk headers)."""
+    if len(header) <= limit:
+        return header
+    cut = header[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" >:")
+
+
+def chunk_header(chunk: Chunk, limit: int = HEADER_MAX_CHARS) -> str:
+    """A chunk's header for chunk-level matching (BM25): its title, bounded like sentence headers."""
+    return bounded_header(chunk.title or "", limit)

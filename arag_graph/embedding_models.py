@@ -37,14 +37,6 @@ from arag_graph.embeddings import (
     default_embeddings,
 )
 from arag_graph.errors import AragError, ModelSpecError
-from arag_graph.models import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT,
-    RETRIES_RANGE,
-    TIMEOUT_RANGE,
-    _number_from_env,
-    api_key_from_env,
-)
 
 ENDPOINT_PREFIX = "openai:"
 LOCAL_ENCODER = "torch"
@@ -54,6 +46,9 @@ to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may s
 
 def embedding_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
     """Seconds per attempt and retries of an embeddings request: given, else the environment, else defaults."""
+    # Imported here: the chat-model module reaches the index (through the offline policy), which imports this one.
+    from arag_graph.models import DEFAULT_RETRIES, DEFAULT_TIMEOUT, RETRIES_RANGE, TIMEOUT_RANGE, _number_from_env
+
     if not timeout or timeout <= 0:
         timeout = _number_from_env("ARAG_EMBEDDING_TIMEOUT", DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
     if max_retries is None or max_retries < 0:
@@ -140,6 +135,8 @@ class EndpointEmbeddings(Embeddings):
     def __init__(self, name: str, base_url: str | None, timeout: float, max_retries: int) -> None:
         if not name:
             raise ModelSpecError("--embedding openai: needs a model name, e.g. openai:text-embedding-3-small")
+        from arag_graph.models import api_key_from_env
+
         key = api_key_from_env()
         if key is None:
             if base_url is None and not os.environ.get("OPENAI_BASE_URL"):

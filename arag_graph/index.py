@@ -41,7 +41,15 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from arag_graph import integrity
-from arag_graph.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, Document, SearchHit
+from arag_graph.documents import (
+    DEFAULT_CONTEXTUAL_HEADERS,
+    HEADER_MAX_CHARS,
+    Chunk,
+    Document,
+    SearchHit,
+    bounded_header,
+    chunk_header,
+)
 from arag_graph.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
@@ -273,13 +281,6 @@ def _is_markdown(chunk_id: str) -> bool:
     return _document_of(chunk_id).lower().endswith(".md")
 
 
-def _bounded(header: str, limit: int) -> str:
-    if len(header) <= limit:
-        return header
-    cut = header[:limit]
-    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" >:")
-
-
 def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> Iterator[list[str]]:
     """Per chunk, the contextual header of each of its sentences, as ARAGOG writes them: the
     document title and, in Markdown documents, the heading of the section the sentence is in
@@ -304,15 +305,10 @@ def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> 
             parts = [p for p in (c.title, section) if p]
             if len(parts) == 2 and parts[0].strip().lower() == parts[1].strip().lower():
                 parts = parts[:1]  # a Markdown file's first heading is its title
-            headers.append(_bounded(" > ".join(parts), limit))
+            headers.append(bounded_header(" > ".join(parts), limit))
         for _, heading in headings:  # headings after the last sentence start the next chunk's section
             section = heading
         yield headers
-
-
-def chunk_header(chunk: Chunk, limit: int = HEADER_MAX_CHARS) -> str:
-    """A chunk's header for chunk-level matching (BM25): its title, bounded like sentence headers."""
-    return _bounded(chunk.title or "", limit)
 
 
 def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[Chunk]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from arag_graph.documents import Chunk, SearchHit
+from arag_graph.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
 
 if TYPE_CHECKING:
     from arag_graph.index import HierarchicalIndex
@@ -49,8 +49,6 @@ def bm25_text(index: HierarchicalIndex, chunk: Chunk) -> str:
     measures it on HotpotQA-100 and the 2Wiki lookup questions)."""
     if not index.manifest.contextual_headers:
         return chunk.text
-    from arag_graph.index import HEADER_MAX_CHARS, chunk_header
-
     header = chunk_header(chunk, index.manifest.header_max_chars or HEADER_MAX_CHARS)
     return f"{header}\n{chunk.text}" if header else chunk.text
 
