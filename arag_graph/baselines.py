@@ -3,7 +3,7 @@
     direct:     START -> start -> answer -> finish -> END
     naive_rag:  START -> start -> retrieve -> answer -> finish -> END
 
-Naive RAG retrieves once (dense, BM25 or hybrid; optionally HyDE and ARAGOG's sentence windows)
+Naive RAG retrieves once (dense, BM25, hybrid, or ARAGOG's AMR and DSI; optionally HyDE and sentence windows)
 and answers from the passages. Both return the same fields as the A-RAG agent, so the evaluators
 compare them directly: a retrieval counts as one step and its passages as retrieved tokens.
 """
@@ -25,7 +25,7 @@ from langgraph.types import Checkpointer
 from arag_graph.configuration import DirectContext, NaiveRagContext
 from arag_graph.nodes import Call, model_node
 from arag_graph.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.retrievers import Passage, passages, retrieve, sentence_windows
+from arag_graph.retrievers import Passage, retrieval_args, retrieve_passages
 from arag_graph.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
 from arag_graph.safety import describe_model_error
 from arag_graph.state import InputState, OutputState, RunState, question_of
@@ -71,17 +71,13 @@ def after_start(state: RunState) -> str:
 def retrieve_once(
     state: NaiveRagState, runtime: Runtime[NaiveRagContext], config: RunnableConfig, *, bound: Bound
 ) -> dict[str, Any]:
-    """Naive RAG's one retrieval: ``top_k`` chunks, or with sentence windows the ``top_k`` sentences."""
+    """Naive RAG's one retrieval with the run's retriever and ARAGOG techniques (``retrieve_passages``)."""
     run = run_of(runtime, bound)
     ctx: NaiveRagContext = run.ctx
     question = question_of(state)
     vector, warning = hyde_vector(run, question, config)
-    if ctx.sentence_window and ctx.retriever == "dense":  # ARAGOG: the top-k sentences, each in its window
-        found = sentence_windows(run.index, question, ctx.top_k, ctx.window, query_vector=vector)
-    else:  # chunks; with hybrid and sentence windows, each chunk cut to windows around its dense matches
-        hits = retrieve(run.index, question, ctx.top_k, ctx.retriever, query_vector=vector)
-        found = passages(run.index, hits, ctx.window if ctx.sentence_window else None)
-    args = {"query": question, "retriever": ctx.retriever, "top_k": ctx.top_k}
+    found = retrieve_passages(run.index, question, ctx, query_vector=vector)
+    args = {"query": question, **retrieval_args(run.index, ctx)}
     update = retrieval_update(state, "retrieve", args, found)
     update["passages"] = [as_dict(p) for p in found]
     update["warnings"] = [warning] if warning else []

@@ -36,7 +36,7 @@ def _print_json(obj: Any) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     from arag_graph.index import build_index
 
-    cliargs.require_utf8(cliargs.flags(args, "out"))
+    cliargs.require_utf8(cliargs.flags(args, "out", "summaries", "base_url"))
     started = time.perf_counter()
     index = build_index(
         args.corpus,
@@ -53,6 +53,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         embeddings=args.embedding,
         embedding_base_url=args.embedding_base_url,
         chroma_timeout=_chroma_wait(args),
+        **_summary_flags(args),
         progress=not args.json and not args.quiet,
     )
     m = index.manifest
@@ -66,11 +67,27 @@ def cmd_index(args: argparse.Namespace) -> int:
         "encoder": m.encoder,
         "contextual_headers": m.contextual_headers,
     }
+    if m.extra.get("summaries"):
+        summary["summaries"] = {k: v for k, v in m.extra["summaries"].items() if k != "described"}
     if args.json:
         _print_json(summary)
     else:
         print(f"indexed {m.chunks} chunks, {m.sentences} sentences in {summary['seconds']} s -> {args.out}")
+        if m.extra.get("summaries"):
+            done = m.extra["summaries"]
+            print(
+                f"document summaries: {done['documents']} {done['described']} ({done['reused']} reused; "
+                f"{done['input_tokens']} input and {done['output_tokens']} output tokens)"
+            )
     return 0
+
+
+def _summary_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """``--summaries MODEL`` (with ``--base-url`` and the model limits) as ``build_index`` arguments."""
+    if args.summaries is None:
+        return {}
+    options: dict[str, Any] = {"base_url": args.base_url, **cliargs.model_limits(args)}
+    return {"summaries": args.summaries, "summary_options": options}
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,8 +402,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from arag_graph.evaluators.runner import EvalPlan, failed_everywhere, run_evaluation
 
     texts = ("dataset", "corpus", "index", "graphs", "model", "base_url", "judge", "max_steps", "out", "format")
+    texts += ("grid", "cch_index", "summaries")
     cliargs.require_utf8([*cliargs.flags(args, *texts), *(("--set", pair) for pair in args.settings)])
-    graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+    if args.graphs is None and args.grid is None:
+        raise AragError("give --graphs (e.g. --graphs arag,naive_rag) or --grid aragog, or both")
+    graphs = [g.strip() for g in (args.graphs or "").split(",") if g.strip()]
     dataset = Path(args.dataset)
     model, notice = choose_model_spec(args.model, args.base_url)
     out = (
@@ -410,6 +430,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         extra_context=_settings(args.settings),
         embedding=args.embedding,
         embedding_base_url=args.embedding_base_url,
+        grid=args.grid,
+        cch_index=Path(args.cch_index) if args.cch_index else None,
+        summaries=args.summaries,
         **cliargs.model_limits(args),
     )
     with cliargs.file_errors_as_one_line(str(out)):
@@ -421,6 +444,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _print_json({"out": str(out), "files": files, "summary": rows})
     else:
         print((out / "summary.md").read_text(encoding="utf-8"))
+        if plan.grid:  # the comparison's own table, after the per-setting one
+            print((out / f"{plan.grid.strip().lower()}.md").read_text(encoding="utf-8"))
         print(f"predictions, summary and plots: {out}")
     failure = failed_everywhere(rows, out)
     if failure:
@@ -682,6 +707,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"{MATRIX_MAX_SENTENCES:,} sentences, else chroma), matrix (exact search in NumPy) or chroma (HNSW)",
     )
     _lists(encoder, _encoders)
+    p.add_argument(
+        "--summaries",
+        default=None,
+        metavar="MODEL",
+        help="add ARAGOG's document summary index (retriever=dsi): a summary per document written by MODEL, or "
+        "'offline' for extractive lead sentences; resumable, its tokens recorded in the manifest",
+    )
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the --summaries model")
+    cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_index)
 
@@ -731,8 +765,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
     _add_embedding_arguments(p)
     _lists(
-        p.add_argument("--graphs", required=True, help="comma-separated graphs, e.g. arag,naive_rag,corag"),
+        p.add_argument("--graphs", default=None, help="comma-separated graphs, e.g. arag,naive_rag,corag"),
         _graph_names,
+    )
+    p.add_argument(
+        "--grid",
+        default=None,
+        help="run a named comparison besides --graphs: aragog (naive RAG, + SWR, + AMR, + DSI, + HyDE, + CCH, "
+        "+ HyDE + CCH and the rest of ARAGOG's grid), written to <out>/aragog.md",
+    )
+    p.add_argument(
+        "--cch-index",
+        default=None,
+        help="the grid's index with contextual chunk headers, built or to build (default: a cache per corpus)",
+    )
+    p.add_argument(
+        "--summaries",
+        default=None,
+        metavar="MODEL",
+        help="who writes document summaries when eval builds an index for DSI: a model, or offline (the default: "
+        "extractive lead sentences)",
     )
     p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")

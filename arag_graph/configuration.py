@@ -27,7 +27,7 @@ by a model clamp them into it."""
 
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
-Retriever = Literal["dense", "bm25", "hybrid"]
+Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
 Decoding = Literal["greedy", "best_of_n", "tree"]
 
 
@@ -242,22 +242,24 @@ class DirectContext(GraphContext):
     """Direct answer: the model answers from its own knowledge, no retrieval."""
 
 
-class NaiveRagContext(GraphContext):
-    """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
+class RetrievalContext(GraphContext):
+    """How the one-shot graphs (Naive RAG, CoRAG, SRAG) retrieve: the retriever and ARAGOG's techniques.
+
+    One set of fields for every graph that retrieves through :func:`arag_graph.retrievers.retrieve_passages`,
+    so a technique is switched the same way everywhere (``--set retriever=amr``, ``--grid aragog``).
+    """
 
     retriever: Retriever = Field(
         default="dense",
-        description="dense (sentence embeddings, best sentence per chunk), bm25 (rank-bm25) or hybrid (reciprocal "
-        "rank fusion of both).",
-    )
-    hyde: bool = Field(
-        default=False,
-        description="Embed a model-written hypothetical answer passage instead of the question (dense and hybrid).",
+        description="dense (sentence embeddings, best sentence per chunk), bm25 (rank-bm25), hybrid (reciprocal "
+        "rank fusion of both), amr (ARAGOG's auto-merging: top_k sentences merged into their chunk or document) or "
+        "dsi (ARAGOG's document summary index: the best documents by summary, then the top_k chunks inside them; "
+        "needs an index built with --summaries).",
     )
     sentence_window: bool = Field(
         default=False,
         description="ARAGOG's sentence-window retrieval: the top_k sentences, each inside its window, instead of "
-        "whole chunks.",
+        "whole chunks (with amr: the sentences that did not merge).",
     )
     window: int = Field(
         default=3,
@@ -266,9 +268,33 @@ class NaiveRagContext(GraphContext):
         description="Sentences in each window, centred on the matched sentence (ARAGOG's window: 3, the best in "
         "its comparison, is the sentence with one neighbour on each side; 7 is three on each side).",
     )
+    merge_threshold: float = Field(
+        default=0.5,
+        ge=0.3,
+        le=0.7,
+        allow_inf_nan=False,
+        description="amr: a chunk (document) replaces its retrieved sentences (chunks) when more than this share "
+        "of its children were retrieved (ARAGOG tunes it in 0.3-0.7).",
+    )
+    summary_documents: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="dsi: documents kept by their summary's similarity before the top_k chunks are picked inside them.",
+    )
 
 
-class CoragContext(GraphContext):
+class NaiveRagContext(RetrievalContext):
+    """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
+
+    hyde: bool = Field(
+        default=False,
+        description="Embed a model-written hypothetical answer passage instead of the question (every retriever "
+        "but bm25).",
+    )
+
+
+class CoragContext(RetrievalContext):
     """CoRAG: chain of retrieval with query reformulation, a sub-answer and a sufficiency check per step,
     decoded greedily, best-of-N or by tree search (the paper's test-time scaling knobs: ``max_steps``,
     ``n``, ``beam``)."""
@@ -280,7 +306,6 @@ class CoragContext(GraphContext):
         description="Step cap S: retrievals before answering (S=1 is one-shot RAG; the paper finds S=3 gives most "
         "of the gain).",
     )
-    retriever: Retriever = Field(default="dense", description="Retriever for each step: dense, bm25 or hybrid.")
     hyde: bool = Field(
         default=False,
         description="Embed a model-written hypothetical answer passage for each query (dense and hybrid).",
@@ -337,7 +362,7 @@ class CoragContext(GraphContext):
     )
 
 
-class SragContext(GraphContext):
+class SragContext(RetrievalContext):
     """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
 
     decompose: bool = Field(

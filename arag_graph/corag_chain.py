@@ -76,7 +76,7 @@ from arag_graph.models import with_settings
 from arag_graph.nodes import Call, model_node
 from arag_graph.pipeline import retrieval_update
 from arag_graph.prompts import verdict
-from arag_graph.retrievers import Passage, passages, retrieve, rrf_scores
+from arag_graph.retrievers import Passage, retrieval_args, retrieve_passages, rrf_scores
 from arag_graph.runtime import Bound, Run, backbone_for, run_of
 from arag_graph.state import RunState, TrajectoryStep, question_of, union
 from arag_graph.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
@@ -348,11 +348,11 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     vector, warning = hyde_vector(run, query, get_config())
     if warning:
         warnings.append(f"step {step}: {warning}")
-    found = passages(run.index, retrieve(run.index, query, ctx.top_k, ctx.retriever, query_vector=vector))
+    found = retrieve_passages(run.index, query, ctx, query_vector=vector)
     seen = {p["chunk_id"] for p in known}
     new = [p for p in found if p.chunk_id not in seen]
 
-    args: dict[str, Any] = {"query": query, "retriever": ctx.retriever, "top_k": ctx.top_k, "hyde": ctx.hyde}
+    args: dict[str, Any] = {"query": query, **retrieval_args(run.index, ctx), "hyde": ctx.hyde}
     args["step"] = step
     if state.get("id"):
         args["chain"] = state["id"]

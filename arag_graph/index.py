@@ -32,7 +32,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -510,9 +510,10 @@ class HierarchicalIndex:
 
     # -- LangChain ---------------------------------------------------------------------------
     def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
-        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword`` or ``hybrid``; top ``k``).
+        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword``, ``hybrid``, ``amr``, ``dsi``).
 
-        See :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever (``tags``, ``metadata``).
+        Top ``k`` documents; see :mod:`arag_graph.langchain_retriever`; ``kwargs`` go to the retriever
+        (``tags``, ``metadata``).
         """
         from arag_graph.langchain_retriever import IndexRetriever
 
@@ -578,9 +579,16 @@ def build_index(
     encoder: str | None = None,
     backend: str = "auto",
     chroma_timeout: float | None = None,
+    summaries: str | None = None,
+    summary_options: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``summaries`` (a chat model spec, or ``offline`` for extractive lead sentences) adds ARAGOG's
+    document summary index: a summary per document, embedded and stored in the build
+    (:mod:`arag_graph.summaries`; ``summary_options`` go to its writer: ``base_url``, ``timeout``,
+    ``max_retries``, ``workers``, ``reuse``).
 
     ``backend`` says where the sentence vectors go: ``matrix`` (one exact NumPy matrix, the fastest
     search for small and mid-sized corpora), ``chroma`` (Chroma's HNSW, for large ones) or ``auto``
@@ -624,6 +632,10 @@ def build_index(
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()
+    if summaries is not None:  # an unusable summary model fails now, not after encoding
+        from arag_graph.summarize import check_summarizer
+
+        check_summarizer(summaries, summary_options or {})
 
     def split(docs: list[Document]) -> list[Chunk]:
         from tqdm.auto import tqdm
@@ -675,6 +687,8 @@ def build_index(
                     "chunk_size": chunk_size,
                     "contextual_headers": contextual_headers,
                     "header_max_chars": header_max_chars if contextual_headers else 0,
+                    "summaries": summaries,
+                    "summary_options": dict(summary_options or {}),
                 },
                 keyword_match=keyword_match,
                 chroma_cfg=chroma_cfg,
@@ -748,9 +762,10 @@ def _build_locked(
         keywords = _keyword_index(keyword_chunks(store.chunks, settings["header_max_chars"]), keyword_match, progress)
         keywords.save(build_dir)
         timings["keyword_seconds"] = time.perf_counter() - t0
+        summarized = _summaries(root, build_dir, previous, chunks, embeddings, settings, progress, timings)
 
         t0 = time.perf_counter()
-        written = [CHUNKS, SENTENCE_STORE, *keyword_files()]
+        written = [CHUNKS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
         digest = None
         if isinstance(sentences, SentenceMatrix):
             written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
@@ -775,7 +790,10 @@ def _build_locked(
             chroma=chroma_cfg,
             build_seconds=round(time.perf_counter() - started, 3),
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            extra={"timings": {k: round(v, 3) for k, v in timings.items()}},
+            extra={
+                "timings": {k: round(v, 3) for k, v in timings.items()},
+                **({"summaries": summarized.info} if summarized else {}),
+            },
             encoder=encoder_backend(embeddings),
             embedding_base_url=endpoint_base_url(embeddings),
             checksums=checksums,
@@ -783,6 +801,10 @@ def _build_locked(
         )
         write_atomic(build_dir / MANIFEST, manifest.to_json())
         point_current(root, build)
+        if summarized:  # the build holds them now
+            from arag_graph.summarize import forget_progress
+
+            forget_progress(root, str(settings["summaries"]))
     except BaseException:
         drop(build_dir)
         if not created or read_current(root, strict=False) is not None:
@@ -791,6 +813,33 @@ def _build_locked(
     remove_stale_builds(record, keep=build, drop=drop)
     sentences.root = root  # from now on a failed read is this index's damage, not a failed build
     return HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
+
+
+def _summaries(
+    root: Path,
+    build_dir: Path,
+    previous: str | None,
+    chunks: Sequence[Chunk],
+    embeddings: Embeddings,
+    settings: dict[str, Any],
+    progress: bool,
+    timings: dict[str, float],
+) -> Any:
+    """ARAGOG's document summaries into the build when asked for (:mod:`arag_graph.summaries`), else None."""
+    if not settings.get("summaries"):
+        return None
+    from arag_graph.summarize import write_summaries
+
+    t0 = time.perf_counter()
+    options = dict(settings.get("summary_options") or {})
+    extra = options.pop("reuse", None)  # other builds whose summaries serve (another index of the corpus)
+    reuse = [build_path(root, previous)] if previous is not None else []
+    reuse += [Path(extra)] if isinstance(extra, (str, os.PathLike)) else [Path(p) for p in extra or ()]
+    done = write_summaries(
+        build_dir, root, chunks, embeddings, str(settings["summaries"]), reuse=reuse, progress=progress, **options
+    )
+    timings["summary_seconds"] = time.perf_counter() - t0
+    return done
 
 
 def _collection_prefix(collection: str | None, root: Path) -> str:

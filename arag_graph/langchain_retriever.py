@@ -13,10 +13,15 @@ so a retriever and ``naive_rag`` with the same setting return the same chunks:
   picked out first, which is the agent's job.
 * ``hybrid``: both rankings fused by reciprocal rank (``naive_rag``'s ``hybrid``); scores are
   fusion scores, comparable only within one result list.
+* ``amr``: ARAGOG's auto-merging retrieval (``naive_rag``'s ``amr``, default threshold): the ``k``
+  nearest sentences, handed over whole as their chunk (or document) where more than half of it
+  matched, else as the matched sentences alone.
+* ``dsi``: ARAGOG's document summary index (``naive_rag``'s ``dsi``): the ``k`` best chunks inside
+  the documents whose summaries are nearest; needs an index built with ``--summaries``.
 
-Each document is a whole chunk: ``page_content`` is its text, ``id`` and ``metadata["chunk_id"]``
-its chunk ID (what ``chunk_read`` and the citations use), with ``title``, ``score`` and
-``search_type`` in the metadata.
+Each document is a whole chunk (``amr``: or the matched sentences of one): ``page_content`` is its
+text, ``id`` and ``metadata["chunk_id"]`` its chunk ID (what ``chunk_read`` and the citations use),
+with ``title``, ``score`` and ``search_type`` in the metadata.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from arag_graph.errors import AragError
-from arag_graph.retrievers import Retriever, passages, retrieve
+from arag_graph.retrievers import Passage, Retriever, auto_merge, passages, retrieve
 
-SearchType = Literal["semantic", "keyword", "hybrid"]
+SearchType = Literal["semantic", "keyword", "hybrid", "amr", "dsi"]
 SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
 _RETRIEVER: dict[str, Retriever] = {"semantic": "dense", "keyword": "bm25", "hybrid": "hybrid"}
 
@@ -101,7 +106,6 @@ class IndexRetriever(BaseRetriever):
         if not query.strip():
             return []
         top_k = self.k if k is None else _check_k(k)
-        hits = retrieve(self.index, query, top_k, _RETRIEVER[self.search_type])
         return [
             Document(
                 id=passage.chunk_id,
@@ -113,5 +117,14 @@ class IndexRetriever(BaseRetriever):
                     "search_type": self.search_type,
                 },
             )
-            for passage in passages(self.index, hits)
+            for passage in self._passages(query, top_k)
         ]
+
+    def _passages(self, query: str, top_k: int) -> list[Passage]:
+        if self.search_type == "amr":
+            return auto_merge(self.index, query, top_k)
+        if self.search_type == "dsi":
+            from arag_graph.summaries import summary_search
+
+            return passages(self.index, summary_search(self.index, query, top_k))
+        return passages(self.index, retrieve(self.index, query, top_k, _RETRIEVER[self.search_type]))

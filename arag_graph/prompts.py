@@ -148,6 +148,18 @@ to search for real documents, never shown as an answer.\
 """
 
 # ---------------------------------------------------------------------------------------------
+# Document summary index (ARAGOG), written at index time
+
+SUMMARY_PROMPT = """\
+Summarise this document in two to four sentences for a search index: name its subject and the \
+main facts it states (people, places, dates, numbers), so that a question about any of them can \
+find it. Write only the summary.
+
+Document "{title}":
+{text}\
+"""
+
+# ---------------------------------------------------------------------------------------------
 # CoRAG
 
 SUFFICIENCY_PROMPT = """\

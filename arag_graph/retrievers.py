@@ -13,16 +13,18 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from arag_graph.automerge import MERGE_THRESHOLD, merge_leaves
+from arag_graph.configuration import Retriever
 from arag_graph.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
 
 if TYPE_CHECKING:
+    from arag_graph.configuration import RetrievalContext
     from arag_graph.index import HierarchicalIndex
 
-Retriever = Literal["dense", "bm25", "hybrid"]
 RRF_K = 60
 _TOKENS = re.compile(r"\w+")
 _bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
@@ -128,7 +130,7 @@ def retrieve(
         depth = max(top_k * 4, 20)
         dense = index.semantic_search(query, depth, query_vector=query_vector)
         return reciprocal_rank_fusion([dense, bm25_search(index, query, depth)], top_k)
-    raise ValueError(f"unknown retriever {retriever!r}; use dense, bm25 or hybrid")
+    raise ValueError(f"unknown chunk retriever {retriever!r}; use dense, bm25 or hybrid (amr, dsi: retrieve_passages)")
 
 
 def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | None = None) -> list[Passage]:
@@ -198,3 +200,76 @@ def sentence_windows(
         text = window_text(chunk, valid, window) if valid else chunk.text
         out.append(Passage(chunk.id, chunk.title, text, best[chunk_id]))
     return out
+
+
+def auto_merge(
+    index: HierarchicalIndex,
+    query: str,
+    top_k: int,
+    threshold: float = MERGE_THRESHOLD,
+    window: int = 1,
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[Passage]:
+    """ARAGOG's auto-merging retrieval (:mod:`arag_graph.automerge`): the ``top_k`` nearest sentences,
+    merged up into whole chunks and documents; the sentences that did not merge in windows of ``window``."""
+    leaves = index.top_sentences(query, top_k, query_vector=query_vector)
+    out: list[Passage] = []
+    for node in merge_leaves(index, leaves, threshold):
+        for chunk_id in node.chunk_ids:
+            chunk = index.get_chunk(chunk_id)
+            if chunk is None:
+                continue
+            text = window_text(chunk, node.positions, window) if node.level == "sentences" else chunk.text
+            out.append(Passage(chunk.id, chunk.title, text, node.score))
+    return out
+
+
+def retrieve_passages(
+    index: HierarchicalIndex,
+    query: str,
+    settings: RetrievalContext,
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[Passage]:
+    """What a graph hands its model for ``query``: the one place the retrieval settings are applied.
+
+    Naive RAG, every CoRAG step and every SRAG sub-question call this, so a retriever or an ARAGOG
+    technique is the same thing in each graph: ``retriever`` (dense, bm25, hybrid, amr, dsi),
+    ``sentence_window`` with ``window``, ``merge_threshold`` (amr) and ``summary_documents`` (dsi).
+    With sentence windows, dense retrieval is ARAGOG's method proper (the ``top_k`` sentences, each
+    in its window); chunk retrievers cut each chunk to windows around its matched sentences (BM25
+    hits have none and stay whole); amr shows its unmerged sentences in their windows.
+    """
+    s = settings
+    window = s.window if s.sentence_window else None
+    if s.retriever == "amr":
+        return auto_merge(index, query, s.top_k, s.merge_threshold, window or 1, query_vector=query_vector)
+    if s.retriever == "dsi":
+        from arag_graph.summaries import summary_search  # numpy-only reading; loaded when asked for
+
+        hits = summary_search(index, query, s.top_k, s.summary_documents, query_vector=query_vector)
+        return passages(index, hits, window)
+    if window is not None and s.retriever == "dense":
+        return sentence_windows(index, query, s.top_k, window, query_vector=query_vector)
+    return passages(index, retrieve(index, query, s.top_k, s.retriever, query_vector=query_vector), window)
+
+
+def retrieval_args(index: HierarchicalIndex, settings: RetrievalContext) -> dict[str, Any]:
+    """The retrieval settings a trajectory step records (only those that changed what was retrieved).
+
+    DSI's steps name how the summaries were written, so that extractive stand-ins are never taken
+    for model-written summaries.
+    """
+    s = settings
+    args: dict[str, Any] = {"retriever": s.retriever, "top_k": s.top_k}
+    if s.sentence_window:
+        args["window"] = s.window
+    if s.retriever == "amr":
+        args["merge_threshold"] = s.merge_threshold
+    if s.retriever == "dsi":
+        from arag_graph.summaries import summary_index
+
+        args["summary_documents"] = s.summary_documents
+        args["summaries"] = summary_index(index).label
+    return args

@@ -61,7 +61,7 @@ from arag_graph.configuration import SragContext
 from arag_graph.nodes import Call, gather, model_node
 from arag_graph.pipeline import finish_update, retrieval_update, start_update
 from arag_graph.prompts import chunk_block
-from arag_graph.retrievers import Passage, passages, retrieve
+from arag_graph.retrievers import Passage, retrieval_args, retrieve_passages
 from arag_graph.runtime import Bound, IndexLike, run_index, run_of, traced_graph
 from arag_graph.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 from arag_graph.structured import Decomposition, Route, SubQuestion, Triplets
@@ -431,8 +431,8 @@ def retrieve_for_sub_question(state: SolveState, runtime: Runtime[SragContext], 
     run = run_of(runtime, bound)
     record = state["sub_question"]
     query = record.get("resolved") or record["question"]
-    found = passages(run.index, retrieve(run.index, query, run.ctx.top_k))
-    args = {"query": query, "sub_question": record["id"], "top_k": run.ctx.top_k}
+    found = retrieve_passages(run.index, query, run.ctx)
+    args = {"query": query, "sub_question": record["id"], **retrieval_args(run.index, run.ctx)}
     step = retrieval_update(cast(RunState, {}), "retrieve", args, found)["trajectory"][0]
     return {
         "sub_question": {**record, "resolved": query},

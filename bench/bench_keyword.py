@@ -351,7 +351,12 @@ def main() -> None:
     parser.add_argument("--match", default="word", help=argparse.SUPPRESS)
     parser.add_argument("--mmap", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--markdown-only", action="store_true", help="rewrite keyword.md from keyword.json")
     args = parser.parse_args()
+    if args.markdown_only:
+        saved = json.loads((RESULTS / "keyword.json").read_text(encoding="utf-8"))
+        (RESULTS / "keyword.md").write_text(markdown(saved), encoding="utf-8")
+        return
     if args.phase:
         print(json.dumps(phase_build(args) if args.phase == "build" else phase_query(args)))
         return

@@ -14,7 +14,11 @@ search returns, averaged over the questions. Measured:
   index queried through each backend (backends are interchangeable);
 * ``keyword_search(salient_spans(question), top_k=5)`` with our word-prefix rule and with the
   paper's plain substring rule (``build_index(..., keyword_match="substring")``), on the same
-  keywords, to show the word rule finds gold passages at least as often.
+  keywords, to show the word rule finds gold passages at least as often;
+* every retrieval option the graphs offer (``retrieve_passages`` with naive_rag's settings):
+  dense, BM25, hybrid, ARAGOG's sentence windows, auto-merging (three thresholds) and document
+  summary index (extractive summaries: no model), each on the plain and the contextual-headers
+  index; recall@5 over the first five distinct chunks handed over, with the tokens handed over.
 
     python bench/bench_quality.py           # about 4 minutes; writes bench/results/quality.{json,md}
 """
@@ -39,6 +43,9 @@ from benchenv import RESULTS, ROOT
 from arag_graph.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
 from arag_graph.index import HierarchicalIndex, build_index, load_index
 from arag_graph.offline import salient_spans
+from arag_graph.registry import config_for
+from arag_graph.retrievers import retrieve_passages
+from arag_graph.tokens import count_tokens
 
 DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
 TOP_K = 5
@@ -174,14 +181,14 @@ def _titled(index: HierarchicalIndex) -> Any:
     rank with contextual headers (measured here before the tool is changed, see the report)."""
     import dataclasses
 
-    from arag_graph.index import chunk_header
+    from arag_graph.documents import chunk_header
     from arag_graph.keywords import KeywordIndex
 
     chunks = [dataclasses.replace(c, text=f"{chunk_header(c)}\n{c.text}") for c in index.store.chunks]
     return KeywordIndex.from_chunks(chunks, match=index.manifest.keyword_match)
 
 
-def options_report(plain: HierarchicalIndex, headed: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict:
+def header_options_report(plain: HierarchicalIndex, headed: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict:
     """recall@5 of every retrieval option, on the plain index and the one with contextual headers."""
     from arag_graph.retrievers import retrieve
 
@@ -229,7 +236,7 @@ def lookup_report(questions_path: Path, corpus: Path, work: Path) -> dict[str, A
         "corpus": str(corpus),
         "questions": len(questions),
         "chunks": plain.manifest.chunks,
-        "options": options_report(plain, headed, questions),
+        "options": header_options_report(plain, headed, questions),
     }
 
 
@@ -263,6 +270,66 @@ def render_options(result: dict[str, Any]) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+RETRIEVAL_OPTIONS: dict[str, dict[str, Any]] = {
+    "dense (chunks)": {},
+    "bm25": {"retriever": "bm25"},
+    "hybrid": {"retriever": "hybrid"},
+    "SWR (5 sentences, window 3)": {"sentence_window": True},
+    "AMR (theta 0.5)": {"retriever": "amr"},
+    "AMR (theta 0.3)": {"retriever": "amr", "merge_threshold": 0.3},
+    "AMR (theta 0.7)": {"retriever": "amr", "merge_threshold": 0.7},
+    "DSI (3 documents, extractive summaries)": {"retriever": "dsi"},
+}
+"""naive_rag's settings for each retrieval option (HyDE needs a model and is left out)."""
+
+
+def options_report(index: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recall@5 of every retrieval option: gold passages among the first 5 distinct chunks handed over."""
+    report: dict[str, Any] = {}
+    for name, values in RETRIEVAL_OPTIONS.items():
+        settings = config_for("naive_rag", top_k=TOP_K, **values)
+        recalls, tokens, chunks = [], [], []
+        for q in questions:
+            found = retrieve_passages(index, q["question"], settings)  # type: ignore[arg-type]
+            ids = list(dict.fromkeys(p.chunk_id for p in found))
+            recalls.append(recall(ids[:TOP_K], gold_ids(index, q)))
+            tokens.append(sum(count_tokens(p.text) for p in found))
+            chunks.append(len(ids))
+        report[name] = {
+            "settings": values,
+            "recall_at_5": round(statistics.mean(recalls), 4),
+            "tokens_mean": round(statistics.mean(tokens), 1),
+            "chunks_mean": round(statistics.mean(chunks), 2),
+        }
+    return report
+
+
+def options_lines(result: dict[str, Any]) -> list[str]:
+    """The retrieval options' section of quality.md."""
+    options = result.get("retrieval_options")
+    if not options:
+        return []
+    plain, headed = options["plain"], options["contextual_headers"]
+    lines = [
+        "## Every retrieval option (`retrieve_passages`, naive_rag / CoRAG / SRAG settings)",
+        "",
+        "top_k 5; recall@5 over the first 5 distinct chunks a retrieval hands over (SWR and AMR hand over the top 5 "
+        "*sentences*, so often fewer chunks, and less text); tokens: o200k tokens handed over per question. DSI's "
+        "summaries here are extractive (each document's first 3 sentences), not model-written. HyDE needs a model.",
+        "",
+        "| retrieval | settings | recall@5 | tokens | chunks | recall@5, contextual headers | tokens | chunks |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in plain.items():
+        h = headed[name]
+        shown = ", ".join(f"{k}={v}" for k, v in r["settings"].items()) or "default"
+        lines.append(
+            f"| {name} | `{shown}` | **{r['recall_at_5']}** | {r['tokens_mean']:,.0f} | {r['chunks_mean']} "
+            f"| **{h['recall_at_5']}** | {h['tokens_mean']:,.0f} | {h['chunks_mean']} |"
+        )
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -340,9 +407,21 @@ def main() -> None:
                 }
         result["backends"] = backends_report
         print("every retrieval option: HotpotQA-100", flush=True)
-        result["options"] = options_report(plain, headed, questions)
+        result["options"] = header_options_report(plain, headed, questions)
         if str(args.lookup) not in ("", "."):
             result["lookup"] = lookup_report(args.lookup, args.lookup_corpus, work)
+
+        print("building: document summaries (extractive), plain and with headers", flush=True)
+        summarized = build_index(
+            corpus, work / "dsi", embeddings=encoder, contextual_headers=False, summaries="offline", progress=False
+        )
+        headed_summarized = build_index(
+            corpus, work / "dsi-cch", embeddings=encoder, contextual_headers=True, summaries="offline", progress=False
+        )
+        result["retrieval_options"] = {
+            "plain": options_report(summarized, questions),
+            "contextual_headers": options_report(headed_summarized, questions),
+        }
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -435,6 +514,7 @@ def render(result: dict[str, Any]) -> str:
             )
         lines.append("")
     lines += render_options(result)
+    lines += options_lines(result)
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ How a run is organised:
 - Each (graph, setting) writes ``predictions/<graph>__<setting>.jsonl``, one record per question,
   appended as soon as the question is done. A killed run started again with the same arguments
   reads these files back and runs only the missing questions: none is lost or counted twice. A
-  record found incomplete on resume is set aside (``<file>.rejected``) and its question run again.
+  record found incomplete on resume, or of a run that failed, is set aside (``<file>.rejected``)
+  and its question run again.
 - The output directory is arag's alone: ``--out`` must be new, empty, or an earlier evaluation's
   (it has ``run.json``); anything else is refused before anything in it is touched. One
   evaluation at a time writes into it (a lock file, ``.arag-eval.lock``), so no question is paid
@@ -84,6 +85,13 @@ class EvalPlan:
     """Seconds per model request, the judge's too (None: ``$ARAG_MODEL_TIMEOUT``, else 30)."""
     max_retries: int | None = None
     """Retries per model request, the judge's too (None: ``$ARAG_MODEL_RETRIES``, else 2)."""
+    grid: str | None = None
+    """A named comparison (``aragog``, :mod:`arag_graph.evaluators.grid`) run beside ``graphs``."""
+    cch_index: Path | None = None
+    """The index with contextual chunk headers for the grid's CCH rows (None: built beside the other)."""
+    summaries: str | None = None
+    """Who writes document summaries when the evaluation builds an index that needs them (DSI):
+    a chat model spec, or None for ``offline`` (extractive lead sentences)."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +100,13 @@ class Setting:
 
     graph: str
     values: dict[str, Any]
+    index: str = ""
+    """Which index the setting runs on: ``""`` the evaluation's, ``"cch"`` the grid's with contextual headers."""
 
     @property
     def key(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in sorted(self.values.items())) or "default"
+        parts = [f"{k}={v}" for k, v in sorted(self.values.items())]
+        return ",".join([f"index={self.index}"] * bool(self.index) + parts) or "default"
 
     @property
     def file_name(self) -> str:
@@ -108,14 +119,15 @@ class Setting:
 
 def plan_settings(plan: EvalPlan) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """The plan's fixed ``--set`` values and its sweeps (``--max-steps`` first), values in the order given."""
-    fixed, sweeps = split_settings(plan.extra_context, plan.graphs)
+    fixed, sweeps = split_settings(plan.extra_context, planned_graphs(plan))
     if plan.max_steps:
         sweeps = {"max_steps": list(dict.fromkeys(plan.max_steps)), **sweeps}
     return fixed, sweeps
 
 
 def settings_for(plan: EvalPlan) -> list[Setting]:
-    """Every (graph, setting) to run: each combination of the sweeps' values a graph has settings for."""
+    """Every (graph, setting) to run: each combination of the sweeps' values a graph has settings for,
+    then the grid's rows (each once, even when a graph's own setting is the same)."""
     fixed, sweeps = plan_settings(plan)
     out: list[Setting] = []
     for name in plan.graphs:
@@ -123,7 +135,31 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in fixed.items() if k in fields}
         out.extend(Setting(name, {**base, **values}) for values in combinations(fields, sweeps))
-    return out
+    if plan.grid:
+        from arag_graph.evaluators.grid import GRAPH, grid_rows
+
+        fields = get_graph_spec(GRAPH).config.model_fields
+        base = {k: v for k, v in fixed.items() if k in fields}
+        out.extend(Setting(GRAPH, {**base, **row.values}, row.index) for row in grid_rows(plan.grid))
+    return list({s.file_name: s for s in out}.values())
+
+
+def planned_graphs(plan: EvalPlan) -> list[str]:
+    """The graphs the plan runs: ``graphs``, and the grid's graph when there is a grid."""
+    if plan.grid:
+        from arag_graph.evaluators.grid import GRAPH
+
+        return list(dict.fromkeys([*plan.graphs, GRAPH]))
+    return list(plan.graphs)
+
+
+def needs_summaries(plan: EvalPlan) -> dict[str, bool]:
+    """Per index of the plan (``""``, ``"cch"``), whether some setting retrieves with DSI."""
+    need: dict[str, bool] = {}
+    for setting in settings_for(plan):
+        retriever = setting.values.get("retriever", plan_settings(plan)[0].get("retriever"))
+        need[setting.index] = need.get(setting.index, False) or retriever == "dsi"
+    return need
 
 
 def find_corpus(dataset: Path, given: Path | None) -> Path:
@@ -167,8 +203,14 @@ def load_plan_questions(plan: EvalPlan) -> list[Question]:
 
 def check_plan(plan: EvalPlan) -> list[Question]:
     """All the checks that need no index and no model call; returns the questions."""
-    if not plan.graphs:
-        raise AragError("no graphs given; use --graphs arag,naive_rag,...")
+    if not plan.graphs and not plan.grid:
+        raise AragError("no graphs given; use --graphs arag,naive_rag,... or --grid aragog")
+    if plan.grid:
+        from arag_graph.evaluators.grid import grid_rows
+
+        grid_rows(plan.grid)  # a one-line error naming the grids
+        if plan_settings(plan)[1]:
+            raise AragError("--grid runs fixed settings per technique; give single values to --set and --max-steps")
     for name in plan.graphs:
         get_graph_spec(name)
     if plan.workers < 1:
@@ -202,17 +244,18 @@ def check_settings(plan: EvalPlan) -> None:
     for key, flag in _RESERVED.items():
         if key in plan.extra_context:
             raise AragError(f"--set {key}=...: use {flag} for that")
+    graphs = planned_graphs(plan)
     known: set[str] = set()
-    for name in plan.graphs:
+    for name in graphs:
         known |= set(get_graph_spec(name).config.model_fields)
     unknown = sorted(set(plan.extra_context) - known)
     if unknown:
         raise AragError(
-            f"--set {unknown[0]}: none of the graphs {', '.join(plan.graphs)} has that setting; "
+            f"--set {unknown[0]}: none of the graphs {', '.join(graphs)} has that setting; "
             f"choose from {', '.join(sorted(known - set(_RESERVED)))}"
         )
-    fixed, _ = split_settings(plan.extra_context, plan.graphs)  # checks every swept value
-    for name in plan.graphs:
+    fixed, _ = split_settings(plan.extra_context, graphs)  # checks every swept value
+    for name in graphs:
         config_for(name, **fixed)  # raises a one-line AragError naming the field
 
 
@@ -234,13 +277,18 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
+    from arag_graph.documents import DEFAULT_CONTEXTUAL_HEADERS
     from arag_graph.embedding_models import resolve_embeddings
     from arag_graph.embeddings import embedding_model_id
     from arag_graph.index import build_index, corpus_hash, load_index
+    from arag_graph.summaries import has_summaries, missing_summaries_error
 
+    summaries = needs_summaries(plan).get("", False)
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
         chunks = index.store.chunks
+        if summaries and not has_summaries(index):  # before any question is paid for
+            raise missing_summaries_error(index)
     else:
         corpus = find_corpus(plan.dataset, plan.corpus)
         chunks = chunk_documents(load_corpus(corpus))
@@ -258,16 +306,85 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
         model_id = embedding_model_id(embeddings)
         slug = _slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{_slug(model_id)[-40:]}")
+        # A grid compares techniques with and without contextual headers (its CCH rows get their own
+        # index), so its base index has none; otherwise the package's default applies.
+        headers = False if plan.grid else DEFAULT_CONTEXTUAL_HEADERS
+        slug += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
         target = plan.index or cache_dir() / "indexes" / f"{slug}-{digest[:12]}"
         with contextlib.suppress(AragError):
             existing = load_index(target, cache=True)
-            if existing.manifest.corpus_hash == digest and existing.manifest.embedding_model == model_id:
+            if (
+                existing.manifest.corpus_hash == digest
+                and existing.manifest.embedding_model == model_id
+                and existing.manifest.contextual_headers == headers
+                and _has_wanted_summaries(existing, plan, summaries)
+            ):
                 index = existing
         if index is None:
-            build_index(chunks, target, embeddings=embeddings, progress=progress)
+            options = _summary_options(plan, summaries)
+            build_index(chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, **options)
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
+
+
+def _summary_options(plan: EvalPlan, wanted: bool, reuse: Any = None) -> dict[str, Any]:
+    """``build_index`` arguments for the document summaries a plan's DSI settings need (none when none do)."""
+    if not wanted:
+        return {}
+    options: dict[str, Any] = {"base_url": plan.base_url, "timeout": plan.timeout, "max_retries": plan.max_retries}
+    if reuse is not None:
+        options["reuse"] = reuse
+    return {"summaries": plan.summaries or "offline", "summary_options": options}
+
+
+def _has_wanted_summaries(index: Any, plan: EvalPlan, wanted: bool) -> bool:
+    """Whether a cached index can serve the plan: summaries by the plan's summariser when DSI needs them."""
+    if not wanted:
+        return True
+    info = (index.manifest.extra or {}).get("summaries") or {}
+    return info.get("model") == (plan.summaries or "offline")
+
+
+def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
+    """The grid's index with contextual chunk headers (CCH rows), of the same chunks; None when no row needs it.
+
+    ``--cch-index`` gives a built one (checked: headers on, same corpus, summaries when DSI needs
+    them) or where to build it; without it the index is built in the cache beside the other.
+    """
+    from arag_graph.cache import cache_dir
+    from arag_graph.index import build_index, load_index
+    from arag_graph.summaries import has_summaries, missing_summaries_error
+
+    if not any(s.index == "cch" for s in settings_for(plan)):
+        return None
+    summaries = needs_summaries(plan).get("cch", False)
+    digest = index.manifest.corpus_hash
+    given = plan.cch_index
+    if given is not None and (given / "CURRENT").exists():
+        cch = load_index(given, cache=True)
+        if not cch.manifest.contextual_headers:
+            raise AragError(
+                f"--cch-index {given}: built without contextual headers; build it with --contextual-headers"
+            )
+        if cch.manifest.corpus_hash != digest:
+            raise AragError(f"--cch-index {given}: another corpus than the evaluation's index; build it from the same")
+        if summaries and not has_summaries(cch):
+            raise missing_summaries_error(cch)
+        return cch
+    target = given or cache_dir() / "indexes" / f"{_slug(plan.dataset.parent.name)}-{digest[:12]}-cch"
+    with contextlib.suppress(AragError):
+        existing = load_index(target, cache=True)
+        if (
+            existing.manifest.corpus_hash == digest
+            and existing.manifest.contextual_headers
+            and _has_wanted_summaries(existing, plan, summaries)
+        ):
+            return existing
+    reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
+    options = _summary_options(plan, summaries, reuse)
+    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, **options)
+    return load_index(target, cache=True)
 
 
 def _slug(text: str) -> str:
@@ -282,8 +399,8 @@ def _is_prediction(record: object) -> bool:
     return isinstance(record, dict) and isinstance(record.get("question_id"), str)
 
 
-def _is_complete(record: Mapping[str, Any]) -> bool:
-    """A record the summary can use as it is; anything less is run again on resume."""
+def _is_scored(record: Mapping[str, Any]) -> bool:
+    """A record the summary can use: a prediction with an answer (maybe an error) and its metrics."""
     prediction, metrics = record.get("prediction"), record.get("metrics")
     return (
         isinstance(prediction, dict)
@@ -291,6 +408,17 @@ def _is_complete(record: Mapping[str, Any]) -> bool:
         and isinstance(metrics, dict)
         and isinstance(record.get("graph"), str)
     )
+
+
+def _is_complete(record: Mapping[str, Any]) -> bool:
+    """A record to keep on resume: scored, of a run that did not fail; anything else is run again.
+
+    A run that failed (its prediction has an ``error``: a model timeout, a server's 500) is not
+    kept either: rerunning an evaluation is how a user retries after fixing what failed, and a
+    record that replays the failure would leave them no way but a new ``--out``. The failed record
+    is kept in ``<file>.rejected``.
+    """
+    return _is_scored(record) and not record["prediction"].get("error")
 
 
 def prediction_file(path: Path) -> JsonLinesFile:
@@ -856,6 +984,14 @@ def run_evaluation(
     with exclusive(plan.out):
         # Read back before any work, so that a damaged predictions file is refused now, untouched.
         files = [(s, prediction_file(plan.out / PREDICTIONS / s.file_name)) for s in settings]
+        for _, file in files:
+            if file.set_aside:
+                log.warning(
+                    "%s: %d failed or incomplete record(s) moved to %s; their questions run again",
+                    file.path.name,
+                    file.set_aside,
+                    file.rejected_path.name,
+                )
         if on_checked is not None:
             on_checked()
         return _evaluate(plan, questions, files, progress, embeddings)
@@ -874,6 +1010,7 @@ def _evaluate(
 
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
+    indexes = {"": index, "cch": prepare_cch_index(plan, index, progress)}
     judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
     evaluators = default_evaluators(
         embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
@@ -887,7 +1024,7 @@ def _evaluate(
         client = Client()
         dataset_name = langsmith_dataset(client, plan, questions, gold)
 
-    runs = [SettingRun(plan, setting, index, gold, evaluators, file=file) for setting, file in files]
+    runs = [SettingRun(plan, setting, indexes[setting.index], gold, evaluators, file=file) for setting, file in files]
     pending = sum(1 for run in runs for q in questions if q.id not in run.file.keys)
     with _progress(pending, progress) as tick:
         for run in runs:
@@ -906,14 +1043,28 @@ def _evaluate(
     write_summary(rows, plan.out)
     write_failures(records, plan.out)
     write_plots(rows, plan.out, orders)
+    if plan.grid:
+        from arag_graph.evaluators.grid import write_grid
+
+        write_grid(plan.grid, rows, plan_settings(plan)[0], plan.model, plan.out)
     return rows
 
 
 def load_records(out: Path) -> list[dict[str, Any]]:
-    """Every record under ``out/predictions`` (for reports and tests)."""
+    """Every scored record under ``out/predictions``, failed runs included (for reports and tests).
+
+    Reading only: unlike opening a file to resume it, nothing is set aside or rewritten; a line cut
+    short by a kill and an incomplete record are skipped.
+    """
     records: list[dict[str, Any]] = []
     for path in sorted((out / PREDICTIONS).glob("*.jsonl")):
-        records.extend(prediction_file(path).records)
+        for line in path.read_bytes().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if _is_prediction(record) and _is_scored(record):
+                records.append(record)
     return records
 
 

@@ -43,7 +43,7 @@ def test_text_values_from_forms_are_coerced() -> None:
         (AragContext, {"temperature": "nan"}, "finite number"),
         (AragContext, {"max_tokens": math.inf}, "finite number"),
         (AragContext, {"max_tokens": "inf"}, "max_tokens='inf'"),
-        (NaiveRagContext, {"retriever": "sparse"}, "'dense', 'bm25' or 'hybrid'"),
+        (NaiveRagContext, {"retriever": "sparse"}, "'dense', 'bm25', 'hybrid', 'amr' or 'dsi'"),
         (CoragContext, {"loop_similarity": 1.5}, "less than or equal to 1"),
         (CoragContext, {"loop_similarity": 0}, "greater than 0"),
         (SragContext, {"relevance_threshold": -0.1}, "relevance_threshold=-0.1"),

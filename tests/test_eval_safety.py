@@ -253,6 +253,33 @@ def test_an_evaluation_in_which_every_run_failed_exits_non_zero(
 
 
 @pytest.mark.integration
+def test_a_rerun_retries_the_runs_that_failed(
+    openai_server: OpenAIStubServer,
+    model_env: None,
+    sample_index: HierarchicalIndex,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A model that failed every run, then recovered: the rerun into the same --out answers them."""
+    out = tmp_path / "run"
+    argv = eval_argv(sample_index, out, limit=2)
+    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
+    argv += ["--model-retries", "0"]
+    openai_server.script([], then=http_error(500, "upstream exploded"))
+    assert run(argv, capsys)[0] == 1
+    openai_server.script([], then=text("Answer: recovered"))
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    path = out / "predictions" / "direct__default.jsonl"
+    again = lines_of(path)
+    assert len(again) == 2 and all(r["prediction"]["answer"] == "recovered" for r in again)
+    assert all(not r["prediction"].get("error") for r in again)
+    assert len(lines_of(path.with_name(path.name + ".rejected"))) == 2  # the failures are kept aside
+    rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert [(row["graph"], row["n"], row["errors"]) for row in rows] == [("direct", 2, 0)]
+
+
+@pytest.mark.integration
 def test_a_write_failure_stops_the_evaluation_and_a_rerun_resumes(
     finished_run: Path,
     sample_index: HierarchicalIndex,
@@ -498,4 +525,4 @@ def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "g__default.jsonl").write_text(json.dumps({**GOOD, "metrics": None}) + "\n", encoding="utf-8")
     assert load_records(tmp_path) == []
-    assert (folder / "g__default.jsonl.rejected").exists()
+    assert not (folder / "g__default.jsonl.rejected").exists()  # reading sets nothing aside

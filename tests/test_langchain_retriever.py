@@ -104,7 +104,7 @@ def test_search_types_rank_differently(sample_index: HierarchicalIndex) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"search_type": "mmr"}, "search_type='mmr' is unknown; use one of semantic, keyword, hybrid"),
+        ({"search_type": "mmr"}, "search_type='mmr' is unknown; use one of semantic, keyword, hybrid, amr, dsi"),
         ({"k": 0}, "k=0 is not a number of documents"),
         ({"k": -2}, "k=-2 is not a number of documents"),
         ({"k": 2.5}, "k=2.5 is not a number of documents"),
@@ -179,3 +179,23 @@ async def test_async_chain_gives_the_sync_result(sample_index: HierarchicalIndex
     chain = itemgetter("question") | retriever
     docs = await chain.ainvoke({"question": QUESTION})
     assert [d.id for d in docs] == [d.id for d in retriever.invoke(QUESTION)]
+
+
+def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_path: Any) -> None:
+    """The retriever hands over what naive_rag's amr and dsi hand its model (one helper, no copy)."""
+    from arag_graph.index import build_index
+    from arag_graph.registry import config_for
+    from arag_graph.retrievers import retrieve_passages
+
+    query = "Who directed the film shot in Leland, North Carolina?"
+    amr = sample_index.as_retriever(search_type="amr", k=5).invoke(query)
+    expected = retrieve_passages(sample_index, query, config_for("naive_rag", retriever="amr"))  # type: ignore[arg-type]
+    assert [(d.id, d.page_content) for d in amr] == [(p.chunk_id, p.text) for p in expected]
+    assert {d.metadata["search_type"] for d in amr} == {"amr"}
+    with pytest.raises(AragError, match="--summaries"):
+        sample_index.as_retriever(search_type="dsi").invoke(query)
+    chunks = sample_index.store.chunks[:20]
+    summarized = build_index(chunks, tmp_path / "dsi", summaries="offline", progress=False)
+    dsi = summarized.as_retriever(search_type="dsi", k=3).invoke(query)
+    expected = retrieve_passages(summarized, query, config_for("naive_rag", retriever="dsi", top_k=3))  # type: ignore[arg-type]
+    assert [d.id for d in dsi] == [p.chunk_id for p in expected] and len(dsi) == 3
