@@ -16,7 +16,9 @@ DEFAULT_CONTEXTUAL_HEADERS = True
 not to, as the A-RAG paper's code and ARAGOG's CCH do. Measured (bench/results/quality.md):
 semantic_search recall@5 is unchanged on HotpotQA-100 (0.765) and on the 2Wiki lookup questions
 (0.96), and issue 14 reports 0.55 → 0.59 on its held-out multi-hop set; BM25 and keyword_search,
-which match the title too, gain 6 and 10.5 points on HotpotQA-100 and lose nothing on 2Wiki."""
+which match the title too, gain 6 and 10.5 points on HotpotQA-100 and lose nothing on 2Wiki. The cost:
+top-5-sentence retrievals (SWR, AMR) lose 4.5 points on HotpotQA-100, as a shared title pulls several
+sentences of one chunk into the top 5; the ARAGOG grid keeps its base index bare for that reason."""
 HEADER_MAX_CHARS = 128
 """Longest contextual chunk header, in characters (about 30 word pieces). All-MiniLM-L6-v2 reads
 256 word pieces and HotpotQA/2Wiki sentences average about 30, so a header this long leaves the
