@@ -44,11 +44,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         corpus_format=args.format,
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
+        header_max_chars=args.header_max_chars,
         keyword_match=args.keyword_match,
         chroma_url=args.chroma_url,
         collection=args.collection,
         encoder=args.encoder,
         backend=args.backend,
+        embeddings=args.embedding,
+        embedding_base_url=args.embedding_base_url,
         chroma_timeout=_chroma_wait(args),
         **_summary_flags(args),
         progress=not args.json and not args.quiet,
@@ -425,6 +428,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         dataset_format=args.format,
         upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
+        embedding=args.embedding,
+        embedding_base_url=args.embedding_base_url,
         grid=args.grid,
         cch_index=Path(args.cch_index) if args.cch_index else None,
         summaries=args.summaries,
@@ -572,6 +577,24 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
+def _add_embedding_arguments(p: argparse.ArgumentParser) -> None:
+    """``--embedding`` and ``--embedding-base-url``: the model a new index embeds with (recorded in it)."""
+    p.add_argument(
+        "--embedding",
+        default=None,
+        metavar="SPEC",
+        help="embedding model: a sentence-transformers folder or cached name, or openai:NAME for an "
+        "OpenAI-compatible endpoint (key from OPENAI_API_KEY); default the packaged all-MiniLM-L6-v2. "
+        "Recorded in the index, which then embeds queries with it; never downloaded",
+    )
+    p.add_argument(
+        "--embedding-base-url",
+        default=None,
+        metavar="URL",
+        help="base URL of the openai:NAME endpoint, e.g. http://localhost:8080/v1 (recorded; never a key)",
+    )
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """Help that lists the choices of the options whose choices the library defines (graphs, formats,
     encoders), read only when help is shown: ``arag`` starts without importing the graph registry
@@ -627,6 +650,7 @@ def _output_flags() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from arag_graph.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS
     from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
 
     parser = _Parser(
@@ -643,7 +667,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
     _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
-    p.add_argument("--contextual-headers", action="store_true", help="embed 'title: sentence' (ARAGOG's CCH)")
+    p.add_argument(
+        "--contextual-headers",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_CONTEXTUAL_HEADERS,
+        help="embed 'title > section: sentence' and match titles in keyword search and BM25 (ARAGOG's CCH; "
+        "default on, measured in bench/results/quality.md)",
+    )
+    p.add_argument(
+        "--header-max-chars",
+        type=int,
+        default=HEADER_MAX_CHARS,
+        help=f"longest contextual header, 'title > section' (default {HEADER_MAX_CHARS} characters)",
+    )
     p.add_argument(
         "--keyword-match",
         choices=["word", "substring"],
@@ -664,6 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
         "onnx-int8: int8 weights, about 2x less CPU time than torch at the same recall@5 on HotpotQA-100; onnx: "
         "float32, torch's vectors)",
     )
+    _add_embedding_arguments(p)
     p.add_argument(
         "--backend",
         default="auto",
@@ -727,6 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
     p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
     p.add_argument("--index", default=None, help="index directory to use or build (default: a cache per corpus)")
+    _add_embedding_arguments(p)
     _lists(
         p.add_argument("--graphs", default=None, help="comma-separated graphs, e.g. arag,naive_rag,corag"),
         _graph_names,

@@ -150,6 +150,11 @@ class GraphContext(BaseModel):
             return cls(**context)
         return cls()
 
+    @property
+    def is_trusted(self) -> bool:
+        """Whether the operator made this context (CLI, Python) rather than a served run's caller."""
+        return self._trusted
+
     def choice(self) -> RunChoice:
         """Model, endpoint and index of this run: checked against the operator's policy unless trusted."""
         policy = ServingPolicy.from_env()

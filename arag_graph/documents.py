@@ -11,6 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_CONTEXTUAL_HEADERS = True
+"""Indexes embed each sentence behind its contextual header (``title > section: sentence``) unless told
+not to, as the A-RAG paper's code and ARAGOG's CCH do. Measured (bench/results/quality.md):
+semantic_search recall@5 is unchanged on HotpotQA-100 (0.765) and on the 2Wiki lookup questions
+(0.96), and issue 14 reports 0.55 → 0.59 on its held-out multi-hop set; BM25 and keyword_search,
+which match the title too, gain 6 and 10.5 points on HotpotQA-100 and lose nothing on 2Wiki. The cost:
+top-5-sentence retrievals (SWR, AMR) lose 4.5 points on HotpotQA-100, as a shared title pulls several
+sentences of one chunk into the top 5; the ARAGOG grid keeps its base index bare for that reason."""
+HEADER_MAX_CHARS = 128
+"""Longest contextual chunk header, in characters (about 30 word pieces). All-MiniLM-L6-v2 reads
+256 word pieces and HotpotQA/2Wiki sentences average about 30, so a header this long leaves the
+sentence its room while covering every title of both corpora (the longest 2Wiki title is 95
+characters; 99% are under 50). Longer ones (deep Markdown section paths) are cut at a word, so a
+header never outweighs the sentence it introduces."""
+
 
 @dataclass(frozen=True, slots=True)
 class Document:
@@ -63,3 +78,16 @@ class SearchHit:
             "title": self.title,
             "snippets": list(self.snippets),
         }
+
+
+def bounded_header(header: str, limit: int) -> str:
+    """``header`` cut to ``limit`` characters at a word boundary (contextual chunk headers)."""
+    if len(header) <= limit:
+        return header
+    cut = header[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" >:")
+
+
+def chunk_header(chunk: Chunk, limit: int = HEADER_MAX_CHARS) -> str:
+    """A chunk's header for chunk-level matching (BM25): its title, bounded like sentence headers."""
+    return bounded_header(chunk.title or "", limit)

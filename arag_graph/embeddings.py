@@ -87,6 +87,12 @@ def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> A
     hf_logging.disable_progress_bar()
     try:
         return SentenceTransformer(model_path or _default_model_path(), device=device, local_files_only=True)
+    except Exception as exc:  # a damaged or unsupported model folder: one line, not a traceback
+        detail = " ".join(str(exc).split())[:200]
+        raise AragError(
+            f"embedding model {model_path} cannot be loaded ({type(exc).__name__}: {detail}); give the folder of "
+            "a sentence-transformers model"
+        ) from None
     finally:
         if bar:
             hf_logging.enable_progress_bar()
@@ -122,6 +128,17 @@ class SentenceEncoder(Embeddings):
         self.query_encodings = 0  # how many queries reached the model (the rest came from the cache)
 
     # -- model -------------------------------------------------------------------------------
+    def check_available(self) -> None:
+        """Fail in one line, before any long work, when the model's folder is not a model."""
+        if self.model_path is None:
+            return
+        root = Path(self.model_path)
+        if not any((root / name).is_file() for name in ("modules.json", "config.json")):
+            raise AragError(
+                f"embedding model {self.model_path}: not a sentence-transformers model folder (no modules.json or "
+                "config.json); give the folder the model was saved to"
+            )
+
     @property
     def model(self) -> Any:
         if self._model is None:
@@ -440,6 +457,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
         """Fail in one line, before any long work, when a package this backend needs is missing."""
         if self._session is not None:  # loaded already: nothing more is needed
             return
+        super().check_available()
         fp32, int8 = self._paths()
         missing = missing_onnx_packages(export=not (int8 if self.quantized else fp32).exists())
         if missing:

@@ -28,10 +28,11 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,7 +41,16 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from arag_graph import integrity
-from arag_graph.documents import Chunk, Document, SearchHit
+from arag_graph.documents import (
+    DEFAULT_CONTEXTUAL_HEADERS,
+    HEADER_MAX_CHARS,
+    Chunk,
+    Document,
+    SearchHit,
+    bounded_header,
+    chunk_header,
+)
+from arag_graph.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
@@ -125,6 +135,11 @@ class Manifest:
     """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
     ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
     field were built with torch."""
+    header_max_chars: int = 0
+    """The bound on contextual chunk headers the sentences were embedded with (0: no headers)."""
+    embedding_base_url: str | None = None
+    """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).
+    Never a key: keys come from the environment of whoever loads the index."""
     checksums: dict[str, str] = field(default_factory=dict)
     """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.integrity`), the sentence
     matrix included; empty in indexes from before checksums, which load unchecked."""
@@ -252,25 +267,89 @@ def corpus_hash(chunks: Iterable[Chunk]) -> str:
     return digest.hexdigest()
 
 
+_PIECE = re.compile(r"#\d+$")
+_MARKDOWN_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def _document_of(chunk_id: str) -> str:
+    """The id of a chunk's document: chunking names the pieces of a long document ``<id>#<n>``."""
+    return _PIECE.sub("", chunk_id)
+
+
+def _is_markdown(chunk_id: str) -> bool:
+    """Chunks of a Markdown file of a directory corpus (whose document ids are the files' paths)."""
+    return _document_of(chunk_id).lower().endswith(".md")
+
+
+def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> Iterator[list[str]]:
+    """Per chunk, the contextual header of each of its sentences, as ARAGOG writes them: the
+    document title and, in Markdown documents, the heading of the section the sentence is in
+    (``"Title > Section"``), at most ``limit`` characters ('' when there is nothing to say).
+
+    A chunk that continues the previous chunk's document carries its section on.
+    """
+    section: str | None = None
+    previous: str | None = None
+    for c in chunks:
+        document = _document_of(c.id)
+        if document != previous:
+            section = None
+        previous = document
+        headings = (
+            [(m.start(), m.group(1).strip()) for m in _MARKDOWN_HEADING.finditer(c.text)] if _is_markdown(c.id) else []
+        )
+        headers: list[str] = []
+        for _, end in c.sentences:
+            while headings and headings[0][0] < end:
+                section = headings.pop(0)[1]
+            parts = [p for p in (c.title, section) if p]
+            if len(parts) == 2 and parts[0].strip().lower() == parts[1].strip().lower():
+                parts = parts[:1]  # a Markdown file's first heading is its title
+            headers.append(bounded_header(" > ".join(parts), limit))
+        for _, heading in headings:  # headings after the last sentence start the next chunk's section
+            section = heading
+        yield headers
+
+
+def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[Chunk]:
+    """What keyword_search matches: with contextual headers, each chunk's header (its title) before
+    its text. Snippets still come from the chunk itself, so they never show the header.
+
+    Kept because it helps: recall@5 of keyword_search rises from 0.5 to 0.605 on HotpotQA-100 and
+    from 0.805 to 0.825 on the 2Wiki lookup questions (bench/results/quality.md). Indexes from before
+    the header bound was recorded (``header_max_chars`` 0) keep matching the bare text.
+    """
+    if header_max_chars <= 0:
+        return chunks
+    headed = []
+    for c in chunks:
+        header = chunk_header(c, header_max_chars)
+        headed.append(dataclasses.replace(c, text=f"{header}\n{c.text}") if header else c)
+    return headed
+
+
 def sentence_blocks(
-    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None
+    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None, header_max_chars: int | None = None
 ) -> Iterator[tuple[int, list[str], list[str]]]:
     """The sentences to store and the texts to embed for them, ``size`` (default :data:`BUILD_BLOCK`)
     at a time, in row order.
 
     Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
-    the embedded text is ``"title: sentence"`` while the stored document stays the bare sentence,
-    so snippets never show the header.
+    the embedded text is ``"header: sentence"`` (:func:`sentence_headers`) while the stored
+    document stays the bare sentence, so snippets never show the header.
     """
     size = size or BUILD_BLOCK
+    limit = HEADER_MAX_CHARS if header_max_chars is None else header_max_chars
     documents: list[str] = []
     embedded: list[str] = []
     start = 0
+    headers = sentence_headers(chunks, limit) if contextual_headers and limit > 0 else None
     for c in chunks:
-        for begin, end in c.sentences:
+        own = next(headers) if headers is not None else None
+        for n, (begin, end) in enumerate(c.sentences):
             sentence = c.text[begin:end]
             documents.append(sentence)
-            embedded.append(f"{c.title}: {sentence}" if contextual_headers and c.title else sentence)
+            embedded.append(f"{own[n]}: {sentence}" if own and own[n] else sentence)
             if len(documents) >= size:
                 yield start, documents, embedded
                 start += len(documents)
@@ -279,11 +358,13 @@ def sentence_blocks(
         yield start, documents, embedded
 
 
-def sentence_inputs(chunks: Sequence[Chunk], contextual_headers: bool) -> tuple[list[str], list[str]]:
+def sentence_inputs(
+    chunks: Sequence[Chunk], contextual_headers: bool, header_max_chars: int | None = None
+) -> tuple[list[str], list[str]]:
     """All sentences to store and all texts to embed (see :func:`sentence_blocks`) at once."""
     documents: list[str] = []
     embedded: list[str] = []
-    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62):
+    for _, docs, texts in sentence_blocks(chunks, contextual_headers, size=1 << 62, header_max_chars=header_max_chars):
         documents += docs
         embedded += texts
     return documents, embedded
@@ -486,10 +567,12 @@ def build_index(
     corpus: str | os.PathLike[str] | Iterable[Document] | Sequence[Chunk],
     out: str | os.PathLike[str],
     *,
-    embeddings: Embeddings | None = None,
+    embeddings: Embeddings | str | None = None,
+    embedding_base_url: str | None = None,
     corpus_format: str | None = None,
     chunk_size: int = 1000,
-    contextual_headers: bool = False,
+    contextual_headers: bool = DEFAULT_CONTEXTUAL_HEADERS,
+    header_max_chars: int = HEADER_MAX_CHARS,
     keyword_match: KeywordMatch = "word",
     chroma_url: str | None = None,
     collection: str | None = None,
@@ -513,9 +596,13 @@ def build_index(
     implies ``chroma``. Vectors are encoded and stored :data:`BUILD_BLOCK` sentences at a time, so
     a build never holds all of them in memory.
 
-    ``encoder`` picks the backend of the default model (``onnx-int8``, the default; ``onnx``;
-    ``torch``, see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading
-    the index embeds queries the same way. It cannot be combined with ``embeddings``.
+    ``embeddings`` is any LangChain ``Embeddings`` or a spec string
+    (:func:`arag_graph.embedding_models.resolve_embeddings`: a sentence-transformers folder or cached
+    name, or ``openai:NAME`` with ``embedding_base_url``); a spec is recorded so that
+    :func:`load_index` embeds queries with the same model without being told. ``encoder`` picks the
+    backend of a local model (``onnx-int8``, the default for the packaged model; ``onnx``; ``torch``,
+    see :mod:`arag_graph.embeddings`); it is recorded in the manifest so that loading the index
+    embeds queries the same way. It cannot be combined with an ``Embeddings`` instance.
 
     ``corpus`` is a path (any format :func:`arag_graph.corpus.load_corpus` reads), documents, or
     ready-made chunks. With ``chroma_url`` the sentence vectors go to a Chroma server (collection
@@ -535,15 +622,13 @@ def build_index(
     check_chunk_size(chunk_size)
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")
+    if not isinstance(header_max_chars, int) or not 0 <= header_max_chars <= 1000:
+        raise AragError(f"header length {header_max_chars!r}: give 0 to 1000 characters (default {HEADER_MAX_CHARS})")
     if backend not in SENTENCE_BACKENDS:
         raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
     if chroma_url and backend == "matrix":
         raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
-    if encoder is not None:
-        if embeddings is not None:
-            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
-        embeddings = default_embeddings(check_encoder(encoder))
-    embeddings = embeddings or default_embeddings()
+    embeddings = resolve_embeddings(embeddings, base_url=embedding_base_url, encoder=encoder)
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()
@@ -601,6 +686,7 @@ def build_index(
                 settings={
                     "chunk_size": chunk_size,
                     "contextual_headers": contextual_headers,
+                    "header_max_chars": header_max_chars if contextual_headers else 0,
                     "summaries": summaries,
                     "summary_options": dict(summary_options or {}),
                 },
@@ -657,7 +743,14 @@ def _build_locked(
         write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
         t0 = time.perf_counter()
         stored = _store_sentences(
-            chroma_cfg, build_dir, chunks, embeddings, settings["contextual_headers"], chroma_timeout, progress
+            chroma_cfg,
+            build_dir,
+            chunks,
+            embeddings,
+            settings["contextual_headers"],
+            chroma_timeout,
+            progress,
+            settings["header_max_chars"],
         )
         sentences = stored.sentences
         timings["encode_seconds"] = stored.encode_seconds
@@ -666,7 +759,7 @@ def _build_locked(
         t0 = time.perf_counter()
         store = ChunkStore(chunks)
         store.save(build_dir / CHUNKS)
-        keywords = _keyword_index(store.chunks, keyword_match, progress)
+        keywords = _keyword_index(keyword_chunks(store.chunks, settings["header_max_chars"]), keyword_match, progress)
         keywords.save(build_dir)
         timings["keyword_seconds"] = time.perf_counter() - t0
         summarized = _summaries(root, build_dir, previous, chunks, embeddings, settings, progress, timings)
@@ -688,6 +781,7 @@ def _build_locked(
             embedding_dim=stored.dimension,
             chunk_size=settings["chunk_size"],
             contextual_headers=settings["contextual_headers"],
+            header_max_chars=settings["header_max_chars"],
             keyword_match=keyword_match,
             corpus_hash=corpus_hash(chunks),
             documents=len(documents) if documents is not None else len(chunks),
@@ -701,6 +795,7 @@ def _build_locked(
                 **({"summaries": summarized.info} if summarized else {}),
             },
             encoder=encoder_backend(embeddings),
+            embedding_base_url=endpoint_base_url(embeddings),
             checksums=checksums,
             sentence_digest=digest,
         )
@@ -784,6 +879,7 @@ def _store_sentences(
     contextual_headers: bool,
     chroma_timeout: float | None,
     progress: bool,
+    header_max_chars: int = HEADER_MAX_CHARS,
 ) -> _StoredSentences:
     """Encode every sentence and store its vector, one block of :data:`BUILD_BLOCK` at a time.
 
@@ -803,7 +899,7 @@ def _store_sentences(
     fingerprints: list[np.ndarray] = []
     bars: dict[str, Any] = dict(total=total, unit="sent", disable=not progress, leave=False)
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
-        for start, documents, texts in sentence_blocks(chunks, contextual_headers):
+        for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
             vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
             encode_seconds += time.perf_counter() - t0
@@ -861,12 +957,30 @@ _LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
 
 
+def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
+    """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
+    from arag_graph.embedding_models import is_endpoint_spec
+
+    try:
+        return resolve_embeddings(
+            manifest.embedding_model,
+            base_url=manifest.embedding_base_url,
+            encoder=None if is_endpoint_spec(manifest.embedding_model) else encoder or manifest.encoder,
+        )
+    except AragError as exc:
+        raise IndexMismatchError(
+            f"{root}: index was built with embedding model {manifest.embedding_model!r}, which cannot be set up "
+            f"here ({exc}); make it available, or pass the same model as `embeddings=` when loading it"
+        ) from None
+
+
 def load_index(
     path: str | os.PathLike[str],
     *,
     embeddings: Embeddings | None = None,
     encoder: str | None = None,
     cache: bool = False,
+    check_endpoint: Callable[[Manifest], None] | None = None,
     chroma_timeout: float | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
@@ -876,6 +990,12 @@ def load_index(
     (``encoder`` overrides it: any backend of the same model may query the index; ``torch`` and
     ``onnx`` give the same vectors, ``onnx-int8`` close ones). With ``cache=True`` the loaded index
     is shared per process (what graph servers want: one copy in memory for all runs).
+
+    An index built with another model (a spec, see :func:`build_index`) loads that model from its
+    manifest. ``check_endpoint(manifest)`` runs before any model is set up, and again on every
+    cache hit: a served run passes the operator's policy, so that an index whose manifest names an
+    embeddings endpoint the operator does not allow is refused before the key could go there.
+
     ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
 
     Every file the build wrote is checked against the manifest's checksums, and the sentence
@@ -894,16 +1014,18 @@ def load_index(
     key = (str(root.resolve()), build, encoder)
     if cache and embeddings is None:
         with _LOADED_LOCK:
-            if key in _LOADED:
-                return _LOADED[key]
+            cached = _LOADED.get(key)
+        if cached is not None:
+            if check_endpoint is not None:
+                check_endpoint(cached.manifest)
+            return cached
     build_dir = build_path(root, build)
     manifest = Manifest.from_file(build_dir / MANIFEST, root)
-    if embeddings is None:
-        if manifest.embedding_model != DEFAULT_MODEL_ID:
-            raise IndexMismatchError(
-                f"{root}: index was built with embedding model {manifest.embedding_model!r}; pass "
-                "the same model as `embeddings=` when loading it"
-            )
+    if check_endpoint is not None:
+        check_endpoint(manifest)
+    if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
+        embeddings = _manifest_embeddings(root, manifest, encoder)
+    elif embeddings is None:
         backend = encoder or manifest.encoder or "torch"
         if backend not in ENCODERS:
             raise IndexMismatchError(
@@ -955,7 +1077,7 @@ def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkS
         raise IndexDamagedError(
             root, f"{build_dir / CHUNKS} holds {len(store)} chunks, the manifest records {manifest.chunks}"
         )
-    keywords = KeywordIndex.load(build_dir, store.chunks, root=root)
+    keywords = KeywordIndex.load(build_dir, keyword_chunks(store.chunks, manifest.header_max_chars), root=root)
     return store, keywords
 
 

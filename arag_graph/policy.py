@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from arag_graph.errors import ContextError
@@ -140,6 +141,28 @@ class ServingPolicy:
                 f"index_path {requested!r} is outside the index root this server allows; give a directory under {root}"
             )
         return str(resolved)
+
+    def check_index_endpoint(self, manifest: Any) -> None:
+        """Refuse an index whose manifest names an embeddings endpoint the operator does not allow.
+
+        Every query of such an index is embedded by that endpoint, with the server's key: a manifest
+        written by someone else must not be able to send the key (or the questions) to its own host.
+        An ``openai:`` model without a base URL uses the server's environment (``OPENAI_BASE_URL``) or
+        OpenAI itself, the operator's own choices.
+        """
+        model = str(getattr(manifest, "embedding_model", "") or "")
+        url = getattr(manifest, "embedding_base_url", None)
+        if not model.lower().startswith("openai:") or not url:
+            return
+        try:
+            allowed = normalize_url(str(url)) in self.allowed_base_urls
+        except RunRefused:
+            allowed = False
+        if not allowed:
+            raise RunRefused(
+                f"this index embeds queries at {str(url)[:100]!r}, an endpoint this server does not allow; the "
+                "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
+            )
 
     def resolve(self, model: str, base_url: str, index_path: str) -> RunChoice:
         """Check a run's choices; the defaults fill what it leaves empty."""

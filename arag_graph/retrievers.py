@@ -19,7 +19,7 @@ import numpy as np
 
 from arag_graph.automerge import MERGE_THRESHOLD, merge_leaves
 from arag_graph.configuration import Retriever
-from arag_graph.documents import Chunk, SearchHit
+from arag_graph.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
 
 if TYPE_CHECKING:
     from arag_graph.configuration import RetrievalContext
@@ -45,6 +45,16 @@ def _tokenize(text: str) -> list[str]:
     return _TOKENS.findall(text.lower())
 
 
+def bm25_text(index: HierarchicalIndex, chunk: Chunk) -> str:
+    """What BM25 matches a chunk by: with contextual headers, the chunk's header (its title) before
+    its text, as ARAGOG's headers are meant to be used by every retriever (bench/results/quality.md
+    measures it on HotpotQA-100 and the 2Wiki lookup questions)."""
+    if not index.manifest.contextual_headers:
+        return chunk.text
+    header = chunk_header(chunk, index.manifest.header_max_chars or HEADER_MAX_CHARS)
+    return f"{header}\n{chunk.text}" if header else chunk.text
+
+
 def bm25_for(index: HierarchicalIndex) -> Any:
     """The BM25 model of an index's chunks, built on first use and kept while the index lives.
 
@@ -56,7 +66,7 @@ def bm25_for(index: HierarchicalIndex) -> Any:
         if model is None:
             from rank_bm25 import BM25Okapi
 
-            model = BM25Okapi([_tokenize(c.text) or ["_"] for c in index.store.chunks])
+            model = BM25Okapi([_tokenize(bm25_text(index, c)) or ["_"] for c in index.store.chunks])
             _bm25_cache[index] = model
     return model
 

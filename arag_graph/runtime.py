@@ -27,22 +27,29 @@ from arag_graph.errors import AragError
 from arag_graph.index import HierarchicalIndex, load_index
 from arag_graph.models import resolve_chat_model, with_settings
 from arag_graph.offline import OfflineBackbone, OfflinePolicy
+from arag_graph.policy import ServingPolicy
 from arag_graph.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.tracing import local_tracing_guard
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 
 
-def load_run_index(path: str | os.PathLike[str] | None) -> HierarchicalIndex:
-    """The index at ``path`` (loaded once per process), or the bundled sample when there is none."""
+def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False) -> HierarchicalIndex:
+    """The index at ``path`` (loaded once per process), or the bundled sample when there is none.
+
+    ``served``: a caller's run, so an embeddings endpoint the index's manifest names must be one the
+    operator allows (:meth:`ServingPolicy.check_index_endpoint`).
+    """
     if path:
-        return load_index(path, cache=True)
+        check = ServingPolicy.from_env().check_index_endpoint if served else None
+        return load_index(path, cache=True, check_endpoint=check)
     return ensure_sample_index(progress=False)
 
 
 def index_for_context(context: Any) -> HierarchicalIndex:
     """The index a run's context names, as a graph without a fixed index would pick it."""
-    return load_run_index(GraphContext.of_run(context).choice().index_path)
+    ctx = GraphContext.of_run(context)
+    return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
 
 
 def backbone_for(model: BaseChatModel) -> Backbone:
@@ -84,7 +91,8 @@ def run_index(runtime: Any, bound: Bound) -> HierarchicalIndex:
         return bound.index
     if bound.index:
         return load_run_index(bound.index)
-    return load_run_index(bound.context_schema.of_run(getattr(runtime, "context", None)).choice().index_path)
+    ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
+    return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
 
 
 def run_of(runtime: Any, bound: Bound) -> Run:

@@ -169,6 +169,109 @@ def keyword_report(
     }
 
 
+# ---------------------------------------------------------------------------------------------
+# Every retrieval option, and contextual headers, on two data sets (issue 14 items 4 and 9)
+
+DEFAULT_LOOKUP = ROOT / "bench" / "data" / "2wiki-lookup.json"
+DEFAULT_LOOKUP_CORPUS = DEFAULT_DATA.parent / "2wiki-corpus" / "corpus.json"
+
+
+def _titled(index: HierarchicalIndex) -> Any:
+    """The index's keyword index rebuilt over ``header + text`` per chunk: keyword_search as it would
+    rank with contextual headers (measured here before the tool is changed, see the report)."""
+    import dataclasses
+
+    from arag_graph.documents import chunk_header
+    from arag_graph.keywords import KeywordIndex
+
+    chunks = [dataclasses.replace(c, text=f"{chunk_header(c)}\n{c.text}") for c in index.store.chunks]
+    return KeywordIndex.from_chunks(chunks, match=index.manifest.keyword_match)
+
+
+def header_options_report(plain: HierarchicalIndex, headed: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict:
+    """recall@5 of every retrieval option, on the plain index and the one with contextual headers."""
+    from arag_graph.retrievers import retrieve
+
+    titled = _titled(plain)
+    rows: dict[str, list[float]] = {}
+    types: dict[str, dict[str, list[float]]] = {}
+
+    def add(name: str, q: dict[str, Any], found: Sequence[str]) -> None:
+        value = recall(found, gold_ids(plain, q))
+        rows.setdefault(name, []).append(value)
+        types.setdefault(name, {}).setdefault(q["type"], []).append(value)
+
+    for q in questions:
+        keywords = salient_spans(q["question"])
+        for name, index in (("", plain), (" + headers", headed)):
+            add(f"semantic_search{name}", q, [h.chunk_id for h in index.semantic_search(q["question"], TOP_K)])
+            for retriever in ("bm25", "hybrid"):
+                hits = retrieve(index, q["question"], TOP_K, retriever)  # type: ignore[arg-type]
+                add(f"{retriever}{name}", q, [h.chunk_id for h in hits])
+        words = plain.keyword_search(keywords, TOP_K) if keywords else []
+        add("keyword_search", q, [h.chunk_id for h in words])
+        with_titles = titled.search(keywords, TOP_K) if keywords else []
+        add("keyword_search + headers", q, [plain.store.chunks[h.chunk_index].id for h in with_titles])
+    return {
+        name: {
+            "recall_at_5": round(statistics.mean(values), 4),
+            "by_type": {t: round(statistics.mean(v), 4) for t, v in sorted(types[name].items())},
+        }
+        for name, values in rows.items()
+    }
+
+
+def lookup_report(questions_path: Path, corpus: Path, work: Path) -> dict[str, Any]:
+    """The 2Wiki title-lookup questions (bench/make_2wiki_lookup.py): plain and headed indexes."""
+    questions = json.loads(questions_path.read_text(encoding="utf-8"))
+    encoder = _ReusedEncoder(default_embeddings())
+    print("building: 2wiki, no headers", flush=True)
+    plain = build_index(corpus, work / "2wiki-plain", embeddings=encoder, contextual_headers=False, progress=False)
+    print("building: 2wiki, contextual headers", flush=True)
+    headed = build_index(corpus, work / "2wiki-cch", embeddings=encoder, contextual_headers=True, progress=False)
+    return {
+        "questions_file": str(questions_path.relative_to(ROOT))
+        if questions_path.is_relative_to(ROOT)
+        else str(questions_path),
+        "corpus": str(corpus),
+        "questions": len(questions),
+        "chunks": plain.manifest.chunks,
+        "options": header_options_report(plain, headed, questions),
+    }
+
+
+def render_options(result: dict[str, Any]) -> list[str]:
+    """The table of every retrieval option on both data sets."""
+    hotpot = result.get("options") or {}
+    lookup = (result.get("lookup") or {}).get("options") or {}
+    if not hotpot:
+        return []
+    lines = [
+        "## Every retrieval option, with and without contextual headers, on two data sets",
+        "",
+        "recall@5 of the gold passages. HotpotQA-100: the questions above. 2Wiki lookup: "
+        f"{(result.get('lookup') or {}).get('questions', 0)} questions derived from the 2Wiki corpus "
+        f"({(result.get('lookup') or {}).get('chunks', 0)} passages) by the fixed rule of "
+        "`bench/make_2wiki_lookup.py` (seed committed; written before any measurement, never tuned): half are "
+        "`title: first 60% of a non-first sentence`, half the fragment alone. Headers: "
+        "`title > section: sentence` embedded (at most `HEADER_MAX_CHARS` characters), and for BM25 / keyword "
+        "search the title before the chunk text. keyword_search uses `salient_spans(question)` as keywords; "
+        "its header row is measured on a keyword index rebuilt over `title + text`.",
+        "",
+        "| option | HotpotQA-100 | by type | 2Wiki lookup | by type |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in hotpot.items():
+        other = lookup.get(name, {})
+        lines.append(
+            f"| {name} | **{r['recall_at_5']}** | {', '.join(f'{t} {v}' for t, v in r['by_type'].items())} | "
+            f"**{other.get('recall_at_5', '-')}** | "
+            f"{', '.join(f'{t} {v}' for t, v in (other.get('by_type') or {}).items())} |"
+        )
+    lines.append("")
+    return lines
+
+
 RETRIEVAL_OPTIONS: dict[str, dict[str, Any]] = {
     "dense (chunks)": {},
     "bm25": {"retriever": "bm25"},
@@ -236,6 +339,8 @@ def main() -> None:
     parser.add_argument(
         "--encoders", default=",".join(ENCODERS), help="backends to compare with torch's recall (empty: none)"
     )
+    parser.add_argument("--lookup", type=Path, default=DEFAULT_LOOKUP, help="2Wiki lookup questions ('': skip)")
+    parser.add_argument("--lookup-corpus", type=Path, default=DEFAULT_LOOKUP_CORPUS, help="the 2Wiki corpus")
     args = parser.parse_args()
     default = default_embeddings().backend
     backends = [check_encoder(e) for e in args.encoders.split(",") if e.strip() and e.strip() != default]
@@ -248,10 +353,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="arag-bench-quality-") as tmp:
         work = Path(tmp)
         print("building: word rule, no headers", flush=True)
-        plain = build_index(corpus, work / "plain", embeddings=encoder, progress=False)
+        plain = build_index(corpus, work / "plain", embeddings=encoder, contextual_headers=False, progress=False)
         print("building: substring rule (vectors reused)", flush=True)
         substring = build_index(
-            corpus, work / "substring", embeddings=encoder, keyword_match="substring", progress=False
+            corpus, work / "substring", embeddings=encoder, keyword_match="substring", contextual_headers=False
         )
         print("building: contextual headers", flush=True)
         headed = build_index(corpus, work / "cch", embeddings=encoder, contextual_headers=True, progress=False)
@@ -279,7 +384,9 @@ def main() -> None:
         reports = {default: result["semantic"]["plain"]}
         for backend in backends:
             print(f"building: encoder {backend}", flush=True)
-            built[backend] = build_index(corpus, work / backend, encoder=backend, progress=False)
+            built[backend] = build_index(
+                corpus, work / backend, encoder=backend, contextual_headers=False, progress=False
+            )
             reports[backend] = semantic_report(built[backend], questions)
         backends_report: dict[str, Any] = {}
         if "torch" in built:
@@ -299,9 +406,15 @@ def main() -> None:
                     ),
                 }
         result["backends"] = backends_report
+        print("every retrieval option: HotpotQA-100", flush=True)
+        result["options"] = header_options_report(plain, headed, questions)
+        if str(args.lookup) not in ("", "."):
+            result["lookup"] = lookup_report(args.lookup, args.lookup_corpus, work)
 
         print("building: document summaries (extractive), plain and with headers", flush=True)
-        summarized = build_index(corpus, work / "dsi", embeddings=encoder, summaries="offline", progress=False)
+        summarized = build_index(
+            corpus, work / "dsi", embeddings=encoder, contextual_headers=False, summaries="offline", progress=False
+        )
         headed_summarized = build_index(
             corpus, work / "dsi-cch", embeddings=encoder, contextual_headers=True, summaries="offline", progress=False
         )
@@ -400,6 +513,7 @@ def render(result: dict[str, Any]) -> str:
                 f"| {own['exact_recall_at_5']} | {own['p50_ms']} |"
             )
         lines.append("")
+    lines += render_options(result)
     lines += options_lines(result)
     return "\n".join(lines)
 

@@ -78,6 +78,9 @@ class EvalPlan:
     dataset_format: str | None = None
     upload: bool | None = None  # None: upload when a LangSmith key is set
     extra_context: dict[str, Any] = field(default_factory=dict)
+    embedding: str | None = None
+    """The embedding model of an index this run builds (a spec, see ``arag index --embedding``)."""
+    embedding_base_url: str | None = None
     timeout: float | None = None
     """Seconds per model request, the judge's too (None: ``$ARAG_MODEL_TIMEOUT``, else 30)."""
     max_retries: int | None = None
@@ -274,6 +277,9 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.cache import cache_dir
     from arag_graph.chunking import chunk_documents
     from arag_graph.corpus import load_corpus
+    from arag_graph.documents import DEFAULT_CONTEXTUAL_HEADERS
+    from arag_graph.embedding_models import resolve_embeddings
+    from arag_graph.embeddings import embedding_model_id
     from arag_graph.index import build_index, corpus_hash, load_index
     from arag_graph.summaries import has_summaries, missing_summaries_error
 
@@ -297,13 +303,26 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         )
     if index is None:
         digest = corpus_hash(chunks)
-        target = plan.index or cache_dir() / "indexes" / f"{_slug(plan.dataset.parent.name)}-{digest[:12]}"
+        embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
+        model_id = embedding_model_id(embeddings)
+        slug = _slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{_slug(model_id)[-40:]}")
+        # A grid compares techniques with and without contextual headers (its CCH rows get their own
+        # index), so its base index has none; otherwise the package's default applies.
+        headers = False if plan.grid else DEFAULT_CONTEXTUAL_HEADERS
+        slug += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
+        target = plan.index or cache_dir() / "indexes" / f"{slug}-{digest[:12]}"
         with contextlib.suppress(AragError):
             existing = load_index(target, cache=True)
-            if existing.manifest.corpus_hash == digest and _has_wanted_summaries(existing, plan, summaries):
+            if (
+                existing.manifest.corpus_hash == digest
+                and existing.manifest.embedding_model == model_id
+                and existing.manifest.contextual_headers == headers
+                and _has_wanted_summaries(existing, plan, summaries)
+            ):
                 index = existing
         if index is None:
-            build_index(chunks, target, progress=progress, **_summary_options(plan, summaries))
+            options = _summary_options(plan, summaries)
+            build_index(chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, **options)
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold

@@ -453,10 +453,14 @@ def test_snippet_window_widens_each_matched_sentence(sample_index: Any) -> None:
 
     plain, plain_step = run({})
     wide, wide_step = run({"snippet_window": 3})
-    hit = sample_index.semantic_search("Leland North Carolina films", 5)[0]
-    chunk = sample_index.get_chunk(hit.chunk_id)
-    position = hit.positions[0]
-    neighbours = [chunk.sentence_texts()[i] for i in (position - 1, position + 1) if 0 <= i < len(chunk.sentences)]
+    # A matched sentence whose neighbour did not match itself (with contextual headers, every
+    # sentence of a chunk may match): the window shows that neighbour, A-RAG's own snippets do not.
+    neighbours = []
+    for hit in sample_index.semantic_search("Leland North Carolina films", 5):
+        chunk = sample_index.get_chunk(hit.chunk_id)
+        for position in hit.positions:
+            near = [i for i in (position - 1, position + 1) if 0 <= i < len(chunk.sentences) and i not in hit.positions]
+            neighbours += [chunk.sentence_texts()[i] for i in near]
     assert neighbours and all(n in wide for n in neighbours)
     assert not all(n in plain for n in neighbours)  # A-RAG's own snippets: the matched sentence alone
     assert wide_step["chunk_ids"] == plain_step["chunk_ids"]  # the same hits, wider snippets

