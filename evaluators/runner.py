@@ -289,6 +289,12 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         chunks = index.store.chunks
         if summaries and not has_summaries(index):  # before any question is paid for
             raise missing_summaries_error(index)
+        if plan.grid and index.manifest.contextual_headers:
+            # The grid's rows without CCH must run on bare sentences, or "+ CCH" compares CCH with itself.
+            raise AragError(
+                f"--index {plan.index}: built with contextual headers, but the grid's base rows need bare "
+                "sentences; build it with --no-contextual-headers (and give the headed one as --cch-index)"
+            )
     else:
         corpus = find_corpus(plan.dataset, plan.corpus)
         chunks = chunk_documents(load_corpus(corpus))

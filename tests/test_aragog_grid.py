@@ -80,6 +80,23 @@ def test_a_given_index_without_summaries_fails_the_grid_before_any_work(
     assert not (out / "predictions").exists() or not any((out / "predictions").iterdir())
 
 
+def test_a_given_index_with_headers_fails_the_grid_before_any_work(
+    hotpot_slice: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its base rows would run on headed sentences, so "+ CCH" would compare headers with themselves."""
+    from arag_graph.corpus import load_corpus
+    from arag_graph.index import build_index
+
+    documents = load_corpus(hotpot_slice[0])[:3]
+    headed = build_index(documents, tmp_path / "headed", summaries="offline", progress=False)
+    assert headed.manifest.contextual_headers  # the default
+    out = tmp_path / "grid"
+    argv = ["eval", "--dataset", str(hotpot_slice[1]), "--model", "offline", "--grid", "aragog", "--limit", "1"]
+    line = assert_one_error_line(*run([*argv, "--out", str(out), "--index", str(headed.path)], capsys))
+    assert "contextual headers" in line and "--no-contextual-headers" in line
+    assert not (out / "predictions").exists() or not any((out / "predictions").iterdir())
+
+
 def test_an_unknown_grid_names_the_grids(hotpot_slice: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
     argv = ["eval", "--dataset", str(hotpot_slice[1]), "--model", "offline", "--grid", "nope", "--out", str(tmp_path)]
     line = assert_one_error_line(*run(argv, capsys))
