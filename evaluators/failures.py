@@ -29,8 +29,10 @@ Each record gets exactly one mode, the first that applies in this order:
 Multi-hop questions need all their gold passages, so one missing gold chunk is enough for
 ``not_retrieved``. The step cap is the record's ``step_cap`` (written by the runner from the
 graph's configuration), else the swept ``max_steps`` of its setting; graphs without a cap (Direct,
-Naive RAG) never reach one. The message-token budget that can also end an A-RAG run is not
-recorded, so it is not a mode.
+Naive RAG) never reach one. The cap bounds one chain: CoRAG's best-of-N and tree search run
+several chains, whose steps (``args.chain`` in the trajectory) are counted per chain, so a run
+reaches the cap when its longest chain does, not when all chains together pass it. The
+message-token budget that can also end an A-RAG run is not recorded, so it is not a mode.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def failure_details(record: Mapping[str, Any]) -> dict[str, Any]:
             surfaced |= _ids(step.get("chunk_ids"))
     steps = int(_number(prediction.get("steps")) or 0)
     cap = _step_cap(record)
+    chain_steps = _longest_chain(prediction.get("trajectory") or [], steps)
     details: dict[str, Any] = {
         "question_id": record.get("question_id"),
         "question_type": record.get("question_type"),
@@ -109,11 +112,24 @@ def failure_details(record: Mapping[str, Any]) -> dict[str, Any]:
         "gold_retrieved": len(gold & surfaced),
         "gold_read": len(gold & read),
         "steps": steps,
+        "chain_steps": chain_steps,
         "step_cap": cap,
         "error": prediction.get("error") or None,
     }
     details["mode"] = _mode(details)
     return details
+
+
+def _longest_chain(trajectory: Sequence[Any], steps: int) -> int:
+    """Steps of the run's longest chain: the steps of each ``args.chain``, or all steps when there is one chain."""
+    per_chain: dict[str, int] = {}
+    for step in trajectory:
+        args = step.get("args") if isinstance(step, Mapping) else None
+        chain = args.get("chain") if isinstance(args, Mapping) else None
+        if chain is None:
+            return steps
+        per_chain[str(chain)] = per_chain.get(str(chain), 0) + 1
+    return max(per_chain.values(), default=steps)
 
 
 def _mode(d: Mapping[str, Any]) -> str:
@@ -123,7 +139,7 @@ def _mode(d: Mapping[str, Any]) -> str:
         return "correct"
     if d["error"]:
         return "error"
-    if d["step_cap"] is not None and d["steps"] >= d["step_cap"]:
+    if d["step_cap"] is not None and d.get("chain_steps", d["steps"]) >= d["step_cap"]:
         return "cap_reached"
     if not d["gold"]:
         return "no_gold"

@@ -93,6 +93,7 @@ def test_details_say_what_the_mode_rests_on() -> None:
         "gold_retrieved": 2,
         "gold_read": 1,
         "steps": 4,
+        "chain_steps": 4,
         "step_cap": 15,
         "error": None,
         "mode": "not_read",
@@ -132,3 +133,19 @@ def test_per_question_tables() -> None:
         ("q2", "arag", "max_steps=3", "cap_reached"),
     ]
     assert rows[1]["step_cap"] == "" and rows[3]["step_cap"] == "3" and rows[2]["gold_read"] == "1"
+
+
+def _chains(record: dict[str, Any], chains: list[int]) -> dict[str, Any]:
+    """The record with one retrieval step per entry, each in the chain given (CoRAG's trajectory)."""
+    trajectory = [{"tool": "retrieve", "chunk_ids": [], "args": {"chain": c, "step": i}} for i, c in enumerate(chains)]
+    record["prediction"].update(trajectory=trajectory, steps=len(chains))
+    return record
+
+
+def test_the_cap_bounds_each_chain_not_all_chains_together() -> None:
+    """Best-of-N: four chains of 2 steps under a cap of 3 did not reach it; one chain of 3 did."""
+    many_short = _chains(run("corag", retrieved=("1", "2"), step_cap=3), [0, 0, 1, 1, 2, 2, 3, 3])
+    assert failure_mode(many_short) != "cap_reached"
+    one_long = _chains(run("corag", retrieved=("1", "2"), step_cap=3), [0, 0, 1, 1, 1])
+    assert failure_mode(one_long) == "cap_reached"
+    assert failure_details(many_short)["chain_steps"] == 2 and failure_details(one_long)["chain_steps"] == 3
