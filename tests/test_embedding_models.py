@@ -22,6 +22,7 @@ from arag_graph.errors import AragError, IndexMismatchError
 from arag_graph.index import build_index, load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.conftest import REPO, shared_file
+from tests.fakes import sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, stall
 
 DOCS = [
@@ -29,7 +30,7 @@ DOCS = [
     Document("The Nile flows north. It reaches the Mediterranean Sea.", id="nile", title="Nile"),
     Document("Mount Fuji is a volcano in Japan. Its last eruption was in 1707.", id="fuji", title="Mount Fuji"),
 ]
-SECRET = "sk-operator-secret-0123456789"
+SECRET = sentinel_key("operator-secret")
 RUN = ("--no-upload", "--quiet")
 
 

@@ -35,11 +35,12 @@ from arag_graph.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import REPO
+from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, http_error, text
 
-KEY = "sk-evalsafe-SENTINEL-0123456789abcdef"
+KEY = sentinel_key("evalsafe")
 PASSWORD = "pw-SENTINEL-a1b2c3d4"
 
 
@@ -56,6 +57,13 @@ def model_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def eval_argv(index: HierarchicalIndex, out: Path, *extra: str, limit: int = 3) -> list[str]:
     argv = ["eval", "--dataset", str(sample_questions_path()), "--index", str(index.path), "--out", str(out)]
     return [*argv, "--graphs", "naive_rag", "--model", "offline", "--limit", str(limit), "--quiet", *extra]
+
+
+def model_eval_argv(index: HierarchicalIndex, out: Path, server: OpenAIStubServer) -> list[str]:
+    """Two questions through ``direct`` on the model stand-in, no retries: one request per question."""
+    argv = eval_argv(index, out, limit=2)
+    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", server.url, "--no-upload"]
+    return [*argv, "--model-retries", "0"]
 
 
 def chains_argv(index: HierarchicalIndex, out: Path, *extra: str) -> list[str]:
@@ -243,9 +251,7 @@ def test_an_evaluation_in_which_every_run_failed_exits_non_zero(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     openai_server.script([], then=http_error(500, "upstream exploded"))
-    argv = eval_argv(sample_index, tmp_path / "run", limit=2)
-    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
-    code, out, err = run([*argv, "--model-retries", "0"], capsys)
+    code, out, err = run(model_eval_argv(sample_index, tmp_path / "run", openai_server), capsys)
     assert code == 1
     assert "direct" in out  # the summary is still shown, with its error column
     last = err.splitlines()[-1]
@@ -262,9 +268,7 @@ def test_a_rerun_retries_the_runs_that_failed(
 ) -> None:
     """A model that failed every run, then recovered: the rerun into the same --out answers them."""
     out = tmp_path / "run"
-    argv = eval_argv(sample_index, out, limit=2)
-    argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
-    argv += ["--model-retries", "0"]
+    argv = model_eval_argv(sample_index, out, openai_server)
     openai_server.script([], then=http_error(500, "upstream exploded"))
     assert run(argv, capsys)[0] == 1
     openai_server.script([], then=text("Answer: recovered"))

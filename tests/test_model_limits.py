@@ -31,13 +31,14 @@ from arag_graph.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import REPO
+from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.stubs.openai_server import OpenAIStubServer, text, tool_call
 from tests.stubs.silent_server import SilentServer
 
 pytestmark = pytest.mark.integration
 
-KEY = "sk-limits-SENTINEL-0123456789abcdef"
+KEY = sentinel_key("limits")
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 # The OpenAI client's backoff between attempts is at most 8 s (0.5 s doubling); with 2 retries, 1.5 s.
 MAX_BACKOFF = 8.0
