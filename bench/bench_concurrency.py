@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchenv import RESULTS, ROOT
+from benchenv import RESULTS, ROOT, machine
 
 from arag_graph.agent import build_arag_graph
 from arag_graph.cache import cache_dir
@@ -145,18 +144,6 @@ def run_async(graph: Any, questions: list[Any], workers: int) -> tuple[dict[str,
     done = asyncio.run(main())
     wall = time.perf_counter() - started
     return {q.id: out for q, (out, _) in zip(questions, done, strict=True)}, [s for _, s in done], wall
-
-
-def machine() -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
 
 
 def markdown(report: dict[str, Any]) -> str:

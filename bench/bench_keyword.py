@@ -14,7 +14,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import random
 import re
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from benchenv import RESULTS, ROOT
+from benchenv import machine as machine_facts
 
 from arag_graph.documents import Chunk
 from arag_graph.keywords import KeywordIndex, keyword_score
@@ -230,20 +230,7 @@ def run_phase(phase: str, args: argparse.Namespace, **extra: object) -> dict:
 
 
 def machine() -> dict:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
+    return machine_facts(numpy=np.__version__)
 
 
 def markdown(report: dict) -> str:

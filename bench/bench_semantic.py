@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from benchenv import RESULTS, ROOT
+from benchenv import machine as machine_facts
 
 from arag_graph.sentencematrix import SentenceLayout
 from arag_graph.vectorstore import HNSW_CONFIG, connect_sentence_store
@@ -276,21 +276,7 @@ def run_phase(phase: str, args: argparse.Namespace) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     import chromadb
 
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "chromadb": chromadb.__version__,
-    }
+    return machine_facts(numpy=np.__version__, chromadb=chromadb.__version__)
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -63,6 +62,7 @@ from typing import Any
 
 import numpy as np
 from benchenv import RESULTS, ROOT, SHARED_DATA
+from benchenv import machine as machine_facts
 
 DATA = Path(os.environ.get("ARAG_SHARED_DATA", SHARED_DATA))
 TOP_K = 5
@@ -677,25 +677,13 @@ def machine(cpus: list[int]) -> dict[str, Any]:
     import sentence_transformers
     import torch
 
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
+    facts = machine_facts(
+        numpy=np.__version__,
+        torch=torch.__version__,
+        onnxruntime=onnxruntime.__version__,
+        sentence_transformers=sentence_transformers.__version__,
     )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "pinned_cpus": cpus,
-        "threads_per_side": len(cpus),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
-    }
+    return {**facts, "pinned_cpus": cpus, "threads_per_side": len(cpus)}
 
 
 def markdown(report: dict[str, Any]) -> str:
