@@ -138,8 +138,8 @@ class ChainStep(TypedDict, total=False):
     """The check's intermediate reasoning: what the passages establish so far."""
 
 
-class ChainRun(TypedDict, total=False):
-    """One chain run by best-of-N or the tree: a sampled chain, a tree candidate or a rollout."""
+class ChainIdentity(TypedDict, total=False):
+    """Who a chain run is: what ``Send`` tells it (:class:`ChainTask`) and what it reports (:class:`ChainRun`)."""
 
     id: str
     """``"3"``: best-of-N's third chain; ``"1.2"``: the second candidate extending path ``"1"``;
@@ -154,6 +154,11 @@ class ChainRun(TypedDict, total=False):
     """0: reformulated as greedy would (at the run's temperature); k > 0: sampled."""
     temperature: float | None
     """The reformulations' temperature; None: the run's own."""
+
+
+class ChainRun(ChainIdentity, total=False):
+    """One chain run by best-of-N or the tree: a sampled chain, a tree candidate or a rollout."""
+
     chain: list[ChainStep]
     """The whole chain, the path it extends included."""
     passages: list[dict[str, Any]]
@@ -178,17 +183,10 @@ def merge_runs(left: Sequence[ChainRun] | None, right: Sequence[ChainRun] | None
     return list(merged.values())
 
 
-class ChainTask(TypedDict, total=False):
+class ChainTask(ChainIdentity, total=False):
     """What ``Send`` gives one ``chain`` run: who it is, and the path it extends (``chain``, ``passages``)."""
 
     question: str
-    id: str
-    role: Role
-    parent: str
-    wave: int
-    seq: int
-    sample: int
-    temperature: float | None
     cap: int
     """Stop at this many retrievals (the path's included)."""
     check_last: bool
