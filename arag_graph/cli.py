@@ -343,15 +343,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from arag_graph.registry import config_for, get_graph_spec
 
     # Every check comes before the first line of output: bad input prints its one error line only.
-    cliargs.require_utf8([("the question", args.question), *cliargs.flags(args, "index", "graph", "model", "base_url")])
+    settings = [("--set", pair) for pair in args.settings]
+    texts = cliargs.flags(args, "index", "graph", "model", "base_url")
+    cliargs.require_utf8([("the question", args.question), *texts, *settings])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
     check_run_limits(args.max_steps, args.top_k)
+    extra = _one_run_settings(_settings(args.settings), args.graph)
     spec, notice = choose_model_spec(args.model, args.base_url)
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
+    context |= extra
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
     model = check_model_spec(spec, args.base_url, limits)
     index = open_index(args.index, args.quiet)
@@ -371,6 +375,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if record["error"]:
             print(f"error: {record['error']}", file=sys.stderr)
     return 1 if record["error"] else 0
+
+
+def _one_run_settings(values: dict[str, str], graph: str) -> dict[str, str]:
+    """``arag ask --set``: settings of the chosen graph, one value each (a comma list is a sweep, which
+    only ``arag eval`` runs); the graph's configuration class checks the values."""
+    from arag_graph.evaluators.sweeps import split_settings
+    from arag_graph.registry import check_setting_names
+
+    check_setting_names(values, [graph])
+    fixed, sweeps = split_settings(values, [graph])
+    if sweeps:
+        key = next(iter(sweeps))
+        raise AragError(
+            f"--set {key}={values[key]}: arag ask runs one setting; give one value, "
+            f"or sweep them with arag eval --set {key}={values[key]}"
+        )
+    return fixed
 
 
 # --------------------------------------------------------------------------------------------
@@ -754,6 +775,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
     p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
     cliargs.add_model_limits(p)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="settings",
+        metavar="KEY=VALUE",
+        help="graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
 

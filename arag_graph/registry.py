@@ -7,6 +7,7 @@ variant is registered once. Builders are imported lazily: listing graphs stays c
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +92,30 @@ def config_for(name: str, **values: Any) -> GraphContext:
     """
     cls = get_graph_spec(name).config
     return cls.trusted(**{k: v for k, v in values.items() if k in cls.model_fields})
+
+
+# Settings the command line sets through flags of its own, never through ``--set``.
+RESERVED_SETTINGS = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
+RESERVED_SETTINGS |= {"index_path": "--index", "timeout": "--model-timeout", "max_retries": "--model-retries"}
+
+
+def check_setting_names(names: Iterable[str], graphs: Sequence[str]) -> None:
+    """``--set KEY=...`` keys: each a field of one of ``graphs`` and not one a flag of its own sets.
+
+    One rule for ``arag ask`` and ``arag eval``; the values are checked by the graphs' configuration
+    classes (:func:`config_for`).
+    """
+    names = list(names)
+    for key in names:
+        if key in RESERVED_SETTINGS:
+            raise AragError(f"--set {key}=...: use {RESERVED_SETTINGS[key]} for that")
+    known: set[str] = set()
+    for name in graphs:
+        known |= set(get_graph_spec(name).config.model_fields)
+    unknown = sorted(set(names) - known)
+    if unknown:
+        which = f"the graph {graphs[0]}" if len(graphs) == 1 else f"none of the graphs {', '.join(graphs)}"
+        has = "has no such setting" if len(graphs) == 1 else "has that setting"
+        raise AragError(
+            f"--set {unknown[0]}: {which} {has}; choose from {', '.join(sorted(known - set(RESERVED_SETTINGS)))}"
+        )

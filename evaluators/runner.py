@@ -48,7 +48,7 @@ from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missin
 from arag_graph.errors import AragError, DatasetError
 from arag_graph.evaluators.sweeps import combinations, split_settings
 from arag_graph.jsonl import JsonLinesFile, dumps, replace_file, scrub
-from arag_graph.registry import config_for, get_graph_spec
+from arag_graph.registry import check_setting_names, config_for, get_graph_spec
 from arag_graph.safety import remember_url_credentials, url_without_credentials
 
 log = logging.getLogger(__name__)
@@ -227,10 +227,6 @@ def check_plan(plan: EvalPlan) -> list[Question]:
     return questions
 
 
-_RESERVED = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
-_RESERVED |= {"index_path": "--index", "timeout": "--model-timeout", "max_retries": "--model-retries"}
-
-
 def check_settings(plan: EvalPlan) -> None:
     """``--set KEY=VALUE`` values: a field of some chosen graph, valid for every graph that has it.
 
@@ -241,19 +237,8 @@ def check_settings(plan: EvalPlan) -> None:
     """
     if not plan.extra_context:
         return
-    for key, flag in _RESERVED.items():
-        if key in plan.extra_context:
-            raise AragError(f"--set {key}=...: use {flag} for that")
     graphs = planned_graphs(plan)
-    known: set[str] = set()
-    for name in graphs:
-        known |= set(get_graph_spec(name).config.model_fields)
-    unknown = sorted(set(plan.extra_context) - known)
-    if unknown:
-        raise AragError(
-            f"--set {unknown[0]}: none of the graphs {', '.join(graphs)} has that setting; "
-            f"choose from {', '.join(sorted(known - set(_RESERVED)))}"
-        )
+    check_setting_names(plan.extra_context, graphs)
     fixed, _ = split_settings(plan.extra_context, graphs)  # checks every swept value
     for name in graphs:
         config_for(name, **fixed)  # raises a one-line AragError naming the field

@@ -531,3 +531,57 @@ def test_other_commands_check_input_before_the_no_key_notice(
     line = assert_one_error_line(*run(argv, capsys))
     assert message in line
     assert not any(tmp_path.iterdir())  # nothing built, sampled or written
+
+
+# arag ask --set: the settings eval and served contexts have, for one run
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--graph", "naive_rag", "--set", "retriever=amr"], {"retriever": "amr", "merge_threshold": 0.5}),
+        (["--graph", "naive_rag", "--set", "retriever=bm25", "--set", "top_k=3"], None),
+        (["--graph", "corag", "--set", "decoding=best_of_n", "--set", "n=2"], {"chain": "2"}),
+    ],
+    ids=["amr", "reserved", "best-of-n"],
+)
+def test_ask_set_reaches_the_graph(
+    argv: list[str],
+    expected: dict[str, object] | None,
+    no_key: None,
+    sample_path: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(["ask", QUESTION, "--index", sample_path, *argv, "--json"], capsys)
+    if expected is None:  # top_k has a flag of its own: one line saying so
+        assert "--set top_k=...: use --top-k" in assert_one_error_line(code, out, err)
+        return
+    assert code == 0, err
+    steps = json.loads(out)["trajectory"]
+    assert any(expected.items() <= s["args"].items() for s in steps), steps
+
+
+def test_ask_set_without_chunk_read_never_reads(
+    no_key: None, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["ask", QUESTION, "--index", sample_path, "--set", "tools=no_chunk_read", "--json"], capsys)
+    assert code == 0, err
+    tools = {s["tool"] for s in json.loads(out)["trajectory"]}
+    assert tools and "chunk_read" not in tools
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("bogus=1", "--set bogus: the graph arag has no such setting; choose from"),
+        ("tools=nope", "tools='nope'"),
+        ("reasoning_effort=low,high", "arag ask runs one setting; give one value, or sweep them with arag eval"),
+        ("tools", "--set 'tools': give KEY=VALUE"),
+    ],
+    ids=["unknown", "bad-value", "sweep", "no-equals"],
+)
+def test_ask_bad_settings_are_one_line(
+    setting: str, message: str, key_or_not: str, sample_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = assert_one_error_line(*run(["ask", QUESTION, "--index", sample_path, "--set", setting], capsys))
+    assert message in line

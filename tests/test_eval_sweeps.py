@@ -102,3 +102,26 @@ def test_a_bad_value_in_a_sweep_fails_before_any_work(
     )
     assert named in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("bogus=1,2", "--set bogus: none of the graphs naive_rag, direct has that setting; choose from"),
+        ("model=gpt-4o", "--set model=...: use --model for that"),
+        ("index_path=/etc", "--set index_path=...: use --index for that"),
+    ],
+    ids=["unknown", "model", "index"],
+)
+def test_a_setting_no_graph_takes_or_a_flag_sets_fails_before_any_work(
+    setting: str,
+    named: str,
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: HierarchicalIndex,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "bad"
+    argv = eval_argv(hotpot_slice[1], out, hotpot_index, "--graphs", "naive_rag,direct", "--set", setting)
+    assert named in assert_one_error_line(*run(argv, capsys))
+    assert not out.exists()
