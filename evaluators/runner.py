@@ -271,6 +271,7 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     summaries = needs_summaries(plan).get("", False)
     if _reuses_built_index(plan):
         index = load_index(plan.index, cache=True)
+        _check_embedding_matches(plan, index)
         chunks = index.store.chunks
         if summaries and not has_summaries(index):  # before any question is paid for
             raise missing_summaries_error(index)
@@ -317,6 +318,23 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
+
+
+def _check_embedding_matches(plan: EvalPlan, index: Any) -> None:
+    """``--embedding`` with a built ``--index``: an index answers with the model it was built with, so a
+    different one is refused rather than silently ignored."""
+    from arag_graph.embedding_models import resolve_embeddings
+    from arag_graph.embeddings import embedding_model_id
+
+    if plan.embedding is None and plan.embedding_base_url is None:
+        return
+    wanted = embedding_model_id(resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url))
+    built = index.manifest.embedding_model
+    if wanted != built:
+        raise AragError(
+            f"--index {plan.index} was built with the embedding model {built!r}, not {wanted!r}; drop --embedding "
+            "to use the index as built, or give a new --index (with --corpus) to build one with that model"
+        )
 
 
 def _summary_options(plan: EvalPlan, wanted: bool, reuse: Any = None) -> dict[str, Any]:

@@ -221,6 +221,27 @@ def test_eval_builds_its_index_with_the_given_endpoint_model(
     assert openai_server.embedding_requests  # the index and the question were embedded there
 
 
+def test_eval_refuses_an_embedding_model_its_built_index_was_not_built_with(
+    hotpot_slice: tuple[Path, Path],
+    hotpot_index: Any,
+    tmp_path: Path,
+    openai_server: OpenAIStubServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--index`` answers with its own model: a different ``--embedding`` is refused, not ignored."""
+    base = ["eval", "--dataset", str(hotpot_slice[1]), "--index", str(hotpot_index.path), "--graphs", "naive_rag"]
+    base += ["--model", "offline", *RUN, "--limit", "1"]
+    other = ["--embedding", "openai:stub-embed", "--embedding-base-url", openai_server.url]
+    line = assert_one_error_line(*run_cli([*base, *other, "--out", str(tmp_path / "other")], capsys))
+    assert f"was built with the embedding model {hotpot_index.manifest.embedding_model!r}" in line
+    assert "'openai:stub-embed'" in line and "drop --embedding" in line
+    assert not (tmp_path / "other").exists() and not openai_server.embedding_requests
+
+    same = ["--embedding", hotpot_index.manifest.embedding_model]  # naming the index's own model is fine
+    code, _, err = run_cli([*base, *same, "--out", str(tmp_path / "same")], capsys)
+    assert code == 0, err
+
+
 def test_an_endpoint_that_stalls_ends_in_one_bounded_error(
     tmp_path: Path, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
