@@ -94,13 +94,22 @@ def resolve_embeddings(
     return OnnxSentenceEncoder(path, model_id=model_id, quantized=backend == "onnx-int8")
 
 
+def model_folder(spec: str) -> Path | None:
+    """The directory a spec names as a model folder, symlinks resolved; None for the packaged model,
+    a cached model name or an endpoint. One rule for loading a model and for checking where it is."""
+    if not spec.strip() or spec.strip() == DEFAULT_MODEL_ID or is_endpoint_spec(spec):
+        return None
+    candidate = Path(spec).expanduser()
+    return candidate.resolve() if candidate.is_dir() else None
+
+
 def local_model(spec: str) -> tuple[str, str]:
     """``(directory, model id)`` of a local sentence-transformers model: a directory as its absolute
     path, a model name from the Hugging Face cache (``local_files_only``: never the network)."""
+    folder = model_folder(spec)
+    if folder is not None:
+        return str(folder), str(folder)
     candidate = Path(spec).expanduser()
-    if candidate.is_dir():
-        resolved = str(candidate.resolve())
-        return resolved, resolved
     if candidate.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
         raise ModelSpecError(
             f"embedding model {spec!r}: no such directory; give the folder of a sentence-transformers model"

@@ -15,6 +15,11 @@ could make the server open any directory. So the operator decides, in the server
 ``ARAG_INDEX`` / ``ARAG_INDEX_ROOT``
     the default index (empty: the bundled sample) and the directory under which a run may name
     another index; without a root, runs cannot choose an index.
+``ARAG_EMBEDDING_MODEL_ROOTS``
+    directories (separated by ``os.pathsep``) from which an index a run chooses may load its
+    embedding model, besides the index root. An index's manifest names its model; a model folder
+    elsewhere on disk is refused, so that a manifest cannot make the server read any directory.
+    Model names from the Hugging Face cache and the packaged model are the operator's already.
 
 Anything else is refused before the run starts, with a one-line reason. Keys never come from the
 context. Whoever builds a graph in Python (or runs the CLI) is the operator: the index and model
@@ -78,6 +83,8 @@ class ServingPolicy:
     allowed_base_urls: frozenset[str]
     default_index: str | None
     index_root: Path | None
+    model_roots: tuple[Path, ...] = ()
+    """Where a chosen index's embedding-model folder may be (``ARAG_EMBEDDING_MODEL_ROOTS``)."""
 
     @classmethod
     def from_env(cls) -> ServingPolicy:
@@ -96,6 +103,9 @@ class ServingPolicy:
             allowed_base_urls=frozenset(urls),
             default_index=os.environ.get("ARAG_INDEX", "").strip() or None,
             index_root=Path(root) if root else None,
+            model_roots=tuple(
+                Path(p.strip()) for p in os.environ.get("ARAG_EMBEDDING_MODEL_ROOTS", "").split(os.pathsep) if p.strip()
+            ),
         )
 
     def model(self, requested: str) -> str:
@@ -164,6 +174,28 @@ class ServingPolicy:
                 "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
             )
 
+    def check_index_models(self, manifest: Any, index_path: str | os.PathLike[str]) -> None:
+        """Refuse an index a run chose whose manifest loads what the operator does not allow: an
+        embeddings endpoint (:meth:`check_index_endpoint`) or a model folder outside the index root
+        and ``ARAG_EMBEDDING_MODEL_ROOTS``. The operator's default index (``ARAG_INDEX``) is theirs.
+        """
+        from arag_graph.embedding_models import model_folder  # the rule that loads the model
+
+        self.check_index_endpoint(manifest)
+        folder = model_folder(str(getattr(manifest, "embedding_model", "") or ""))
+        if folder is None or _same_path(index_path, self.default_index):
+            return
+        roots = [Path(os.path.realpath(r)) for r in (*filter(None, [self.index_root]), *self.model_roots)]
+        if not any(folder.is_relative_to(root) for root in roots):
+            raise RunRefused(
+                f"this index loads its embedding model from {str(folder)[:100]!r}, outside the folders this server "
+                "allows; the operator may add that folder to ARAG_EMBEDDING_MODEL_ROOTS, or choose another index"
+            )
+
     def resolve(self, model: str, base_url: str, index_path: str) -> RunChoice:
         """Check a run's choices; the defaults fill what it leaves empty."""
         return RunChoice(self.model(model), self.base_url(base_url), self.index_path(index_path))
+
+
+def _same_path(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
+    return a is not None and b is not None and os.path.realpath(a) == os.path.realpath(b)

