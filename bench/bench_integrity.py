@@ -12,10 +12,13 @@ bench/bench_keyword.py does), with the files in the page cache (just written):
 - the sentence store's full check: every record read back from an embedded Chroma. Filling Chroma
   with a million passages' sentences takes hours here, so this part runs on ``--sentences``
   records (random 384-dimensional vectors) and is reported per record, with the linear estimate
-  for each size's sentence count marked as an estimate.
+  for each size's sentence count marked as an estimate;
+- the sentence matrix of the exact backend (indexes up to ``MATRIX_MAX_SENTENCES`` sentences), at
+  ``--matrix-sentences`` rows: its checksum at build, opening it (memory-mapped) without and with
+  the checksum every load runs, and ``arag verify``'s read of every row.
 
     python bench/bench_integrity.py                          # 200k and 1M passages, 50k records
-    python bench/bench_integrity.py --sizes 200000 --sentences 20000
+    python bench/bench_integrity.py --sizes 200000 --sentences 20000 --matrix-sentences 100000
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from arag_graph import integrity
 from arag_graph.documents import Chunk
 from arag_graph.index import CHUNKS, ChunkStore, Manifest, _load_files
 from arag_graph.keywords import KeywordIndex, keyword_files
+from arag_graph.sentencematrix import MATRIX_FILE, MATRIX_MAX_SENTENCES, MatrixWriter, SentenceLayout, SentenceMatrix
 from arag_graph.vectorstore import connect_sentence_store
 
 RECORD_DIM = 384
@@ -118,13 +122,8 @@ def measure_files(base: list[dict[str, str]], size: int, work: Path, repeats: in
 
 def measure_sentence_store(base: list[dict[str, str]], records: int, work: Path) -> dict[str, Any]:
     """Seconds per record of the full sentence-store check, on ``records`` sentences in Chroma."""
-    chunks: list[Chunk] = []
-    total = 0
-    for chunk in make_chunks(base, records):
-        chunks.append(chunk)
-        total += len(chunk.sentences)
-        if total >= records:
-            break
+    chunks = chunks_with_sentences(base, records)
+    total = sum(len(c.sentences) for c in chunks)
     vectors = np.random.default_rng(7).standard_normal((total, RECORD_DIM)).astype(np.float32)
     build = work / "sentences"
     build.mkdir()
@@ -140,6 +139,56 @@ def measure_sentence_store(base: list[dict[str, str]], records: int, work: Path)
         "insert_seconds": round(insert, 1),
         "verify_seconds": round(seconds, 2),
         "verify_records_per_second": round(total / seconds),
+    }
+
+
+def chunks_with_sentences(base: list[dict[str, str]], sentences: int) -> list[Chunk]:
+    """The first repeated-2Wiki chunks holding at least ``sentences`` sentences."""
+    chunks: list[Chunk] = []
+    total = 0
+    for chunk in make_chunks(base, sentences):
+        chunks.append(chunk)
+        total += len(chunk.sentences)
+        if total >= sentences:
+            break
+    return chunks
+
+
+def measure_matrix(base: list[dict[str, str]], sentences: int, work: Path, repeats: int) -> dict[str, Any]:
+    """The exact backend's sentence matrix: what its checksum adds to a build and to every load, and
+    what ``arag verify``'s read of every row costs."""
+    chunks = chunks_with_sentences(base, sentences)
+    layout = SentenceLayout(chunks)
+    build = work / f"matrix-{sentences}"
+    build.mkdir()
+    writer = MatrixWriter(build / MATRIX_FILE, len(layout))
+    rng = np.random.default_rng(11)
+    for start in range(0, len(layout), 8192):
+        block = rng.standard_normal((min(8192, len(layout) - start), RECORD_DIM)).astype(np.float32)
+        writer.add(block / np.linalg.norm(block, axis=1, keepdims=True))
+    writer.close()
+    checksums, checksum_seconds = timed(lambda: integrity.checksums(build, [MATRIX_FILE]))
+    config = {"mode": "matrix", "path": MATRIX_FILE}
+
+    def plain_open() -> SentenceMatrix:
+        return SentenceMatrix.open(config, build, layout, RECORD_DIM, work)
+
+    def checked_open() -> None:
+        integrity.check_file(work, build, MATRIX_FILE, checksums[MATRIX_FILE])
+        plain_open()
+
+    matrix = plain_open()
+    times = median_seconds({"plain": plain_open, "checked": checked_open, "rows": matrix.check}, repeats)
+    file_bytes = (build / MATRIX_FILE).stat().st_size
+    del matrix
+    shutil.rmtree(build)
+    return {
+        "sentences": len(layout),
+        "file_mb": round(file_bytes / 1e6, 1),
+        "build_checksum_seconds": round(checksum_seconds, 3),
+        "open_seconds_unchecked": round(times["plain"], 4),
+        "open_seconds_checked": round(times["checked"], 3),
+        "full_check_seconds": round(times["rows"], 3),
     }
 
 
@@ -182,6 +231,23 @@ def write(report: dict[str, Any]) -> None:
         "vector fingerprint).",
         "",
     ]
+    if report.get("matrix"):
+        lines += [
+            f"## The exact backend's sentence matrix (indexes up to {MATRIX_MAX_SENTENCES:,} sentences)",
+            "",
+            "Random unit vectors of 384 dimensions, one `.npy` file memory-mapped at load, in the page cache. The "
+            "checksum is what every load adds; the open itself maps the file and reads its header only.",
+            "",
+            "| sentences | file (MB) | build: checksum (s) | open, unchecked (s) | open, checked (s) "
+            "| full check, every row (s) |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in report["matrix"]:
+            lines.append(
+                f"| {row['sentences']:,} | {row['file_mb']:,} | {row['build_checksum_seconds']} "
+                f"| {row['open_seconds_unchecked']} | {row['open_seconds_checked']} | {row['full_check_seconds']} |"
+            )
+        lines.append("")
     (RESULTS / "integrity.md").write_text("\n".join(lines))
 
 
@@ -190,6 +256,11 @@ def main() -> int:
     parser.add_argument("--sizes", default="200000,1000000", help="passage counts, comma-separated")
     parser.add_argument("--sentences", type=int, default=50_000, help="sentence records for the Chroma check")
     parser.add_argument("--repeats", type=int, default=3, help="rounds per timing; the median is reported")
+    parser.add_argument(
+        "--matrix-sentences",
+        default=f"20000,{MATRIX_MAX_SENTENCES}",
+        help="rows of the exact backend's sentence matrix, comma-separated (empty: skip)",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
     base = passages(args.data)
@@ -197,6 +268,8 @@ def main() -> int:
         work = Path(tmp)
         files = [measure_files(base, int(size), work, args.repeats) for size in args.sizes.split(",")]
         store = measure_sentence_store(base, args.sentences, work)
+        sizes = [int(n) for n in args.matrix_sentences.split(",") if n.strip()]
+        matrix = [measure_matrix(base, n, work, args.repeats) for n in sizes]
     command = "python bench/bench_integrity.py" + "".join(f" {a}" for a in sys.argv[1:])
     report = {
         "command": command,
@@ -204,6 +277,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}",
         "files": files,
         "sentence_store": store,
+        "matrix": matrix,
     }
     write(report)
     print((RESULTS / "integrity.md").read_text())
