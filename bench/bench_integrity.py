@@ -230,6 +230,10 @@ def write(report: dict[str, Any]) -> None:
         "columns: every keyword array element and every sentence record (its chunk, position, text and a "
         "vector fingerprint).",
         "",
+        "The load overhead is the difference of two loads of a few seconds each on a shared machine: a few per "
+        "cent either way (negative included) is run-to-run noise, and the build's checksum column bounds what "
+        "hashing the same files costs.",
+        "",
     ]
     if report.get("matrix"):
         lines += [
