@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.embedding_specs import ENDPOINT_PREFIX, is_endpoint_spec, model_folder
 from arag_graph.embeddings import (
     DEFAULT_ENCODER,
     DEFAULT_MODEL_ID,
@@ -38,7 +39,6 @@ from arag_graph.embeddings import (
 )
 from arag_graph.errors import AragError, ModelSpecError
 
-ENDPOINT_PREFIX = "openai:"
 LOCAL_ENCODER = "torch"
 """The default backend of a model other than the packaged one: exporting an arbitrary architecture
 to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may still be asked for)."""
@@ -54,10 +54,6 @@ def embedding_limits(timeout: float | None = None, max_retries: int | None = Non
     if max_retries is None or max_retries < 0:
         max_retries = int(_number_from_env("ARAG_EMBEDDING_RETRIES", DEFAULT_RETRIES, *RETRIES_RANGE))
     return float(timeout), int(max_retries)
-
-
-def is_endpoint_spec(spec: str) -> bool:
-    return spec.strip().lower().startswith(ENDPOINT_PREFIX)
 
 
 def resolve_embeddings(
@@ -92,15 +88,6 @@ def resolve_embeddings(
     if backend == "torch":
         return SentenceEncoder(path, model_id=model_id)
     return OnnxSentenceEncoder(path, model_id=model_id, quantized=backend == "onnx-int8")
-
-
-def model_folder(spec: str) -> Path | None:
-    """The directory a spec names as a model folder, symlinks resolved; None for the packaged model,
-    a cached model name or an endpoint. One rule for loading a model and for checking where it is."""
-    if not spec.strip() or spec.strip() == DEFAULT_MODEL_ID or is_endpoint_spec(spec):
-        return None
-    candidate = Path(spec).expanduser()
-    return candidate.resolve() if candidate.is_dir() else None
 
 
 def local_model(spec: str) -> tuple[str, str]:

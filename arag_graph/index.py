@@ -959,7 +959,7 @@ _LOADED_LOCK = threading.Lock()
 
 def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
     """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
-    from arag_graph.embedding_models import is_endpoint_spec
+    from arag_graph.embedding_specs import is_endpoint_spec
 
     try:
         return resolve_embeddings(

@@ -160,9 +160,11 @@ class ServingPolicy:
         An ``openai:`` model without a base URL uses the server's environment (``OPENAI_BASE_URL``) or
         OpenAI itself, the operator's own choices.
         """
+        from arag_graph.embedding_specs import is_endpoint_spec
+
         model = str(getattr(manifest, "embedding_model", "") or "")
         url = getattr(manifest, "embedding_base_url", None)
-        if not model.lower().startswith("openai:") or not url:
+        if not is_endpoint_spec(model) or not url:
             return
         try:
             allowed = normalize_url(str(url)) in self.allowed_base_urls
@@ -179,7 +181,7 @@ class ServingPolicy:
         embeddings endpoint (:meth:`check_index_endpoint`) or a model folder outside the index root
         and ``ARAG_EMBEDDING_MODEL_ROOTS``. The operator's default index (``ARAG_INDEX``) is theirs.
         """
-        from arag_graph.embedding_models import model_folder  # the rule that loads the model
+        from arag_graph.embedding_specs import model_folder  # the rule that loads the model
 
         self.check_index_endpoint(manifest)
         folder = model_folder(str(getattr(manifest, "embedding_model", "") or ""))
