@@ -391,3 +391,21 @@ def test_index_survives_save_and_load_on_a_corpus(
     for keywords in (pool[:3], pool[3:5], pool[5:6]):
         assert loaded.search(keywords, 10) == index.search(keywords, 10)
     assert np.array_equal(scores(loaded, pool[:4]), scores(index, pool[:4]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_positions_match_a_full_sort_on_large_tied_score_sets(seed: int) -> None:
+    """The best ``top_k`` of many scores (the sampled bound prunes before the exact partition) equal
+    a full sort's, ties in ascending position, whether few or most scores reach the bound."""
+    from arag_graph.keywords import _top
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(400, 60_000))
+    levels = [2, 3, 50][seed % 3]  # from almost all tied to well spread
+    scores = rng.integers(1, levels + 1, n).astype(np.float64) * 4.0
+    if seed % 2:
+        scores[rng.integers(0, n, 3)] = 4.0 * (levels + 5)  # a few far ahead of the rest
+    chunk_ids = np.arange(n)
+    for top_k in (1, 5, 20):
+        expected = np.lexsort((chunk_ids, -scores))[:top_k]
+        assert _top(chunk_ids, scores, top_k).tolist() == expected.tolist()
