@@ -5,15 +5,15 @@ sentence vector and keep each chunk's best sentence. The matrix does exactly tha
 small and mid-sized indexes use: it is exact, costs nothing to build beyond writing the vectors,
 opens instantly and needs no private copy when the index is read-only. Its lookup grows with the
 corpus while an HNSW query through Chroma (ids and distances only) stays at a few milliseconds: on
-one pinned core the lookups crossed between 4,000 and 21,000 sentences (0.69 against 1.18 ms at
-4,112; 3.7 against 2.3 ms at 21,429; 13.4 against 2.7 ms at 100,000; bench/results/vs_paper.md).
+one pinned core the lookups crossed between 4,000 and 21,000 sentences (0.68 against 1.47 ms at
+4,112; 3.8 against 3.3 ms at 21,429; 13.6 against 2.4 ms at 100,000; bench/results/vs_paper.md).
 The matrix is kept up to :data:`MATRIX_MAX_SENTENCES` nonetheless, because the build decides it:
 filling Chroma costs 1.4 to 1.8 ms of CPU per sentence (176 s for 100,000 sentences from given
 vectors, against 4.7 s for the matrix), which would take the 2Wiki build (21,429 sentences) from
 0.43x to 0.54-0.58x of the paper's build time, past issue 16's 0.5x, while ``semantic_search`` with
 the matrix, query encoding included, stays inside its target up to there (0.57x the paper's method
 at 100,000 sentences). Above it the matrix's search tends to the brute force's own time, and Chroma
-takes over (0.06x at 700,000 sentences, 0.05x at 1,000,000).
+takes over (0.07x at 700,000 sentences, 0.05x at 1,000,000).
 
 On disk the sentence level is one ``.npy`` file: row ``i`` is the vector of sentence ``i`` in corpus
 order (chunk by chunk, sentence by sentence). Which chunk a row belongs to is not stored at all: it
