@@ -590,6 +590,11 @@ def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_settings(p: argparse.ArgumentParser, text: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.settings``; :func:`_settings` parses the pairs."""
+    p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE", help=text)
+
+
 def _add_version(parser: argparse.ArgumentParser) -> None:
     """``arag --version``: the package's one version string (``arag_graph.__version__``, which the
     wheel's metadata is also built from), so a bug report names the code that ran."""
@@ -775,13 +780,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
     p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
     cliargs.add_model_limits(p)
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="settings",
-        metavar="KEY=VALUE",
-        help="graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)",
+    _add_settings(
+        p, "graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
     p.set_defaults(func=cmd_ask)
@@ -826,13 +826,9 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.add_model_limits(p, judge=True)
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="settings",
-        metavar="KEY=VALUE",
-        help="graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
+    _add_settings(
+        p,
+        "graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
         "a comma list sweeps the setting in one run, as --max-steps does: reasoning_effort=minimal,low,medium,high",
     )
     p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
