@@ -61,3 +61,8 @@ def sentinel_key(label: str) -> str:
     Assembled at run time so that secret scanners do not take the test sources for leaked keys.
     """
     return "-".join(("sk", label, "SENTINEL", "0123456789abcdef"))
+
+
+def sentinel_langsmith_key(label: str) -> str:
+    """A fake LangSmith key shaped like a real one (``lsv2_...``), assembled like :func:`sentinel_key`."""
+    return "_".join(("lsv2", label, "SENTINEL", "0123456789abcdef"))

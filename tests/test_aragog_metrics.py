@@ -28,6 +28,7 @@ from arag_graph.evaluators import (
 from arag_graph.evaluators.context import ranked_chunks
 from arag_graph.evaluators.runner import load_records
 from tests.cli_run import run_cli
+from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
@@ -321,7 +322,7 @@ def test_eval_with_a_judge_behind_an_openai_compatible_server_reports_every_arag
 
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-aragog")
+    monkeypatch.setenv("OPENAI_API_KEY", sentinel_key("aragog"))
     models._chat_openai.cache_clear()
     openai_server.script(aragog_responder)
     _, questions = hotpot_slice

@@ -18,6 +18,7 @@ import pytest
 from arag_graph.index import HierarchicalIndex, load_index
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
+from tests.fakes import sentinel_key
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -346,7 +347,7 @@ def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
 def key_or_not(request: pytest.FixtureRequest, no_key: None, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways the default model is chosen: offline (with its notice) or gpt-4o-mini (never reached)."""
     if request.param == "key":
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        monkeypatch.setenv("OPENAI_API_KEY", sentinel_key("not-a-real-key"))
     return str(request.param)
 
 

@@ -29,6 +29,7 @@ from arag_graph.retrievers import Passage
 from arag_graph.sentences import split_sentences
 from arag_graph.structured import NO_RELEVANT_INFORMATION, SubAnswer
 from tests import test_model_faults as faults
+from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, requested_schema
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
@@ -420,7 +421,7 @@ def test_every_chains_model_calls_reach_the_runs_callbacks(
     index: Any, openai_server: OpenAIStubServer, mode: str
 ) -> None:
     openai_server.script(corag_responder)
-    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key="sk-test", max_retries=0)
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("corag"), max_retries=0)
     graph = build_corag_graph(index, model)
     calls, usage = CallCounter(), UsageMetadataCallbackHandler()
     config = {"callbacks": [calls, usage]}
@@ -443,7 +444,7 @@ def test_every_chains_model_calls_reach_the_runs_callbacks(
 def test_run_settings_reach_a_model_instance(index: Any, openai_server: OpenAIStubServer, graph_name: str) -> None:
     """A model object given to a builder gets the run's reasoning effort and temperature on the wire."""
     openai_server.script(corag_responder)
-    model = ChatOpenAI(model="gpt-5-mini", base_url=openai_server.url, api_key="sk-test", max_retries=0)
+    model = ChatOpenAI(model="gpt-5-mini", base_url=openai_server.url, api_key=sentinel_key("corag"), max_retries=0)
     graph = build_graph(graph_name, index=index, model=model)
     out = graph.invoke({"question": QUESTION}, context={"reasoning_effort": "high", "max_steps": 1})
     assert out["error"] is None
@@ -468,7 +469,7 @@ def test_sampled_chains_of_a_reasoning_model_say_they_were_not_sampled(
     index: Any, openai_server: OpenAIStubServer
 ) -> None:
     openai_server.script(corag_responder)
-    model = ChatOpenAI(model="gpt-5-mini", base_url=openai_server.url, api_key="sk-test", max_retries=0)
+    model = ChatOpenAI(model="gpt-5-mini", base_url=openai_server.url, api_key=sentinel_key("corag"), max_retries=0)
     out = build_corag_graph(index, model).invoke(
         {"question": QUESTION}, context={"decoding": "best_of_n", "n": 2, "max_steps": 2, "reasoning_effort": "low"}
     )

@@ -25,6 +25,7 @@ from arag_graph.evaluators.runner import load_records
 from arag_graph.index import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
+from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.stubs._http import RecordedRequest
 from tests.stubs.langsmith_recorder import LangSmithRecorder
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
@@ -32,7 +33,7 @@ from tests.stubs.openai_server import OpenAIStubServer, Reply, text
 pytestmark = pytest.mark.integration
 
 METRIC_KEYS = {"contain_acc", "exact_match", "f1", "evidence_recall", "evidence_precision", "retrieved_tokens", "steps"}
-LANGSMITH_KEY = "lsv2_test_arag_eval_SENTINEL_0123456789"
+LANGSMITH_KEY = sentinel_langsmith_key("arag_eval")
 
 
 def eval_args(questions: Path, out: Path, *extra: str) -> list[str]:
@@ -218,7 +219,7 @@ def model_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    key = "sk-test-arag-eval-SENTINEL-0123"
+    key = sentinel_key("arag-eval")
     monkeypatch.setenv("OPENAI_API_KEY", key)
     models._chat_openai.cache_clear()
     yield key

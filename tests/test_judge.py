@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from arag_graph.errors import DatasetError, ModelSpecError
 from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
+from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
 # --- a naive judge -----------------------------------------------------------------------------------
@@ -214,8 +215,9 @@ def test_twice_invalid_output_is_unavailable_not_guessed() -> None:
 def test_provider_error_is_unavailable_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.scripted import FailingChatModel
 
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secretsecretsecret")
-    judge = FailingChatModel(messages=iter([]), error=RuntimeError("bad key sk-secretsecretsecret"))
+    key = sentinel_key("secret")
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    judge = FailingChatModel(messages=iter([]), error=RuntimeError(f"bad key {key}"))
     result = make_llm_acc_evaluator(judge)({"answer": "Paris"}, REFERENCE, {"question": QUESTION})
     assert result["score"] is None
     assert "secret" not in result["comment"]
@@ -277,7 +279,7 @@ def test_judge_without_credentials_is_one_line_naming_the_flag(no_credentials: N
 
 
 def test_unreadable_judge_spec_names_the_flag(no_credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-123456")
+    monkeypatch.setenv("OPENAI_API_KEY", sentinel_key("judge-spec"))
     with pytest.raises(ModelSpecError, match=r"cannot read judge model spec 'not a model' \(--judge\)"):
         resolve_judge("not a model", None)
 
@@ -288,9 +290,9 @@ def test_judge_with_key_or_local_server_resolves(no_credentials: None, monkeypat
     local = resolve_judge("openai:qwen2.5-7b-instruct", "http://127.0.0.1:9/v1")
     assert isinstance(local, ChatOpenAI)
     assert local.model_name == "qwen2.5-7b-instruct"
-    monkeypatch.setenv("ARAG_JUDGE_API_KEY", "sk-judge-key-123456")
+    monkeypatch.setenv("ARAG_JUDGE_API_KEY", sentinel_key("judge"))
     judge = resolve_judge("gpt-4o-mini", None)
     assert isinstance(judge, ChatOpenAI)
-    assert judge.openai_api_key.get_secret_value() == "sk-judge-key-123456"
+    assert judge.openai_api_key.get_secret_value() == sentinel_key("judge")
     scripted = naive_judge()
     assert resolve_judge(scripted, None) is scripted

@@ -31,6 +31,7 @@ import pytest
 from arag_graph import models
 from arag_graph.cli import main as cli_main
 from arag_graph.registry import build_graph, config_for, graph_names
+from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import (
@@ -51,7 +52,7 @@ from tests.test_openai_compatible import assert_valid_tool_history
 
 pytestmark = pytest.mark.integration
 
-KEY = "sk-fault-SENTINEL-0123456789abcdef"
+KEY = sentinel_key("fault")
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 ANSWER = "Stephen King"
 TIMEOUT = 0.25  # seconds; a stalled reply waits 4x longer

@@ -22,6 +22,7 @@ from arag_graph.cli import main as cli_main
 from arag_graph.errors import ModelSpecError
 from arag_graph.models import resolve_chat_model
 from arag_graph.prompts import SYNTHESIS_INSTRUCTION
+from tests.fakes import sentinel_key
 from tests.stubs.openai_server import (
     ChatRequest,
     OpenAIStubServer,
@@ -36,7 +37,7 @@ from tests.stubs.openai_server import (
 
 pytestmark = pytest.mark.integration
 
-KEY = "sk-test-arag-0123456789abcdefSENTINEL"
+KEY = sentinel_key("arag")
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 TOOLS = ["keyword_search", "semantic_search", "chunk_read"]
 

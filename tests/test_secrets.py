@@ -23,6 +23,7 @@ import pytest
 from arag_graph import models
 from arag_graph.cli import main as cli_main
 from arag_graph.sample import sample_questions_path
+from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.reliability import record
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, http_error, text, tool_call
@@ -31,8 +32,9 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "SENTINEL"
-OPENAI_KEY = f"sk-secrets-{MARK}-0123456789abcdef"
-LANGSMITH_KEY = f"lsv2_secrets_{MARK}_0123456789abcdef"
+OPENAI_KEY = sentinel_key("secrets")  # carries MARK
+LANGSMITH_KEY = sentinel_langsmith_key("secrets")
+OTHER_KEY = "-".join(("sk", "other", "9876543210fedcba"))  # a second key, without MARK
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 
 
@@ -65,14 +67,14 @@ def answering_model(request: RecordedRequest) -> Reply:
 
 def key_quoting_model(request: RecordedRequest) -> Reply:
     """Every call fails the way OpenAI answers a wrong key: by quoting it."""
-    return http_error(401, f"Incorrect API key provided: {OPENAI_KEY}. Also tried sk-other-9876543210fedcba.")
+    return http_error(401, f"Incorrect API key provided: {OPENAI_KEY}. Also tried {OTHER_KEY}.")
 
 
 MODELS: dict[str, Callable[[RecordedRequest], Reply]] = {"answering": answering_model, "key_quoting": key_quoting_model}
 
 
 def leaks(text: str) -> bool:
-    return MARK in text or "sk-other-9876543210fedcba" in text
+    return MARK in text or OTHER_KEY in text
 
 
 def key_was_sent(server: OpenAIStubServer) -> None:
@@ -161,7 +163,7 @@ def test_arag_eval_writes_no_key_anywhere(
     assert any(p.suffix == ".jsonl" for p in files) and (out / "summary.json").exists()
     for path in files:
         data = path.read_bytes()
-        assert MARK.encode() not in data and b"sk-other-9876543210fedcba" not in data, f"a key in {path}"
+        assert MARK.encode() not in data and OTHER_KEY.encode() not in data, f"a key in {path}"
     assert not leaks(captured.out + captured.err)
     records = [json.loads(line) for p in files if p.suffix == ".jsonl" for line in p.read_text().splitlines()]
     assert len(records) == 6

@@ -30,6 +30,7 @@ from arag_graph.structured import (
     Triplets,
     structured_call,
 )
+from tests.fakes import sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, text
 
 EXAMPLES: list[BaseModel] = [
@@ -60,7 +61,7 @@ def test_the_schema_sent_to_the_model_is_written_for_it_and_strict_mode_valid(
 ) -> None:
     schema_class = type(example)
     openai_server.script([text(example.model_dump_json())])
-    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key="sk-test-schema", max_retries=0)
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("schema"), max_retries=0)
 
     value, problem = structured_call(model, schema_class, [HumanMessage("Q?")], question="Q?")
 

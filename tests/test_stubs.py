@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 from langchain_openai import ChatOpenAI
 
+from tests.fakes import sentinel_key
 from tests.stubs.openai_server import (
     OpenAIStubServer,
     Reply,
@@ -30,7 +31,7 @@ from tests.stubs.openai_server import (
 
 def chat(server: OpenAIStubServer, *, retries: int = 0, timeout: float = 10.0) -> ChatOpenAI:
     return ChatOpenAI(
-        model="gpt-4o-mini", base_url=server.url, api_key="sk-test-stub", max_retries=retries, timeout=timeout
+        model="gpt-4o-mini", base_url=server.url, api_key=sentinel_key("stub"), max_retries=retries, timeout=timeout
     )
 
 

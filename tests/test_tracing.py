@@ -33,13 +33,14 @@ from langsmith import Client, tracing_context
 
 from arag_graph.agent import build_arag_graph
 from arag_graph.configuration import AragContext
+from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
-LANGSMITH_KEY = "lsv2_test_arag_SENTINEL_0123456789abcdef"
-OPENAI_KEY = "sk-test-arag-SENTINEL-0123456789abcdef"
+LANGSMITH_KEY = sentinel_langsmith_key("arag")
+OPENAI_KEY = sentinel_key("arag")
 PROJECT = "arag-tests"
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 CAP = 3

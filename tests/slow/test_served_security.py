@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
 from tests.stubs.openai_server import OpenAIStubServer, stall, text
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-SENTINEL_KEY = "sk-SENTINEL-operator-key-0123456789"
+SENTINEL_KEY = sentinel_key("operator-key")
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 
 

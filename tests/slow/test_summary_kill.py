@@ -22,6 +22,7 @@ import pytest
 from arag_graph.index import load_index
 from arag_graph.summaries import SUMMARIES
 from arag_graph.summarize import resume_path
+from tests.fakes import sentinel_key
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, stall, text
 
@@ -49,7 +50,8 @@ def _summaries(answered: set[int]) -> object:
 def test_a_killed_summary_pass_resumes_without_paying_twice(openai_server: OpenAIStubServer, tmp_path: Path) -> None:
     corpus, out = tmp_path / "corpus.json", tmp_path / "index"
     corpus.write_text(json.dumps(DOCS), encoding="utf-8")
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}  # the session's cache directory, as this process's
+    # The session's cache directory, as this process's.
+    env = {**os.environ, "OPENAI_API_KEY": sentinel_key("summary-kill")}
     openai_server.script(_summaries({0, 1}))  # type: ignore[arg-type]
     process = subprocess.Popen(_command(corpus, out, openai_server.url), env=env)
     progress = resume_path(out, "stub-model")
