@@ -68,11 +68,14 @@ from arag_graph.index_layout import (
     build_lock,
     build_path,
     check_out,
+    load_index_array,
     make_root,
     new_build_name,
+    open_index_file,
     open_record,
     point_current,
     read_current,
+    read_index_bytes,
     remove_stale_builds,
     remove_tree,
     write_atomic,
@@ -157,7 +160,7 @@ class Manifest:
 
         where = root if root is not None else path.parent
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_index_bytes(where, path))
         except OSError as exc:
             raise IndexDamagedError(where, f"{path} cannot be read ({exc.strerror or exc})") from None
         except ValueError:
@@ -231,11 +234,12 @@ class ChunkStore:
                 fh.write("\n")
 
     @classmethod
-    def load(cls, path: Path, digest: Any | None = None) -> ChunkStore:
-        """Read ``chunks.jsonl``; ``digest`` (a hashlib object) sees every byte read, so checking
-        the file costs no second pass. A line that is not a chunk record raises ``ValueError``."""
+    def load(cls, path: Path, digest: Any | None = None, root: Path | None = None) -> ChunkStore:
+        """Read ``chunks.jsonl`` of the index at ``root`` (default: the file's directory) under the
+        file rule; ``digest`` (a hashlib object) sees every byte read, so checking the file costs no
+        second pass. A line that is not a chunk record raises ``ValueError``."""
         chunks: list[Chunk] = []
-        with path.open("rb") as fh:
+        with open_index_file(root if root is not None else path.parent, path) as fh:
             for number, line in enumerate(fh, 1):
                 if digest is not None:
                     digest.update(line)
@@ -534,8 +538,8 @@ def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
     """
     chroma: dict[str, Any] = {}
     for name in (MANIFEST, SENTENCE_STORE):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            data = json.loads((build_dir / name).read_text(encoding="utf-8"))
+        with contextlib.suppress(OSError, ValueError, AttributeError, AragError):
+            data = json.loads(read_index_bytes(build_dir.parent.parent, build_dir / name))
             chroma = data.get("chroma", {}) if name == MANIFEST else data
             break
     if not isinstance(chroma, dict):
@@ -1062,9 +1066,17 @@ def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkS
     for name in recorded:
         if Path(name).name != name or name in ("", ".", ".."):
             raise IndexDamagedError(root, f"the manifest of {build_dir} names a file outside its build: {name[:60]!r}")
+    missing = sorted(set(_checksummed_files(manifest)) - set(recorded))
+    if missing:
+        # An index from before checksums (or whose manifest lost them) would load unchecked:
+        # refused, like damage, rather than trusted.
+        raise IndexDamagedError(
+            root,
+            f"the manifest of {build_dir} records no checksum of {', '.join(missing[:3])}, so it cannot be checked",
+        )
     digest = integrity.new_digest()
     try:
-        store = ChunkStore.load(build_dir / CHUNKS, digest)
+        store = ChunkStore.load(build_dir / CHUNKS, digest, root)
     except OSError as exc:
         raise IndexDamagedError(root, f"{build_dir / CHUNKS} cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
@@ -1081,6 +1093,17 @@ def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkS
     return store, keywords
 
 
+def _checksummed_files(manifest: Manifest) -> list[str]:
+    """The files loading reads, each of which the manifest must checksum: the chunks, the keyword
+    index and, for a matrix, the vectors (Chroma's records are checked by content)."""
+    names = [CHUNKS, *keyword_files()]
+    if isinstance(manifest.chroma, dict) and manifest.chroma.get("mode") == "matrix":
+        name = manifest.chroma.get("path", MATRIX_FILE)
+        if isinstance(name, str) and Path(name).name == name and name not in ("", ".", ".."):  # others: outside
+            names.append(name)
+    return names
+
+
 def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
     """Check a loaded index completely: what loading checks, every element of the keyword arrays
     and every sentence record against its chunk and the recorded digest, or every row of the
@@ -1095,7 +1118,7 @@ def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
         for name, expected in index.manifest.checksums.items():
             integrity.check_file(root, build_dir, name, expected)
         if integrity.VECTOR_FINGERPRINT in index.manifest.checksums:
-            fingerprint = np.load(build_dir / integrity.VECTOR_FINGERPRINT, allow_pickle=False)
+            fingerprint = load_index_array(root, build_dir / integrity.VECTOR_FINGERPRINT, mmap=False)
     index.keywords.check()
     if isinstance(index.sentences, SentenceMatrix):
         count = index.sentences.check()  # its bytes are in the checksums above; this reads every row

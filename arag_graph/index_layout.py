@@ -13,11 +13,18 @@ deletion follows rules that do not depend on the directory being what it looks l
 - ``--out`` must be new, empty, an arag index (the record, or an index of an older version:
   ``CURRENT`` naming a build with a manifest), or the directory corpus being indexed into itself
   when none of arag's names is taken there. Anything else is refused before anything is written.
+
+Reading follows one rule, :func:`open_inside`, which every open of an index's files goes through
+(CLI, library and served runs alike): arag opens only regular files (and the directories above
+them) reached from the index directory without a symbolic link anywhere on the way. A build's
+files are its own; an index whose ``chunks.jsonl`` or ``keywords.*`` link elsewhere would answer
+from files arag never wrote and never checksummed (a planted index serving a private one).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -27,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from arag_graph.errors import AragError, IndexDamagedError
 
@@ -67,6 +75,186 @@ def _is_real_dir(path: Path) -> bool:
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
+# ---------------------------------------------------------------------------------------------
+# The file rule: what arag opens inside an index
+
+
+class LinkedPathError(AragError):
+    """A path inside a boundary (an index directory, the operator's index root) that arag will not open.
+
+    ``path`` is the path as given, ``problem`` what is wrong with it ("is a symbolic link, ..."):
+    callers word the one-line error for their audience (an index's damage, a served run's refusal).
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path} {problem}")
+        self.path = path
+        self.problem = problem
+
+
+_LINK = "is a symbolic link, which arag does not follow inside an index"
+# openat() with O_NOFOLLOW per component: no window between a check and the open (POSIX).
+_AT = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
+
+
+def open_inside(base: Path, path: Path, *, directory: bool = False) -> int:
+    """Open ``path``, which lies inside ``base``, for reading; return the file descriptor.
+
+    The one place the file rule lives. ``base`` itself is the caller's boundary (an index
+    directory the user named, the operator's index root) and may be reached through links; below
+    it, every component must be a real directory and the last one a regular file (a directory with
+    ``directory``), none of them a symbolic link. The file is opened non-blocking, checked, then set
+    blocking, so that a FIFO planted in its place cannot hang the process. Raises
+    :class:`LinkedPathError`.
+    """
+    try:
+        parts = path.relative_to(base).parts
+    except ValueError:
+        raise LinkedPathError(path, f"is outside {base}") from None
+    if ".." in parts:
+        raise LinkedPathError(path, f"is outside {base}")
+    last = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        if _AT:
+            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+            for i, part in enumerate(parts):
+                final = i == len(parts) - 1
+                flags = (last if final else os.O_RDONLY) | os.O_NOFOLLOW
+                if not final or directory:
+                    flags |= os.O_DIRECTORY
+                try:
+                    nxt = os.open(part, flags, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                fd = nxt
+        else:  # no openat (Windows): the same checks by lstat, then an open by name
+            for i in range(1, len(parts) + 1):
+                if stat.S_ISLNK(os.lstat(base.joinpath(*parts[:i])).st_mode):
+                    raise OSError(errno.ELOOP, "symbolic link")
+            fd = os.open(path, last)
+    except OSError as exc:
+        raise _refusal(base, path, exc) from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+        os.close(fd)
+        raise LinkedPathError(path, "is not a directory" if directory else "is not a regular file")
+    if not directory and hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return fd
+
+
+def _refusal(base: Path, path: Path, exc: OSError) -> LinkedPathError:
+    """Say which component broke the rule: a link on the way, a missing file, or the OS's reason."""
+    parts = path.relative_to(base).parts
+    for i in range(1, len(parts) + 1):
+        at = base.joinpath(*parts[:i])
+        st = _lstat_quiet(at)
+        if st is None:
+            return LinkedPathError(at, "cannot be read (it is missing)")
+        if stat.S_ISLNK(st.st_mode):
+            return LinkedPathError(at, _LINK)
+        if i < len(parts) and not stat.S_ISDIR(st.st_mode):
+            return LinkedPathError(at, "is not a directory")
+    return LinkedPathError(path, f"cannot be read ({exc.strerror or exc})")
+
+
+def _lstat_quiet(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None
+
+
+def _damage(root: Path, exc: LinkedPathError) -> IndexDamagedError:
+    return IndexDamagedError(root, str(exc))
+
+
+def open_index_file(root: Path, path: Path) -> IO[bytes]:
+    """A file of the index at ``root``, opened under :func:`open_inside`'s rule (binary, for reading).
+
+    Anything the rule refuses is that index's one-line damage error.
+    """
+    try:
+        return os.fdopen(open_inside(root, path), "rb")
+    except LinkedPathError as exc:
+        raise _damage(root, exc) from None
+
+
+def read_index_bytes(root: Path, path: Path) -> bytes:
+    with open_index_file(root, path) as fh:
+        return fh.read()
+
+
+def load_index_array(root: Path, path: Path, *, mmap: bool = True) -> Any:
+    """A ``.npy`` array of the index at ``root``, read (or memory-mapped) from the file the rule opened.
+
+    ``np.load`` maps only files it opens by name; the header is read here instead, so that the
+    mapping is of the very file that was checked. Raises ``ValueError``/``OSError`` for a file that
+    is not a plain ``.npy`` (the caller words the damage), :class:`IndexDamagedError` for the rule.
+    """
+    import numpy as np
+    from numpy.lib import format as npy
+
+    with open_index_file(root, path) as fh:
+        if not mmap:
+            return np.load(fh, allow_pickle=False)
+        version = npy.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = npy.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = npy.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+        if dtype.hasobject:
+            raise ValueError("an array of Python objects")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        offset = fh.tell()
+        if os.fstat(fh.fileno()).st_size < offset + count * dtype.itemsize:
+            raise ValueError("the file is shorter than its header says")
+        if count == 0:
+            return np.empty(shape, dtype=dtype)
+        return np.memmap(fh, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=offset)
+
+
+def check_index_tree(root: Path, path: Path) -> None:
+    """A directory of the index (a Chroma store) and everything below it: real directories and
+    regular files only, so that a third-party library opening files in it by name follows no link."""
+    try:
+        fd = open_inside(root, path, directory=True)
+    except LinkedPathError as exc:
+        raise _damage(root, exc) from None
+    if not _AT:  # no openat (Windows): lstat every entry by name
+        os.close(fd)
+        for folder, dirs, files in os.walk(path):
+            for name in (*dirs, *files):
+                st = os.lstat(os.path.join(folder, name))
+                if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                    raise IndexDamagedError(root, f"{Path(folder) / name} {_LINK}")
+        return
+    try:
+        pending = [(fd, path)]
+        while pending:
+            dir_fd, where = pending.pop()
+            try:
+                with os.scandir(dir_fd) as entries:
+                    for entry in entries:
+                        st = entry.stat(follow_symlinks=False)
+                        if stat.S_ISDIR(st.st_mode):
+                            child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                            pending.append((child, where / entry.name))
+                        elif not stat.S_ISREG(st.st_mode):
+                            what = _LINK if stat.S_ISLNK(st.st_mode) else "is not a regular file"
+                            raise IndexDamagedError(root, f"{where / entry.name} {what}")
+            finally:
+                os.close(dir_fd)
+    except OSError as exc:
+        raise IndexDamagedError(root, f"{path} cannot be read ({exc.strerror or exc})") from None
+    finally:
+        for dir_fd, _ in pending:
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
+
+
 def read_current(root: Path, *, strict: bool = True) -> str | None:
     """The active build's name, or None when there is no ``CURRENT``.
 
@@ -79,9 +267,7 @@ def read_current(root: Path, *, strict: bool = True) -> str | None:
         st = _lstat(path)
         if st is None:
             return None
-        if not stat.S_ISREG(st.st_mode):
-            raise IndexDamagedError(root, f"{path} is not a regular file")
-        with path.open("rb") as fh:
+        with open_index_file(root, path) as fh:
             data = fh.read(_CURRENT_MAX_BYTES + 1)
         try:
             name = data.decode("utf-8").strip()
@@ -102,13 +288,11 @@ def read_current(root: Path, *, strict: bool = True) -> str | None:
 
 def build_path(root: Path, build: str) -> Path:
     """``root/builds/<build>`` for loading, refusing links that lead out of the index directory."""
-    builds = root / BUILDS
-    if _is_link(builds):
-        raise IndexDamagedError(root, f"{builds} is a symbolic link, which arag does not follow")
-    path = builds / build
-    if not _is_real_dir(path):
-        what = "a symbolic link" if _is_link(path) else "missing"
-        raise IndexDamagedError(root, f"the active build {path} is {what}")
+    path = root / BUILDS / build
+    try:
+        os.close(open_inside(root, path, directory=True))
+    except LinkedPathError as exc:
+        raise _damage(root, exc) from None
     return path
 
 

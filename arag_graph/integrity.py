@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arag_graph.errors import IndexDamagedError
+from arag_graph.index_layout import open_index_file
 
 if TYPE_CHECKING:
     from arag_graph.documents import Chunk
@@ -45,9 +46,11 @@ def tagged(digest: Any) -> str:
     return f"{ALGORITHM}:{digest.hexdigest()}"
 
 
-def file_checksum(path: Path) -> str:
+def file_checksum(path: Path, root: Path | None = None) -> str:
+    """The checksum of ``path``, a file of the index at ``root`` (default: its directory), opened
+    under the file rule (:func:`arag_graph.index_layout.open_inside`)."""
     digest = new_digest()
-    with path.open("rb") as fh:
+    with open_index_file(root if root is not None else path.parent, path) as fh:
         while block := fh.read(_BLOCK):
             digest.update(block)
     return tagged(digest)
@@ -62,7 +65,7 @@ def check_file(root: Path, directory: Path, name: str, expected: str) -> None:
     """Raise the one-line damage error when ``name`` is missing or differs from ``expected``."""
     path = directory / name
     try:
-        got = file_checksum(path)
+        got = file_checksum(path, root)
     except OSError as exc:
         raise IndexDamagedError(root, f"{path} cannot be read ({exc.strerror or exc})") from None
     if got != expected:

@@ -51,6 +51,7 @@ import numpy as np
 
 from arag_graph.documents import Chunk
 from arag_graph.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index_layout import load_index_array, read_index_bytes
 
 MatchMode = Literal["word", "substring"]
 MATCH_MODES: tuple[str, ...] = ("word", "substring")
@@ -373,17 +374,21 @@ class KeywordIndex:
             raise IndexNotFoundError(
                 f"no keyword index in {directory} ({_META} missing); build it with KeywordIndex.from_chunks"
             )
+        base = root if root is not None else directory  # the files are opened under the index's file rule
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(read_index_bytes(base, meta_path))
             # A plain ndarray view of each mapping: the same pages, without np.memmap's Python-level
             # __getitem__ and __array_finalize__ on every slice (a fifth of a search's time at 200k passages).
             arrays = {
-                name: np.load(_array_path(directory, name), mmap_mode="r" if mmap else None, allow_pickle=False).view(
-                    np.ndarray
-                )
+                name: np.asarray(load_index_array(base, _array_path(directory, name), mmap=mmap)).view(np.ndarray)
                 for name in _ARRAYS
             }
-            vocab_text = (directory / _VOCABULARY).read_text(encoding="utf-8")
+            vocab_text = read_index_bytes(base, directory / _VOCABULARY).decode("utf-8")
+        except IndexDamagedError as error:
+            if root is not None:
+                raise
+            reason = str(error).split(";")[0].removeprefix("index damaged: ")
+            raise IndexNotFoundError(f"{reason}; rebuild it") from None
         except (OSError, ValueError, EOFError) as error:
             detail = " ".join(str(error).split())[:200]
             raise problem(f"keyword index in {directory} is unreadable ({detail})", IndexNotFoundError) from None

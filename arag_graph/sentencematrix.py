@@ -41,6 +41,7 @@ import numpy as np
 
 from arag_graph.documents import Chunk
 from arag_graph.errors import IndexDamagedError
+from arag_graph.index_layout import load_index_array
 
 MATRIX_FILE = "sentences.npy"
 # Up to this many sentences an index keeps its vectors in one exact matrix by default; above it, in
@@ -135,7 +136,7 @@ class SentenceMatrix:
         header and size fit the chunks it is loaded with (a truncated or foreign file is damage)."""
         path = matrix_path(config, build_dir, root)
         try:
-            vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+            vectors = load_index_array(root, path)
         except FileNotFoundError:
             raise IndexDamagedError(root, f"the sentence vectors {path} are missing") from None
         except (OSError, ValueError) as exc:

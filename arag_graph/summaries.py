@@ -71,12 +71,14 @@ def kind_of(model: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Reading and searching
 def _read_build_summaries(build_dir: Path) -> list[dict[str, Any]]:
-    path = build_dir / SUMMARIES
-    if not path.is_file():
-        return []
+    """The summary records of a build (none when it has none, or they cannot be read as the file rule allows)."""
+    from arag_graph.errors import AragError
+    from arag_graph.index_layout import read_index_bytes
+
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError):
+        text = read_index_bytes(build_dir, build_dir / SUMMARIES).decode("utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError, AragError):
         return []  # a damaged earlier build: its summaries are simply written again
 
 
@@ -113,6 +115,7 @@ def summary_index(index: HierarchicalIndex) -> SummaryIndex:
     """The summaries of ``index``, read (and checked against the manifest's checksums) on first use."""
     from arag_graph import integrity
     from arag_graph.errors import IndexDamagedError
+    from arag_graph.index_layout import load_index_array
 
     with _lock:
         loaded = _loaded.get(index)
@@ -129,7 +132,7 @@ def summary_index(index: HierarchicalIndex) -> SummaryIndex:
                 raise IndexDamagedError(root, f"the manifest records summaries but no checksum of {name}")
             integrity.check_file(root, Path(build_dir), name, expected)
         records = _read_build_summaries(Path(build_dir))
-        vectors = np.load(Path(build_dir) / SUMMARY_VECTORS, allow_pickle=False)
+        vectors = load_index_array(root, Path(build_dir) / SUMMARY_VECTORS, mmap=False)
         if len(records) != len(vectors):
             raise IndexDamagedError(root, f"{len(records)} summaries but {len(vectors)} summary vectors")
         loaded = SummaryIndex(records, vectors, dict(info))

@@ -439,6 +439,10 @@ def connect_sentence_store(
         where = str(path)
         if not create and not path.is_dir():
             raise IndexDamagedError(root, f"the sentence store {path} is missing")
+        if not create:  # Chroma opens its files by name: none of them may be a link (the file rule)
+            from arag_graph.index_layout import check_index_tree
+
+            check_index_tree(root, path)
         if not create and not _writable(path):
             copy = _private_copy(path)
         try:

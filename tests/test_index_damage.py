@@ -24,6 +24,7 @@ import pytest
 from arag_graph.documents import Document
 from arag_graph.errors import AragError
 from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.integrity import file_checksum
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
@@ -101,8 +102,25 @@ def edit_manifest(root: Path, change: Callable[[dict[str, Any]], Any]) -> None:
 
 
 def without_checksums(root: Path) -> None:
-    """Make the copy look like an index from before checksums, to test the checks that remain."""
+    """Make the copy look like an index from before checksums (or whose manifest lost them)."""
     edit_manifest(root, lambda m: m.update(checksums={}, sentence_digest=None))
+
+
+def resealed(damage: Callable[[Path], Any]) -> Callable[[Path], None]:
+    """``damage``, then checksums recomputed over the damaged files, as a build that wrote bad bytes
+    would record them: what the structural checks behind the checksums must still refuse."""
+
+    def apply(root: Path) -> None:
+        damage(root)
+        build = build_of(root)
+        edit_manifest(
+            root,
+            lambda m: m["checksums"].update(
+                {name: file_checksum(build / name) for name in m["checksums"] if (build / name).exists()}
+            ),
+        )
+
+    return apply
 
 
 def save_array(root: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -194,13 +212,17 @@ AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
         lambda r: (shutil.move(r / BUILDS, r.parent / "moved"), (r / BUILDS).symlink_to(r.parent / "moved")),
         "symbolic link",
     ),
-    # The same array damage without checksums (an index from before them): structural checks.
-    "legacy_keyword_array_truncated": (
-        lambda r: (without_checksums(r), save_array(r, "occ_pos", lambda a: a[:-3])),
-        "incomplete",
+    # An index whose manifest records no checksums (from before them, or a planted one) is not
+    # loaded unchecked.
+    "manifest_without_checksums": (without_checksums, "records no checksum of chunks.jsonl"),
+    "manifest_checksums_key_renamed": (
+        lambda r: edit_manifest(r, lambda m: m.update(checksumz=m.pop("checksums"))),
+        "records no checksum",
     ),
-    "legacy_keyword_array_wrong_type": (
-        lambda r: (without_checksums(r), save_array(r, "occ_chunk", lambda a: a.astype(np.float64))),
+    # The same array damage with checksums that match it (a build that wrote bad bytes): structural checks.
+    "resealed_keyword_array_truncated": (resealed(lambda r: save_array(r, "occ_pos", lambda a: a[:-3])), "incomplete"),
+    "resealed_keyword_array_wrong_type": (
+        resealed(lambda r: save_array(r, "occ_chunk", lambda a: a.astype(np.float64))),
         "float64",
     ),
 }
@@ -217,15 +239,18 @@ MATRIX_AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
     "matrix_deleted": (lambda r: matrix_file(r).unlink(), "sentences.npy cannot be read"),
     "matrix_row_missing": (drop_matrix_row, "checksum mismatch"),
     "matrix_is_a_symlink": (replace_matrix_with_link, "symbolic link"),
-    # The same damage in an index without checksums: the header, size and shape checks still refuse.
-    "legacy_matrix_truncated": (lambda r: (without_checksums(r), truncate_matrix(r)), "sentences.npy cannot be read"),
-    "legacy_matrix_not_npy": (
-        lambda r: (without_checksums(r), matrix_file(r).write_bytes(b"not a matrix" * 10)),
+    # The same damage under checksums that match it: the header, size and shape checks still refuse.
+    "resealed_matrix_truncated": (resealed(truncate_matrix), "sentences.npy cannot be read"),
+    "resealed_matrix_not_npy": (
+        resealed(lambda r: matrix_file(r).write_bytes(b"not a matrix" * 10)),
         "sentences.npy cannot be read",
     ),
-    "legacy_matrix_row_missing": (lambda r: (without_checksums(r), drop_matrix_row(r)), "holds 7 vectors"),
-    "legacy_matrix_float64": (lambda r: (without_checksums(r), matrix_as_float64(r)), "float32 matrix"),
-    "legacy_matrix_deleted": (lambda r: (without_checksums(r), matrix_file(r).unlink()), "are missing"),
+    "resealed_matrix_row_missing": (resealed(drop_matrix_row), "holds 7 vectors"),
+    "resealed_matrix_float64": (resealed(matrix_as_float64), "float32 matrix"),
+    "matrix_deleted_unchecked": (
+        lambda r: (matrix_file(r).unlink(), edit_manifest(r, lambda m: m["checksums"].pop("sentences.npy") and None)),
+        "records no checksum of sentences.npy",
+    ),
 }
 LOAD_CASES = [
     *((case, backend) for case in AT_LOAD for backend in BACKENDS),
@@ -258,12 +283,11 @@ def test_a_manifest_cannot_point_the_matrix_outside_its_build(matrix_copy: Path,
     record("index_damage", "load: matrix path outside the build", faults=5, survived=5)
 
 
-def test_verify_finds_a_changed_matrix_row_without_checksums(matrix_copy: Path) -> None:
-    """An index without checksums loads (the shape fits); the full check reads every row."""
+def test_verify_finds_a_changed_matrix_row_under_matching_checksums(matrix_copy: Path) -> None:
+    """A changed row whose checksum was recorded with it loads (the shape fits); the full check reads every row."""
     from arag_graph.index import verify_index
 
-    without_checksums(matrix_copy)
-    change_matrix_value(matrix_copy)
+    resealed(change_matrix_value)(matrix_copy)
     with pytest.raises(AragError) as caught:
         verify_index(load(matrix_copy))
     assert "sentence vector 2 " in damaged_line(caught.value, matrix_copy)
@@ -314,8 +338,8 @@ def test_sentence_records_pointing_at_another_chunk_never_answer(legacy: bool, c
     (a collection whose records name their chunk in metadata, as builds before row ids wrote)."""
     from arag_graph.index import verify_index
 
-    if legacy:
-        without_checksums(copy)
+    if legacy:  # a build from before the sentence digest
+        edit_manifest(copy, lambda m: m.update(sentence_digest=None))
     as_metadata_collection(copy)
     reassign_records(copy)
     index = load(copy)  # a cheap load cannot read every record
@@ -386,13 +410,12 @@ def test_verify_finds_a_changed_sentence_vector(copy: Path) -> None:
         ("occ_pos_out_of_range", lambda r: save_array(r, "occ_pos", lambda a: a + 5000), "outside its chunk"),
     ],
 )
-def test_verify_finds_array_damage_without_checksums(
+def test_verify_finds_array_damage_under_matching_checksums(
     case: str, damage: Callable[[Path], None], needle: str, copy: Path
 ) -> None:
     from arag_graph.index import verify_index
 
-    without_checksums(copy)
-    damage(copy)
+    resealed(damage)(copy)
     with pytest.raises(AragError) as caught:
         verify_index(load(copy))
     assert needle in damaged_line(caught.value, copy)
@@ -400,9 +423,8 @@ def test_verify_finds_array_damage_without_checksums(
 
 
 def test_out_of_range_keyword_occurrences_are_checked_as_they_are_read(copy: Path) -> None:
-    """Without checksums the arrays load (lengths agree), and the search that reads them refuses."""
-    without_checksums(copy)
-    save_array(copy, "occ_chunk", lambda a: a + 1000)
+    """Under checksums that match them the arrays load (lengths agree), and the search that reads them refuses."""
+    resealed(lambda r: save_array(r, "occ_chunk", lambda a: a + 1000))(copy)
     index = load(copy)
     for keywords in (["Paris"], ["Nobel Prize"], ["the Black Sea"]):
         with pytest.raises(AragError) as caught:
@@ -482,3 +504,61 @@ def test_verify_command_reports_a_sound_index(sample_copy_source: Path, capsys: 
     assert report["ok"] is True and report["chunks"] == 100 and report["sentences"] > 100
     code, out, _ = run_cli(["verify", "--index", str(sample_copy_source)], capsys)
     assert code == 0 and out.startswith("ok: ") and "sentence vectors" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# The file rule: inside an index, arag opens only regular files it wrote, never a link
+
+
+def link_to_identical_copy(relative: str) -> Callable[[Path], None]:
+    """Replace a file of the build with a link to a byte-identical copy outside the index: what an
+    index planted under a server's root, linking to a private index elsewhere, looks like. The
+    checksums still match, so only the rule itself can refuse it."""
+
+    def apply(root: Path) -> None:
+        path = build_of(root) / relative
+        outside = root.parent / f"private-{path.name}"
+        shutil.copyfile(path, outside)
+        path.unlink()
+        path.symlink_to(outside)
+
+    return apply
+
+
+LINKED_FILES = [
+    *((name, backend) for name in ("chunks.jsonl", "keywords.json", "keywords.vocabulary.txt",
+                                   "keywords.occ_chunk.npy", "manifest.json") for backend in BACKENDS),
+    ("sentences.npy", "matrix"),
+    ("chroma/chroma.sqlite3", "chroma"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "backend"), LINKED_FILES)
+def test_a_build_file_that_is_a_symbolic_link_is_never_followed(
+    name: str, backend: str, pristines: dict[str, Path], tmp_path: Path
+) -> None:
+    target = copy_to(pristines[backend], tmp_path)
+    link_to_identical_copy(name)(target)
+    with pytest.raises(AragError) as caught:
+        load(target)
+    assert "is a symbolic link, which arag does not follow" in damaged_line(caught.value, target)
+    record("index_damage", f"load: {name} is a link to an identical file ({backend})", faults=1, survived=1)
+
+
+def test_a_build_directory_below_a_link_is_never_followed(pristines: dict[str, Path], tmp_path: Path) -> None:
+    """A link anywhere on the way counts, not only at the last component (the build directory itself)."""
+    target = copy_to(pristines["matrix"], tmp_path)
+    build = build_of(target)
+    moved = tmp_path / "private-build"
+    shutil.move(build, moved)
+    build.symlink_to(moved, target_is_directory=True)
+    with pytest.raises(AragError) as caught:
+        load(target)
+    assert "is a symbolic link" in damaged_line(caught.value, target)
+
+
+def test_the_index_directory_itself_may_be_reached_through_a_link(pristines: dict[str, Path], tmp_path: Path) -> None:
+    """The user names the index; a link to it is their choice. Only what lies inside it is ruled."""
+    link = tmp_path / "via-link"
+    link.symlink_to(pristines["matrix"], target_is_directory=True)
+    assert load(link).keyword_search(["Paris"], 1)[0].chunk_id == "eiffel"
