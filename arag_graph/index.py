@@ -676,8 +676,10 @@ def build_index(
 
     created = not root.exists()
     make_root(root)
-    try:
-        with build_lock(root):
+    # A process refused by the lock returns from build_lock's error before the try below: it
+    # touches nothing, not even a directory it believes it created (another build is writing there).
+    with build_lock(root):
+        try:
             record = open_record(root)
             return _build_locked(
                 root,
@@ -701,14 +703,15 @@ def build_index(
                 started=started,
                 progress=progress,
             )
-    except OSError as exc:
-        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
-            raise
-        raise _write_failure(root, exc) from None
-    finally:
-        if created and read_current(root, strict=False) is None:
-            # A first build that failed leaves no directory behind, as if never started.
-            shutil.rmtree(root, ignore_errors=True)
+        except OSError as exc:
+            if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
+                raise
+            raise _write_failure(root, exc) from None
+        finally:
+            if created and read_current(root, strict=False) is None:
+                # A first build that failed leaves no directory behind, as if never started (under
+                # the lock, so that no other build can have started writing there meanwhile).
+                shutil.rmtree(root, ignore_errors=True)
 
 
 def _build_locked(

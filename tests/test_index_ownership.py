@@ -13,9 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from arag_graph.documents import Document
 from arag_graph.errors import AragError
@@ -260,3 +264,60 @@ def test_the_package_imports_without_fcntl() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# What the CLI process runs: `arag index`, paused right before it asks for the build lock (after
+# it has seen --out missing and created it) until the test says go. The pause is the only change.
+_PAUSED_CLI = """
+import sys, time
+from pathlib import Path
+import arag_graph.index as index
+
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+real_lock = index.build_lock
+
+def paused_lock(root):
+    ready.write_text("waiting")
+    while not go.exists():
+        time.sleep(0.05)
+    return real_lock(root)
+
+index.build_lock = paused_lock
+from arag_graph.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_a_build_that_loses_the_lock_touches_nothing(corpus: Path, tmp_path: Path) -> None:
+    """Two `arag index` into the same new --out: the one the lock refuses (a second process here,
+    which saw --out missing and so believes it created it) must leave the other's directory alone.
+    The test plays the other build: it holds the lock and has written into --out meanwhile."""
+    out = tmp_path / "new-index"
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    argv = ["index", str(corpus), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_CLI, str(ready), str(go), *argv],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(2400):
+            if ready.exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), process.communicate()
+        assert out.is_dir()  # created by the CLI process, which will lose the lock
+        with FileLock(str(out / ".lock"), timeout=0):
+            (out / BUILDS).mkdir()
+            (out / BUILDS / "in-progress").write_text("the other build's work")
+            go.write_text("go")
+            _, stderr = process.communicate(timeout=120)
+            assert process.returncode != 0
+            assert stderr.strip().startswith("arag: error: ") and "\n" not in stderr.strip(), stderr
+            assert "another `arag index` is building into this directory" in stderr
+            assert (out / BUILDS / "in-progress").read_text() == "the other build's work"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    record("index_ownership", "the loser of the build lock touches nothing", faults=1, survived=1)
