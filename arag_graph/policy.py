@@ -133,6 +133,12 @@ class ServingPolicy:
         return requested
 
     def index_path(self, requested: str) -> str | None:
+        """The index a run names, placed under the root by its spelling alone.
+
+        No filesystem access: this runs when the context is built, which a server may do on its
+        event loop. The directories on the way are checked when the run loads the index, off the
+        loop (:meth:`open_index_dir`).
+        """
         requested = (requested or "").strip()
         if not requested or requested == self.default_index:
             return self.default_index
@@ -141,16 +147,65 @@ class ServingPolicy:
                 "this server does not let runs choose an index (the operator sets ARAG_INDEX_ROOT to allow "
                 "indexes under it); leave index_path empty"
             )
-        root = Path(os.path.realpath(self.index_root))
-        candidate = Path(requested)
-        if not candidate.is_absolute():
-            candidate = root / candidate
-        resolved = Path(os.path.realpath(candidate))  # symlinks followed: a link out of the root is refused
-        if not resolved.is_relative_to(root):
+        root = os.path.normpath(self.index_root)
+        candidate = os.path.normpath(os.path.join(root, requested))  # an absolute request replaces the root
+        try:
+            inside = os.path.commonpath([root, candidate]) == root
+        except ValueError:  # one absolute, one relative
+            inside = False
+        if not inside or "\x00" in requested:
             raise RunRefused(
-                f"index_path {requested!r} is outside the index root this server allows; give a directory under {root}"
+                f"index_path {requested[:200]!r} is outside the index root this server allows; give a path "
+                "relative to that root"
             )
-        return str(resolved)
+        return candidate
+
+    def open_index_dir(self, path: str) -> None:
+        """Check, off the event loop, that a chosen index is reached from the root through real
+        directories only: no symbolic link below the root (the file rule,
+        :func:`arag_graph.index_layout.open_inside`, then rules what lies inside the index).
+
+        The operator's default index is theirs and is not checked. The refusal names the path as
+        the caller gave it relative to the root, never the operator's directories.
+        """
+        from arag_graph.index_layout import LinkedPathError, open_inside
+
+        if self.index_root is None or path == self.default_index:
+            return
+        root = Path(os.path.normpath(self.index_root))
+        target = Path(path)
+        shown = self.shown(path)
+        try:
+            os.close(open_inside(root, target, directory=True))
+        except LinkedPathError as exc:
+            where = self.shown(str(exc.path))
+            problem = exc.problem.replace("inside an index", "under the index root")
+            raise RunRefused(
+                f"index_path {shown!r}: {where!r} {problem}; choose an index directory under the root"
+            ) from None
+
+    def private(self, message: str) -> str:
+        """``message`` with the operator's directories (the index root, the default index) taken out."""
+        if self.default_index:
+            message = message.replace(os.path.normpath(self.default_index), "default")
+        if self.index_root is not None:
+            message = message.replace(os.path.normpath(self.index_root) + os.sep, "")
+        return message
+
+    def shown(self, path: str | os.PathLike[str] | None) -> str:
+        """A path as a remote caller may see it: relative to the index root (the operator's own
+        directories stay private), ``default`` for the operator's index."""
+        if not path or str(path) == self.default_index:
+            return "default"
+        if self.index_root is not None:
+            root = os.path.normpath(self.index_root)
+            normal = os.path.normpath(path)
+            try:
+                if os.path.commonpath([root, normal]) == root:  # by spelling: no filesystem access
+                    return normal[len(root) :].lstrip(os.sep) or "."
+            except ValueError:
+                pass
+        return Path(path).name
 
     def check_index_endpoint(self, manifest: Any) -> None:
         """Refuse an index whose manifest names an embeddings endpoint the operator does not allow.

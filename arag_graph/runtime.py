@@ -27,7 +27,7 @@ from arag_graph.errors import AragError
 from arag_graph.index import HierarchicalIndex, load_index
 from arag_graph.models import resolve_chat_model, with_settings
 from arag_graph.offline import OfflineBackbone, OfflinePolicy
-from arag_graph.policy import ServingPolicy
+from arag_graph.policy import RunRefused, ServingPolicy
 from arag_graph.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.tracing import local_tracing_guard
 
@@ -40,10 +40,21 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
     ``served``: a caller's run, so the embedding model the index's manifest names (an endpoint, a
     model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`).
     """
+    if path and not served:
+        return load_index(path, cache=True)
     if path:
-        policy = ServingPolicy.from_env() if served else None
-        check = None if policy is None else lambda manifest: policy.check_index_models(manifest, path)
-        return load_index(path, cache=True, check_endpoint=check)
+        policy = ServingPolicy.from_env()
+        try:
+            policy.open_index_dir(str(path))  # before the cache: a link must not reach a loaded index
+            return load_index(
+                path, cache=True, check_endpoint=lambda manifest: policy.check_index_models(manifest, path)
+            )
+        except RunRefused:
+            raise
+        except AragError as exc:
+            # A ValueError, so that the server sends the caller this line rather than "An internal
+            # error occurred"; in the operator's words but without the operator's directories.
+            raise RunRefused(f"index_path {policy.shown(path)!r} cannot be used: {policy.private(str(exc))}") from None
     return ensure_sample_index(progress=False)
 
 
@@ -141,8 +152,11 @@ def index_label(bound: Bound, ctx: GraphContext) -> str:
     blocking I/O on the caller's event loop.
     """
     if isinstance(bound.index, HierarchicalIndex):
-        return str(bound.index.path)
-    path = bound.index or ctx.choice().index_path
+        path: Any = bound.index.path
+    else:
+        path = bound.index or ctx.choice().index_path
+    if not ctx.is_trusted:  # a caller reads its run's metadata (thread state, checkpoints): no operator paths
+        return ServingPolicy.from_env().shown(path)
     return str(Path(path)) if path else str(default_sample_index_path())
 
 

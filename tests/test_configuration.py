@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -130,14 +132,66 @@ def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, m
 
 
 def test_index_paths_stay_under_the_operators_root(operator_env: Path, tmp_path: Path) -> None:
-    assert AragContext(index_path="mine").choice().index_path == str((operator_env / "mine").resolve())
-    assert AragContext(index_path=str(operator_env / "mine")).choice().index_path is not None
+    assert AragContext(index_path="mine").choice().index_path == str(operator_env / "mine")
+    assert AragContext(index_path=str(operator_env / "mine")).choice().index_path == str(operator_env / "mine")
+    assert AragContext(index_path="a/../mine/").choice().index_path == str(operator_env / "mine")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    (operator_env / "link").symlink_to(outside)
-    for escape in ("../elsewhere", str(outside), "link", "/etc"):
+    for escape in ("../elsewhere", str(outside), "/etc", "mine/../../elsewhere"):
         with pytest.raises(RunRefused, match="outside the index root"):
             AragContext(index_path=escape)
+
+
+def _planted_and_linked(root: Path, private: Path) -> None:
+    """Under the root: ``planted``, a real index directory whose build files link to the private
+    index's (identical bytes, so its checksums match), and ``linked``, a link to the private index."""
+    from arag_graph.index import BUILDS, CURRENT
+
+    planted = root / "planted"
+    shutil.copytree(private, planted, symlinks=True)
+    build = (planted / CURRENT).read_text(encoding="utf-8").strip()
+    for path in (planted / BUILDS / build).iterdir():
+        if path.name.startswith(("chunks", "keywords")):
+            path.unlink()
+            path.symlink_to(private / BUILDS / build / path.name)
+    (root / "linked").symlink_to(private, target_is_directory=True)
+
+
+def test_a_served_run_reads_no_index_through_a_symbolic_link(
+    operator_env: Path, tmp_path: Path, sample_index: Any
+) -> None:
+    """The issue's severe case: an index planted under the root whose files link to a private index
+    outside it served that corpus. Every link below the root is refused, in one line naming the path
+    as the caller gave it, never the operator's directories; the real copy still loads."""
+    from arag_graph.runtime import load_run_index
+
+    private = tmp_path / "private"
+    shutil.copytree(sample_index.path, private, symlinks=True)
+    _planted_and_linked(operator_env, private)
+    shutil.copytree(private, operator_env / "real", symlinks=True)
+    for name, fragment in (
+        ("planted", "is a symbolic link, which arag does not follow"),
+        ("linked", "'linked' is a symbolic link, which arag does not follow under the index root"),
+        ("mine", "no index found"),
+        ("missing/deeper", "'missing' cannot be read (it is missing)"),
+    ):
+        with pytest.raises(RunRefused) as caught:
+            load_run_index(AragContext(index_path=name).choice().index_path, served=True)
+        message = str(caught.value)
+        assert fragment in message and "\n" not in message, message
+        assert str(tmp_path) not in message, message  # neither the root nor the private index
+    assert len(load_run_index(AragContext(index_path="real").choice().index_path, served=True)) == len(sample_index)
+
+
+def test_a_served_run_on_a_bad_index_fails_with_a_line_the_server_passes_on(operator_env: Path) -> None:
+    """LangGraph's server sends a caller the message of a ValueError only (others: "An internal
+    error occurred"): a served run's index that cannot be loaded is refused as one."""
+    from arag_graph.registry import build_graph
+
+    graph = build_graph("naive_rag")
+    with pytest.raises(ValueError, match="index_path 'mine' cannot be used: mine: no index found") as caught:
+        graph.invoke({"question": "Which town?"}, context={"index_path": "mine"})
+    assert str(operator_env) not in str(caught.value)
 
 
 def test_without_an_index_root_runs_cannot_choose_an_index(monkeypatch: pytest.MonkeyPatch) -> None:

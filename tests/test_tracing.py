@@ -33,6 +33,7 @@ from langsmith import Client, tracing_context
 
 from arag_graph.agent import build_arag_graph
 from arag_graph.configuration import AragContext
+from arag_graph.policy import ServingPolicy
 from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun
 
@@ -145,7 +146,8 @@ def test_runs_and_tool_runs_carry_names_and_metadata(
     # matters is that the recorder decoded whichever format arrived.
     compressed = any(r.headers.get("content-encoding") == "zstd" for r in langsmith_recorder.requests[1:])
     assert compressed == (ingest == "zstd")
-    check_trace(langsmith_recorder, out, str(sample_index.path))
+    # A caller's run: its metadata names the index as the caller may see it, never the operator's path.
+    check_trace(langsmith_recorder, out, ServingPolicy.from_env().shown(sample_index.path))
 
 
 def _run(graph: Any, how: str, context: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +194,8 @@ def test_root_run_metadata_comes_from_the_run_context(
 
     assert langsmith_recorder.wait_for_runs(root_ended("arag"))
     assert out["error"] is None and out["answer"]
-    check_trace(langsmith_recorder, out, str(sample_index.path.resolve()), cap or AragContext().max_steps)
+    # Relative to the index root: the operator's directories stay out of what a caller can read back.
+    check_trace(langsmith_recorder, out, sample_index.path.name, cap or AragContext().max_steps)
 
 
 def test_cli_traces_from_environment_variables_alone(langsmith_recorder: LangSmithRecorder, sample_index: Any) -> None:
