@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from arag_graph.cache import cache_dir
-from arag_graph.errors import IndexNotFoundError
+from arag_graph.errors import IndexDamagedError, IndexNotFoundError
 from arag_graph.index import HierarchicalIndex, build_index, load_index
 
 
@@ -32,10 +32,18 @@ def default_sample_index_path() -> Path:
 
 
 def ensure_sample_index(path: str | os.PathLike[str] | None = None, *, progress: bool = True) -> HierarchicalIndex:
-    """Load the sample index, building it first when it is missing."""
+    """Load the sample index, building it first when there is none.
+
+    A damaged index is rebuilt only in arag's own cache (the default place); one at a ``path`` the
+    user named is theirs, so its damage is reported (the one-line error), never built over.
+    """
     target = Path(path) if path is not None else default_sample_index_path()
     try:
         return load_index(target, cache=True)
+    except IndexDamagedError:
+        if path is not None and Path(path) != default_sample_index_path():
+            raise
     except IndexNotFoundError:
-        build_index(sample_corpus_path(), target, progress=progress)
-        return load_index(target, cache=True)
+        pass
+    build_index(sample_corpus_path(), target, progress=progress)
+    return load_index(target, cache=True)

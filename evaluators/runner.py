@@ -472,6 +472,7 @@ def check_out_dir(out: Path) -> None:
     """
     if out.exists() and not out.is_dir():
         raise AragError(f"--out {out} is a file; give a directory for the evaluation's results")
+    _refuse_links(out)
     if not out.exists() or _read_run_file(out) is not None:
         return
     # What a run killed before its first record can leave: the lock, and run.json half-written.
@@ -483,6 +484,25 @@ def check_out_dir(out: Path) -> None:
             f"--out {out} is a directory arag did not write (it holds {shown}, and no {RUN_FILE}); "
             "give a new or empty directory, or an earlier evaluation's --out to resume it"
         )
+
+
+def _refuse_links(out: Path) -> None:
+    """Refuse an ``--out`` holding a symbolic link where arag reads and writes (its top level and
+    ``predictions/``): a linked ``predictions/`` would make arag resume from, set aside and append to
+    files elsewhere. ``--out`` itself may be a link; the user named it."""
+    for folder in (out, out / PREDICTIONS):
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise AragError(f"--out {out}: {folder} cannot be read ({exc.strerror or exc})") from None
+        for entry in entries:
+            if entry.is_symlink():
+                raise AragError(
+                    f"--out {out} holds a symbolic link, {entry.path}, and arag follows no link in its results; "
+                    "remove it or use another --out"
+                )
 
 
 @contextlib.contextmanager

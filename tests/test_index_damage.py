@@ -497,6 +497,20 @@ def test_search_ask_and_verify_on_a_damaged_index_fail_in_one_line(
 
 
 @pytest.mark.integration
+def test_demo_refuses_a_damaged_index_it_was_given_instead_of_replacing_it(
+    cli_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`arag demo --index DIR` once rebuilt a damaged user index over it, silently. Only the sample
+    in arag's own cache is rebuilt when damaged; a directory the user named is theirs."""
+    _replace_in_chunks(cli_copy)
+    damaged = (build_of(cli_copy) / "chunks.jsonl").read_bytes()
+    line = assert_one_error_line(*run_cli(["demo", "--index", str(cli_copy), "--questions", "1", "--json"], capsys))
+    assert line.startswith("arag: error: index damaged: ") and "checksum mismatch" in line, line
+    assert (build_of(cli_copy) / "chunks.jsonl").read_bytes() == damaged  # nothing replaced
+    record("index_damage", "cli: demo --index on a damaged index", faults=1, survived=1)
+
+
+@pytest.mark.integration
 def test_verify_command_reports_a_sound_index(sample_copy_source: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["verify", "--index", str(sample_copy_source), "--json"], capsys)
     assert code == 0 and err == ""
