@@ -14,7 +14,8 @@ could make the server open any directory. So the operator decides, in the server
     endpoints a run may pick (default: only the default). There is no wildcard.
 ``ARAG_INDEX`` / ``ARAG_INDEX_ROOT``
     the default index (empty: the bundled sample) and the directory under which a run may name
-    another index; without a root, runs cannot choose an index.
+    another index, reached from the root without any symbolic link (checked when the run loads it,
+    off the server's event loop); without a root, runs cannot choose an index.
 ``ARAG_EMBEDDING_MODEL_ROOTS``
     directories (separated by ``os.pathsep``) from which an index a run chooses may load its
     embedding model, besides the index root. An index's manifest names its model; a model folder

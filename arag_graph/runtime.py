@@ -37,8 +37,11 @@ IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False) -> HierarchicalIndex:
     """The index at ``path`` (loaded once per process), or the bundled sample when there is none.
 
-    ``served``: a caller's run, so the embedding model the index's manifest names (an endpoint, a
-    model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`).
+    ``served``: a caller's run, so the index must be reached from the operator's root without a
+    symbolic link (:meth:`ServingPolicy.open_index_dir`), the embedding model its manifest names (an
+    endpoint, a model folder) must be one the operator allows
+    (:meth:`ServingPolicy.check_index_models`), and any failure is the caller's one-line
+    :class:`RunRefused`. Runs in a worker thread (graph nodes), never on a server's event loop.
     """
     if path and not served:
         return load_index(path, cache=True)
