@@ -221,10 +221,10 @@ def test_a_null_line_or_a_run_file_of_a_list_is_one_line_and_untouched(
 def test_a_linked_predictions_directory_is_refused_and_nothing_elsewhere_is_touched(
     finished_run: Path, sample_index: HierarchicalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A ``predictions/`` that links elsewhere was followed: resumed from, set aside and appended to."""
+    """A ``predictions/`` that links elsewhere was followed: resumed from and appended to (the fourth
+    question's record landed in the linked directory)."""
     elsewhere = tmp_path / "elsewhere"
     shutil.move(finished_run / "predictions", elsewhere)
-    (elsewhere / "naive_rag__default.jsonl").write_bytes(b"null\n")  # would be set aside, or refused
     (finished_run / "predictions").symlink_to(elsewhere, target_is_directory=True)
     before = snapshot(elsewhere)
     line = assert_one_error_line(*run(eval_argv(sample_index, finished_run, limit=4), capsys))
