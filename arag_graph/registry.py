@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arag_graph import configuration as c
-from arag_graph.configuration import GraphContext
-from arag_graph.errors import AragError
+from arag_graph.core.errors import AragError
+from arag_graph.run import configuration as c
+from arag_graph.run.configuration import GraphContext
 
 
 @dataclass(frozen=True)
@@ -33,34 +33,36 @@ class GraphSpec:
 GRAPHS: dict[str, GraphSpec] = {
     spec.name: spec
     for spec in (
-        GraphSpec("direct", "arag_graph.baselines:build_direct_graph", c.DirectContext, "Direct answer: no retrieval"),
+        GraphSpec(
+            "direct", "arag_graph.baselines.graph:build_direct_graph", c.DirectContext, "Direct answer: no retrieval"
+        ),
         GraphSpec(
             "naive_rag",
-            "arag_graph.baselines:build_naive_rag_graph",
+            "arag_graph.baselines.graph:build_naive_rag_graph",
             c.NaiveRagContext,
             "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
         ),
         GraphSpec(
             "arag_naive",
-            "arag_graph.agent:build_arag_naive_graph",
+            "arag_graph.agent.graph:build_arag_naive_graph",
             c.AragNaiveContext,
             "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
         ),
         GraphSpec(
             "arag",
-            "arag_graph.agent:build_arag_graph",
+            "arag_graph.agent.graph:build_arag_graph",
             c.AragContext,
             "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
         ),
         GraphSpec(
             "corag",
-            "arag_graph.corag:build_corag_graph",
+            "arag_graph.corag.graph:build_corag_graph",
             c.CoragContext,
             "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
         ),
         GraphSpec(
             "srag",
-            "arag_graph.srag:build_srag_graph",
+            "arag_graph.srag.graph:build_srag_graph",
             c.SragContext,
             "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
         ),
@@ -88,7 +90,7 @@ def config_for(name: str, **values: Any) -> GraphContext:
     """The graph's context as the operator sets it (CLI, evaluation runner), with ``values`` set.
 
     Fields the graph does not have are dropped; None leaves a field at its default. A bad value
-    raises the one-line :class:`~arag_graph.configuration.ContextError`.
+    raises the one-line :class:`~arag_graph.run.configuration.ContextError`.
     """
     cls = get_graph_spec(name).config
     return cls.trusted(**{k: v for k, v in values.items() if k in cls.model_fields})

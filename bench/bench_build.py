@@ -28,10 +28,10 @@ from typing import Any
 
 from benchenv import RESULTS, ROOT
 
-from arag_graph.chunking import chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
-from arag_graph.index import build_index, sentence_inputs
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index.hierarchical import build_index, sentence_inputs
 
 DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
 

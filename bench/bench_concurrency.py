@@ -32,13 +32,13 @@ from typing import Any
 
 from benchenv import RESULTS, ROOT, machine
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.cache import cache_dir
-from arag_graph.chunking import chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.datasets import load_questions
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex, build_index, corpus_hash, load_index
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.core.cache import cache_dir
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.core.errors import AragError
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.hierarchical import HierarchicalIndex, build_index, corpus_hash, load_index
+from arag_graph.qa.datasets import load_questions
 
 DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
 SEARCH_TOOLS = ("keyword_search", "semantic_search")

@@ -27,8 +27,8 @@ import numpy as np
 from benchenv import RESULTS, ROOT
 from benchenv import machine as machine_facts
 
-from arag_graph.documents import Chunk
-from arag_graph.keywords import KeywordIndex, keyword_score
+from arag_graph.core.documents import Chunk
+from arag_graph.index.keywords import KeywordIndex, keyword_score
 
 DEFAULT_DATA = (
     Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "2wiki-corpus" / "corpus.json"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from benchenv import ROOT, SHARED_DATA
 
-from arag_graph.sentences import split_sentences
+from arag_graph.core.sentences import split_sentences
 
 SEED = 14
 N = 200

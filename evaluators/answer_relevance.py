@@ -29,7 +29,7 @@ from pydantic import Field
 from arag_graph.evaluators.answers import _prediction
 from arag_graph.evaluators.judge import _refuse_offline, data_block, question_of, structured_reply
 from arag_graph.evaluators.similarity import cosine
-from arag_graph.structured import ModelFacing
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = ["GeneratedQuestions", "make_answer_relevance_evaluator"]
 

@@ -1,7 +1,7 @@
 """Short-answer evaluators for ``langsmith.evaluate``: Contain-Acc, exact match and token F1.
 
 The metrics themselves (normalisation, matching, the decisions a reader of the scores should know)
-live in the library, :mod:`arag_graph.answers`, because rejection sampling needs them too; they are
+live in the library, :mod:`arag_graph.qa.answers`, because rejection sampling needs them too; they are
 re-exported here, where evaluation code has always found them.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from arag_graph.answers import answer_scores, contain_match, exact_match, normalize_answer, token_f1
-from arag_graph.errors import DatasetError
+from arag_graph.core.errors import DatasetError
+from arag_graph.qa.answers import answer_scores, contain_match, exact_match, normalize_answer, token_f1
 
 __all__ = [
     "ANSWER_EVALUATORS",

@@ -23,7 +23,7 @@ MAX_PASSAGE_CHARS = 4_000
 
 
 class ChunkSource(Protocol):
-    """Where chunk texts come from: a :class:`~arag_graph.index.HierarchicalIndex` has this method."""
+    """Where chunk texts come from: a :class:`~arag_graph.index.hierarchical.HierarchicalIndex` has this method."""
 
     def get_chunk(self, chunk_id: str) -> Any: ...
 

@@ -31,7 +31,7 @@ from pydantic import Field
 from arag_graph.evaluators.answers import _prediction
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
 from arag_graph.evaluators.judge import _refuse_offline, data_block, question_of, structured_reply
-from arag_graph.structured import ModelFacing
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = ["ClaimVerdicts", "Claims", "make_faithfulness_evaluator"]
 

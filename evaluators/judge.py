@@ -40,10 +40,10 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, ValidationError
 
-from arag_graph.errors import ModelSpecError
+from arag_graph.core.errors import ModelSpecError
+from arag_graph.core.tracing import local_tracing_guard
 from arag_graph.evaluators.answers import _golds, _prediction
-from arag_graph.structured import ModelFacing
-from arag_graph.tracing import local_tracing_guard
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
@@ -172,7 +172,7 @@ def _verdict_of(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
 
 def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[T]) -> tuple[T | None, str | None]:
     """Ask for a verdict; retry once on an invalid reply or an error; else (None, why)."""
-    from arag_graph.safety import describe_model_error
+    from arag_graph.core.safety import describe_model_error
 
     problem: str | None = None
     for _attempt in range(2):
@@ -273,7 +273,7 @@ _OFFLINE_REFUSED = (
 def _refuse_offline(model: Any) -> None:
     # Checked through sys.modules so this module does not import the offline policy (slow) just to
     # refuse it: an OfflinePolicy instance can only exist once its module is loaded.
-    offline = sys.modules.get("arag_graph.offline")
+    offline = sys.modules.get("arag_graph.llm.offline")
     if offline is not None and isinstance(model, offline.OfflinePolicy):
         raise ModelSpecError(_OFFLINE_REFUSED)
 
@@ -290,7 +290,7 @@ def resolve_judge(
     A spec is an OpenAI-compatible model name, as for ``--model``; the key is ``ARAG_JUDGE_API_KEY``
     if set, else the model's (``ARAG_API_KEY``/``OPENAI_API_KEY``); ``base_url`` (``--base-url``) is
     used for a local server; ``timeout`` and ``max_retries`` bound its requests as the model's are
-    (:func:`arag_graph.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
+    (:func:`arag_graph.llm.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
     ``--judge`` for ``offline``, an unreadable spec or missing credentials, before any question runs.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
@@ -298,7 +298,7 @@ def resolve_judge(
     if isinstance(spec, BaseChatModel):
         _refuse_offline(spec)
         return spec
-    from arag_graph.models import OFFLINE, api_key_from_env, resolve_chat_model
+    from arag_graph.llm.models import OFFLINE, api_key_from_env, resolve_chat_model
 
     spec = spec.strip()
     if spec.lower() == OFFLINE:

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arag_graph.errors import AragError
+from arag_graph.core.errors import AragError
 
 __all__ = [
     "DEFAULT_PRICES",

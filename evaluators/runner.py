@@ -44,12 +44,12 @@ from typing import Any
 
 from langchain_core.callbacks import UsageMetadataCallbackHandler
 
-from arag_graph.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
-from arag_graph.errors import AragError, DatasetError
+from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.core.jsonl import JsonLinesFile, dumps, replace_file, scrub
+from arag_graph.core.safety import remember_url_credentials, url_without_credentials
 from arag_graph.evaluators.sweeps import combinations, split_settings
-from arag_graph.jsonl import JsonLinesFile, dumps, replace_file, scrub
+from arag_graph.qa.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.registry import check_setting_names, config_for, get_graph_spec
-from arag_graph.safety import remember_url_credentials, url_without_credentials
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def find_corpus(dataset: Path, given: Path | None) -> Path:
 
 
 def _check_credentials(plan: EvalPlan) -> None:
-    from arag_graph.models import OFFLINE, resolve_chat_model
+    from arag_graph.llm.models import OFFLINE, resolve_chat_model
 
     if plan.model != OFFLINE:  # raises a one-line ModelSpecError
         resolve_chat_model(plan.model, base_url=plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
@@ -215,7 +215,7 @@ def check_plan(plan: EvalPlan) -> list[Question]:
         get_graph_spec(name)
     if plan.workers < 1:
         raise AragError(f"--workers {plan.workers} must be at least 1")
-    from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
+    from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN
 
     if not TOP_K_MIN <= plan.top_k <= TOP_K_MAX:
         raise AragError(f"--top-k {plan.top_k} is out of range; give {TOP_K_MIN} to {TOP_K_MAX} chunks per search")
@@ -259,14 +259,14 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
-    from arag_graph.cache import cache_dir
-    from arag_graph.chunking import chunk_documents
-    from arag_graph.corpus import load_corpus
-    from arag_graph.documents import DEFAULT_CONTEXTUAL_HEADERS
-    from arag_graph.embedding_models import resolve_embeddings
-    from arag_graph.embeddings import embedding_model_id
-    from arag_graph.index import build_index, corpus_hash, load_index
-    from arag_graph.summaries import has_summaries, missing_summaries_error
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
+    from arag_graph.index.corpus import load_corpus
+    from arag_graph.index.embedding_models import resolve_embeddings
+    from arag_graph.index.embeddings import embedding_model_id
+    from arag_graph.index.hierarchical import build_index, corpus_hash, load_index
+    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
 
     summaries = needs_summaries(plan).get("", False)
     if _reuses_built_index(plan):
@@ -323,8 +323,8 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
 def _check_embedding_matches(plan: EvalPlan, index: Any) -> None:
     """``--embedding`` with a built ``--index``: an index answers with the model it was built with, so a
     different one is refused rather than silently ignored."""
-    from arag_graph.embedding_models import resolve_embeddings
-    from arag_graph.embeddings import embedding_model_id
+    from arag_graph.index.embedding_models import resolve_embeddings
+    from arag_graph.index.embeddings import embedding_model_id
 
     if plan.embedding is None and plan.embedding_base_url is None:
         return
@@ -361,9 +361,9 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
     ``--cch-index`` gives a built one (checked: headers on, same corpus, summaries when DSI needs
     them) or where to build it; without it the index is built in the cache beside the other.
     """
-    from arag_graph.cache import cache_dir
-    from arag_graph.index import build_index, load_index
-    from arag_graph.summaries import has_summaries, missing_summaries_error
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.index.hierarchical import build_index, load_index
+    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
 
     if not any(s.index == "cch" for s in settings_for(plan)):
         return None
@@ -639,7 +639,7 @@ def score(
     An evaluator that raises is logged and named in ``errors``, so the summary counts the runs it
     left unscored instead of their metric silently missing.
     """
-    from arag_graph.safety import redact
+    from arag_graph.core.safety import redact
 
     scores = Scores()
     for evaluator in evaluators:
@@ -676,7 +676,7 @@ class SettingRun:
         on_done: Callable[[], None] = lambda: None,
         file: JsonLinesFile | None = None,
     ) -> None:
-        from arag_graph.models import resolve_chat_model
+        from arag_graph.llm.models import resolve_chat_model
         from arag_graph.registry import build_graph
 
         self.plan, self.setting, self.index, self.gold, self.evaluators = plan, setting, index, gold, evaluators
@@ -739,7 +739,7 @@ class SettingRun:
                 context=self.context,
             )
         except Exception as exc:  # a graph bug must not stop the evaluation: record it as an error
-            from arag_graph.safety import redact
+            from arag_graph.core.safety import redact
 
             state = {"error": redact(f"graph failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
         prediction = scrub(prediction_of(state, calls))  # no key a model echoed reaches files or LangSmith

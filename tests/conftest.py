@@ -66,7 +66,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def sample_index(_isolated_cache: Path):
     """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache."""
-    from arag_graph.sample import ensure_sample_index
+    from arag_graph.qa.sample import ensure_sample_index
 
     return ensure_sample_index(progress=False)
 
@@ -92,7 +92,7 @@ def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
     """A real index of the HotpotQA slice (about 120 passages)."""
-    from arag_graph.index import build_index
+    from arag_graph.index.hierarchical import build_index
 
     return build_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index", progress=False)
 

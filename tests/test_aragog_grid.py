@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from arag_graph.evaluators.grid import ARAGOG
-from arag_graph.index import load_index
+from arag_graph.index.hierarchical import load_index
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 
@@ -84,8 +84,8 @@ def test_a_given_index_with_headers_fails_the_grid_before_any_work(
     hotpot_slice: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its base rows would run on headed sentences, so "+ CCH" would compare headers with themselves."""
-    from arag_graph.corpus import load_corpus
-    from arag_graph.index import build_index
+    from arag_graph.index.corpus import load_corpus
+    from arag_graph.index.hierarchical import build_index
 
     documents = load_corpus(hotpot_slice[0])[:3]
     headed = build_index(documents, tmp_path / "headed", summaries="offline", progress=False)

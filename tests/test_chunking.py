@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arag_graph.chunking import MIN_CHUNK_SIZE, chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.documents import Chunk, Document
-from arag_graph.errors import CorpusError
-from arag_graph.sentences import sentence_spans
-from arag_graph.tokens import count_tokens
+from arag_graph.core.chunking import MIN_CHUNK_SIZE, chunk_documents
+from arag_graph.core.documents import Chunk, Document
+from arag_graph.core.errors import CorpusError
+from arag_graph.core.sentences import sentence_spans
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.corpus import load_corpus
 
 SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from arag_graph.corpus import CORPUS_FORMATS, detect_format, load_corpus
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, CorpusError
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, CorpusError
+from arag_graph.index.corpus import CORPUS_FORMATS, detect_format, load_corpus
 
 SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

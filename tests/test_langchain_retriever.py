@@ -13,10 +13,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex
-from arag_graph.langchain_retriever import IndexRetriever
-from arag_graph.retrievers import retrieve
+from arag_graph.core.errors import AragError
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.retrieval.langchain_retriever import IndexRetriever
+from arag_graph.retrieval.retrievers import retrieve
 
 pytestmark = pytest.mark.integration
 
@@ -183,9 +183,9 @@ async def test_async_chain_gives_the_sync_result(sample_index: HierarchicalIndex
 
 def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_path: Any) -> None:
     """The retriever hands over what naive_rag's amr and dsi hand its model (one helper, no copy)."""
-    from arag_graph.index import build_index
+    from arag_graph.index.hierarchical import build_index
     from arag_graph.registry import config_for
-    from arag_graph.retrievers import retrieve_passages
+    from arag_graph.retrieval.retrievers import retrieve_passages
 
     query = "Who directed the film shot in Leland, North Carolina?"
     amr = sample_index.as_retriever(search_type="amr", k=5).invoke(query)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "arag_graph"
-APPLICATION = {"arag_graph.cli"}  # the command line sits on top of everything, evaluation included
+APPLICATION = {"arag_graph.cli.main"}  # the command line sits on top of everything, evaluation included
 
 
 def module_name(path: Path) -> str:
@@ -100,8 +100,8 @@ def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    from arag_graph.configuration import DirectContext
-    from arag_graph.runtime import Bound, TracedGraph, traced_graph
+    from arag_graph.run.configuration import DirectContext
+    from arag_graph.run.runtime import Bound, TracedGraph, traced_graph
 
     class State(TypedDict, total=False):
         x: int

@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arag_graph import embeddings as emb
-from arag_graph import index as index_module
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexNotFoundError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
-from arag_graph.sample import sample_corpus_path
-from arag_graph.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexNotFoundError
+from arag_graph.index import embeddings as emb
+from arag_graph.index import hierarchical as index_module
+from arag_graph.index.hierarchical import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import shared_file
@@ -307,7 +307,7 @@ def test_the_default_encoder_runs_without_torch_once_exported(sample_index: Hier
     assert sample_index.path is not None
     script = (
         "import json, sys\n"
-        "from arag_graph.index import load_index\n"
+        "from arag_graph.index.hierarchical import load_index\n"
         f"index = load_index({str(sample_index.path)!r})\n"
         "hits = index.semantic_search('Who directed Maximum Overdrive?', 3)\n"
         "print(json.dumps({'hits': [h.chunk_id for h in hits], "

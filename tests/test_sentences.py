@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arag_graph.sentences import sentence_spans, split_sentences
+from arag_graph.core.sentences import sentence_spans, split_sentences
 
 SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from arag_graph.baselines import build_naive_rag_graph
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexDamagedError
-from arag_graph.hierarchy import documents_of
-from arag_graph.index import build_index, load_index
-from arag_graph.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
-from arag_graph.summarize import resume_path
+from arag_graph.baselines.graph import build_naive_rag_graph
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexDamagedError
+from arag_graph.index.hierarchical import build_index, load_index
+from arag_graph.index.hierarchy import documents_of
+from arag_graph.llm.summarize import resume_path
+from arag_graph.retrieval.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import scripted
 from tests.stubs.openai_server import OpenAIStubServer, http_error, text
