@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchenv import RESULTS, ROOT
+from benchenv import DATA, RESULTS, ROOT
 
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
@@ -48,7 +47,7 @@ from arag_graph.llm.offline import salient_spans
 from arag_graph.registry import config_for
 from arag_graph.retrieval.retrievers import retrieve_passages
 
-DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
+DEFAULT_DATA = DATA / "hotpotqa-100"
 TOP_K = 5
 TARGET = 0.76
 BACKEND_TOLERANCE = 0.01  # a faster backend is kept only within one point of the torch recall@5

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import unicodedata
 from pathlib import Path
@@ -23,9 +22,9 @@ from arag_graph.qa.datasets import (
     missing_support,
     passage_maps,
 )
+from tests.conftest import DATA
 
-SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-HOTPOT = SHARED_DATA / "hotpotqa-100"
+HOTPOT = DATA / "hotpotqa-100"
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -43,15 +42,11 @@ def write_jsonl(path: Path, records: list[Any]) -> Path:
 
 @pytest.fixture(scope="module")
 def hotpot_questions() -> list[Question]:
-    if not (HOTPOT / "questions.json").is_file():
-        pytest.skip(f"shared HotpotQA data not found at {HOTPOT}")
     return load_questions(HOTPOT / "questions.json")
 
 
 @pytest.fixture(scope="module")
 def hotpot_corpus() -> dict[str, list[str]]:
-    if not (HOTPOT / "corpus.json").is_file():
-        pytest.skip(f"shared HotpotQA corpus not found at {HOTPOT}")
     return json.loads((HOTPOT / "corpus.json").read_text(encoding="utf-8"))
 
 

@@ -21,7 +21,7 @@ from arag_graph.core.documents import Document
 from arag_graph.core.errors import AragError, IndexMismatchError
 from arag_graph.index.hierarchical import build_index, load_index
 from tests.cli_run import assert_one_error_line, run_cli
-from tests.conftest import REPO, shared_file
+from tests.conftest import REPO, data_file
 from tests.fakes import sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, stall
 
@@ -131,7 +131,7 @@ def test_loading_an_index_whose_model_is_missing_raises_one_line(tmp_path: Path)
 def test_an_endpoint_model_goes_through_index_ask_and_eval(
     tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    corpus, questions = shared_file("hotpotqa-100/corpus.json"), shared_file("hotpotqa-100/questions.json")
+    corpus, questions = data_file("hotpotqa-100/corpus.json"), data_file("hotpotqa-100/questions.json")
     out = tmp_path / "index"
     code, stdout, _ = run_cli(
         [
@@ -192,10 +192,10 @@ def test_an_endpoint_model_goes_through_index_ask_and_eval(
 def test_eval_builds_its_index_with_the_given_endpoint_model(
     tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    questions = shared_file("hotpotqa-100/questions.json")
+    questions = data_file("hotpotqa-100/questions.json")
     picked = json.loads(questions.read_text(encoding="utf-8"))[:1]
     titles = {t for q in picked for t, _ in q["context"]}
-    corpus = json.loads(shared_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
+    corpus = json.loads(data_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
     (tmp_path / "corpus.json").write_text(json.dumps({t: s for t, s in corpus.items() if t in titles}))
     (tmp_path / "questions.json").write_text(json.dumps(picked))
     code, _, err = run_cli(

@@ -28,7 +28,7 @@ from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceM
 from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
-from tests.conftest import shared_file
+from tests.conftest import data_file
 from tests.fakes import WordHashEmbeddings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,8 +66,8 @@ def brute_force(index: HierarchicalIndex, query: str, top_k: int = 5) -> list[tu
 @pytest.fixture(scope="module")
 def hotpot_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[HierarchicalIndex, HierarchicalIndex, list[str]]:
     """HotpotQA-100 (994 passages) built twice with the default encoder: matrix and Chroma."""
-    corpus = shared_file("hotpotqa-100/corpus.json")
-    questions = json.loads(shared_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
+    corpus = data_file("hotpotqa-100/corpus.json")
+    questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
     root = tmp_path_factory.mktemp("hotpot-pair")
     matrix = build_index(corpus, root / "matrix", progress=False)
     chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
