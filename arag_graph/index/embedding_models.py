@@ -47,12 +47,12 @@ to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may s
 def embedding_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
     """Seconds per attempt and retries of an embeddings request: given, else the environment, else defaults."""
     # Imported here: the chat-model module reaches the index (through the offline policy), which imports this one.
-    from arag_graph.llm.models import DEFAULT_RETRIES, DEFAULT_TIMEOUT, RETRIES_RANGE, TIMEOUT_RANGE, _number_from_env
+    from arag_graph.core.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT, RETRIES_RANGE, TIMEOUT_RANGE, number_from_env
 
     if not timeout or timeout <= 0:
-        timeout = _number_from_env("ARAG_EMBEDDING_TIMEOUT", DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
+        timeout = number_from_env("ARAG_EMBEDDING_TIMEOUT", DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
     if max_retries is None or max_retries < 0:
-        max_retries = int(_number_from_env("ARAG_EMBEDDING_RETRIES", DEFAULT_RETRIES, *RETRIES_RANGE))
+        max_retries = int(number_from_env("ARAG_EMBEDDING_RETRIES", DEFAULT_RETRIES, *RETRIES_RANGE))
     return float(timeout), int(max_retries)
 
 
@@ -131,7 +131,7 @@ class EndpointEmbeddings(Embeddings):
     def __init__(self, name: str, base_url: str | None, timeout: float, max_retries: int) -> None:
         if not name:
             raise ModelSpecError("--embedding openai: needs a model name, e.g. openai:text-embedding-3-small")
-        from arag_graph.llm.models import api_key_from_env
+        from arag_graph.core.limits import api_key_from_env
 
         key = api_key_from_env()
         if key is None:

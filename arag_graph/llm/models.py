@@ -19,7 +19,6 @@ server that accepts and never answers ends a run in about 90 s.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -27,31 +26,22 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 
 from arag_graph.core.errors import ModelSpecError
+from arag_graph.core.limits import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    RETRIES_RANGE,
+    TIMEOUT_RANGE,
+    api_key_from_env,
+    number_from_env,
+)
 from arag_graph.llm.offline import OfflinePolicy
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
 
 OFFLINE = "offline"
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_RETRIES = 2
-TIMEOUT_RANGE = (0.1, 3600.0)
-RETRIES_RANGE = (0, 10)
 TIMEOUT_ENV, RETRIES_ENV = "ARAG_MODEL_TIMEOUT", "ARAG_MODEL_RETRIES"
 _SPEC = re.compile(r"^(?:(?P<provider>openai):)?(?P<name>[A-Za-z0-9][\w.:/@+-]*)$")
-
-
-def _number_from_env(name: str, default: float, low: float, high: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not low <= value <= high:  # also refuses NaN
-        raise ModelSpecError(f"${name}={text!r} is not usable; give a number from {low:g} to {high:g}")
-    return value
 
 
 def request_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
@@ -62,20 +52,16 @@ def request_limits(timeout: float | None = None, max_retries: int | None = None)
     one-line :class:`ModelSpecError` (an infinite or NaN timeout would be no bound at all).
     """
     if timeout is None or timeout == 0:
-        timeout = _number_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
+        timeout = number_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
     elif not TIMEOUT_RANGE[0] <= timeout <= TIMEOUT_RANGE[1]:
         raise ModelSpecError(
             f"model timeout {timeout!r} s is not usable; give {TIMEOUT_RANGE[0]:g} to {TIMEOUT_RANGE[1]:g} seconds"
         )
     if max_retries is None or max_retries < 0:
-        max_retries = int(_number_from_env(RETRIES_ENV, DEFAULT_RETRIES, *RETRIES_RANGE))
+        max_retries = int(number_from_env(RETRIES_ENV, DEFAULT_RETRIES, *RETRIES_RANGE))
     elif max_retries > RETRIES_RANGE[1]:
         raise ModelSpecError(f"model retries {max_retries} is too many; give 0 to {RETRIES_RANGE[1]}")
     return float(timeout), int(max_retries)
-
-
-def api_key_from_env() -> str | None:
-    return os.environ.get("ARAG_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
 
 def has_credentials(base_url: str | None = None) -> bool:
