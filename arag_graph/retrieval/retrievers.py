@@ -13,22 +13,36 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
 from arag_graph.retrieval.automerge import MERGE_THRESHOLD, merge_leaves
-from arag_graph.run.configuration import Retriever
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
-    from arag_graph.run.configuration import RetrievalContext
 
+Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
 RRF_K = 60
 _TOKENS = re.compile(r"\w+")
 _bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
 _bm25_lock = threading.Lock()
+
+
+class RetrievalSettings(Protocol):
+    """What :func:`retrieve_passages` reads of a run's settings.
+
+    The graphs' context schemas (``RetrievalContext``, a layer above) have these fields; naming them
+    here keeps retrieval free of run configuration, and any object with them will do.
+    """
+
+    retriever: Retriever
+    top_k: int
+    sentence_window: bool
+    window: int
+    merge_threshold: float
+    summary_documents: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +242,7 @@ def auto_merge(
 def retrieve_passages(
     index: HierarchicalIndex,
     query: str,
-    settings: RetrievalContext,
+    settings: RetrievalSettings,
     *,
     query_vector: Sequence[float] | None = None,
 ) -> list[Passage]:
@@ -255,7 +269,7 @@ def retrieve_passages(
     return passages(index, retrieve(index, query, s.top_k, s.retriever, query_vector=query_vector), window)
 
 
-def retrieval_args(index: HierarchicalIndex, settings: RetrievalContext) -> dict[str, Any]:
+def retrieval_args(index: HierarchicalIndex, settings: RetrievalSettings) -> dict[str, Any]:
     """The retrieval settings a trajectory step records (only those that changed what was retrieved).
 
     DSI's steps name how the summaries were written, so that extractive stand-ins are never taken
