@@ -16,6 +16,7 @@ _EXPORTS = {
     "Document": "arag_graph.core.documents",
     "HierarchicalIndex": "arag_graph.index.hierarchical",
     "IndexRetriever": "arag_graph.retrieval.langchain_retriever",
+    "make_retriever": "arag_graph.retrieval.langchain_retriever",
     "SearchHit": "arag_graph.core.documents",
     "build_index": "arag_graph.index.hierarchical",
     "load_index": "arag_graph.index.hierarchical",

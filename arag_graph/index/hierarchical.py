@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -93,9 +93,6 @@ from arag_graph.index.sentencematrix import (
     SentenceLayout,
     SentenceMatrix,
 )
-
-if TYPE_CHECKING:
-    from arag_graph.retrieval.langchain_retriever import IndexRetriever, SearchType
 
 FORMAT_VERSION = 1
 CHUNKS = "chunks.jsonl"
@@ -507,17 +504,6 @@ class HierarchicalIndex:
             snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
             results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
         return results
-
-    # -- LangChain ---------------------------------------------------------------------------
-    def as_retriever(self, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
-        """This index as a LangChain ``BaseRetriever`` (``semantic``, ``keyword``, ``hybrid``, ``amr``, ``dsi``).
-
-        Top ``k`` documents; see :mod:`arag_graph.retrieval.langchain_retriever`; ``kwargs`` go to the retriever
-        (``tags``, ``metadata``).
-        """
-        from arag_graph.retrieval.langchain_retriever import IndexRetriever
-
-        return IndexRetriever(index=self, search_type=search_type, k=k, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,15 +62,14 @@ def _check_k(k: Any) -> int:
 class IndexRetriever(BaseRetriever):
     """Top-``k`` chunks of a :class:`~arag_graph.index.hierarchical.HierarchicalIndex` as LangChain documents.
 
-    Usually made with ``index.as_retriever(search_type=..., k=...)``; ``invoke(query, k=3)``
+    Usually made with :func:`make_retriever`; ``invoke(query, k=3)``
     overrides ``k`` for one call. Thread-safe like the index, so one retriever serves concurrent runs.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     index: Any
-    """The loaded :class:`~arag_graph.index.hierarchical.HierarchicalIndex` whose chunks are returned (typed loosely
-    so that this module need not import the index module, which offers ``as_retriever``)."""
+    """The loaded :class:`~arag_graph.index.hierarchical.HierarchicalIndex` whose chunks are returned."""
     search_type: SearchType = "semantic"
     """How chunks are ranked: ``semantic`` (default), ``keyword`` (BM25) or ``hybrid`` (both, fused)."""
     k: int = 5
@@ -128,3 +127,13 @@ class IndexRetriever(BaseRetriever):
 
             return passages(self.index, summary_search(self.index, query, top_k))
         return passages(self.index, retrieve(self.index, query, top_k, _RETRIEVER[self.search_type]))
+
+
+def make_retriever(index: Any, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+    """``index`` as a LangChain ``BaseRetriever``; ``search_type``: semantic, keyword, hybrid, amr or dsi.
+
+    Top ``k`` documents; ``kwargs`` go to the retriever (``tags``, ``metadata``). A function of the
+    retrieval layer rather than a method of the index, so that the index never imports what is built
+    on it.
+    """
+    return IndexRetriever(index=index, search_type=search_type, k=k, **kwargs)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from arag_graph.core.errors import ContextError
+from arag_graph.retrieval.retrievers import Retriever
 from arag_graph.run.policy import RunChoice, ServingPolicy
 
 TOP_K_MIN, TOP_K_MAX = 1, 20
@@ -27,7 +28,6 @@ by a model clamp them into it."""
 
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
-Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
 Decoding = Literal["greedy", "best_of_n", "tree"]
 
 
@@ -173,7 +173,11 @@ class GraphContext(BaseModel):
 
 
 class AragContext(GraphContext):
-    """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations)."""
+    """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations).
+
+    :class:`AragNaiveContext` has the same agent settings but fixes ``tools`` and ``snippet_window``
+    (as properties, so they are typed attributes of every agent context without being form fields).
+    """
 
     max_steps: int = Field(
         default=15,
@@ -236,6 +240,20 @@ class AragNaiveContext(GraphContext):
         description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
         "the paper).",
     )
+
+    @property
+    def tools(self) -> Literal["naive"]:
+        """A-RAG (Naive) has one tool, the embedding search that returns whole chunks."""
+        return "naive"
+
+    @property
+    def snippet_window(self) -> int:
+        """Its search returns whole chunks: there are no snippets to widen."""
+        return 1
+
+
+AgentContext = AragContext | AragNaiveContext
+"""The context of either agent graph: both have every setting the agent reads."""
 
 
 class DirectContext(GraphContext):
