@@ -39,12 +39,19 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
 
-from arag_graph.agent.tools import ALL_TOOLS, ToolSettings, create_retrieval_tools, retrieval_tool, string_list
+from arag_graph.agent.tools import (
+    ALL_TOOLS,
+    ToolSettings,
+    create_retrieval_tools,
+    retrieval_tool,
+    state_messages,
+    string_list,
+)
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import agent_system_prompt
-from arag_graph.run.configuration import AragContext, AragNaiveContext
+from arag_graph.run.configuration import AgentContext, AragContext, AragNaiveContext
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
     finish_update,
@@ -79,22 +86,22 @@ SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
 
 
 @dataclass(frozen=True)
-class AgentBound(Bound):
+class AgentBound(Bound[AgentContext]):
     """The builder's choices for an agent graph: besides index and model, the tools."""
 
     tool_set: str | None = None
     """Fixed tool set (``naive`` for A-RAG (Naive)); None: the run's ``tools`` setting."""
     extra_tools: tuple[BaseTool, ...] = field(default=())
 
-    def tools(self, run: Run) -> tuple[str, ...]:
-        return TOOL_SETS[self.tool_set or getattr(run.ctx, "tools", "full")]
+    def tools(self, run: Run[AgentContext]) -> tuple[str, ...]:
+        return TOOL_SETS[self.tool_set or run.ctx.tools]
 
-    def available(self, run: Run, all_tools: dict[str, BaseTool]) -> dict[str, BaseTool]:
+    def available(self, run: Run[AgentContext], all_tools: dict[str, BaseTool]) -> dict[str, BaseTool]:
         own = {t.name: t for t in self.extra_tools}
         return {**{name: all_tools[name] for name in self.tools(run)}, **own}
 
-    def system_prompt(self, run: Run, names: Sequence[str]) -> str:
-        return getattr(run.ctx, "system_prompt", "") or agent_system_prompt(list(names))
+    def system_prompt(self, run: Run[AgentContext], names: Sequence[str]) -> str:
+        return run.ctx.system_prompt or agent_system_prompt(list(names))
 
 
 class AragOutputState(OutputState, total=False):
@@ -169,7 +176,7 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 # Edges
 
 
-def _out_of_budget(state: RunState, ctx: Any) -> bool:
+def _out_of_budget(state: RunState, ctx: AgentContext) -> bool:
     return (
         state.get("steps", 0) >= ctx.max_steps
         or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
@@ -224,7 +231,7 @@ class ToolCallGuard:
         self.tools = tools
         self.source = source
 
-    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run]:
+    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run[AgentContext]]:
         run = run_of(request.runtime, self.bound)
         call = dict(request.tool_call)
         available = self.bound.available(run, self.tools)
@@ -237,10 +244,8 @@ class ToolCallGuard:
             )
             return refusal, run
         earlier = self._earlier_calls(request)
-        if turn_steps(_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
-            return not_run_message(
-                call, "the step cap is reached; no more tool calls are allowed for this question."
-            ), run
+        if turn_steps(state_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
+            return not_run_message(call, _CAP_REACHED), run
         if name not in self.tools:  # the caller's own tools run as they are
             return request, run
         args = dict(call.get("args") or {})
@@ -255,16 +260,16 @@ class ToolCallGuard:
         )
         settings = ToolSettings(
             full_text="chunk_read" not in self.bound.tools(run),
-            dedupe=bool(getattr(run.ctx, "dedupe_search_chunks", False)),
+            dedupe=run.ctx.dedupe_search_chunks,
             also_read=also_read if name == "chunk_read" else frozenset(),
-            snippet_window=int(getattr(run.ctx, "snippet_window", 1)),
+            snippet_window=run.ctx.snippet_window,
         )
         return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
 
     @staticmethod
     def _earlier_calls(request: ToolCallRequest) -> list[dict[str, Any]]:
         """The valid calls of this turn listed before this one (they run before it, in order)."""
-        last = next((m for m in reversed(_messages(request.state)) if isinstance(m, AIMessage)), None)
+        last = next((m for m in reversed(state_messages(request.state)) if isinstance(m, AIMessage)), None)
         calls = [c for c in pending_tool_calls(last) if not c.get("invalid")]
         ids = [c.get("id") for c in calls]
         here = request.tool_call.get("id")
@@ -278,9 +283,9 @@ class ToolCallGuard:
         return request.override(tool=variant)
 
     @staticmethod
-    def _wants_hyde(request: ToolCallRequest, run: Run) -> bool:
+    def _wants_hyde(request: ToolCallRequest, run: Run[AgentContext]) -> bool:
         query = (request.tool_call.get("args") or {}).get("query")
-        return bool(getattr(run.ctx, "hyde", False)) and request.tool_call["name"] == "semantic_search" and bool(query)
+        return run.ctx.hyde and request.tool_call["name"] == "semantic_search" and bool(query)
 
     def __call__(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
@@ -330,12 +335,6 @@ def _variant(source: Any, name: str, settings: ToolSettings) -> BaseTool:
 
 def _config(request: ToolCallRequest) -> Any:
     return {**(getattr(request.runtime, "config", None) or {}), "run_name": "hyde_model"}
-
-
-def _messages(state: Any) -> list[Any]:
-    if isinstance(state, dict):
-        return list(state.get("messages") or [])
-    return list(getattr(state, "messages", None) or [])
 
 
 _HIDDEN_ARGS = ("runtime",)

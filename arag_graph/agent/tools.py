@@ -373,11 +373,15 @@ def _index_of(source: IndexSource, runtime: Any) -> HierarchicalIndex:
     return index_for_context(getattr(runtime, "context", None))
 
 
-def _messages_of(runtime: Any) -> list[Any]:
-    state = getattr(runtime, "state", None)
+def state_messages(state: Any) -> list[Any]:
+    """The ``messages`` of a graph state, whether a dict or an object (a parent app's own state class)."""
     if isinstance(state, dict):
         return list(state.get("messages") or [])
     return list(getattr(state, "messages", None) or [])
+
+
+def _messages_of(runtime: Any) -> list[Any]:
+    return state_messages(getattr(runtime, "state", None))
 
 
 @dataclass(frozen=True)

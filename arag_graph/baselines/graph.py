@@ -24,7 +24,7 @@ from langgraph.types import Checkpointer
 
 from arag_graph.core.safety import describe_model_error
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import DirectContext, NaiveRagContext
+from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
 from arag_graph.run.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
@@ -40,12 +40,14 @@ class NaiveRagState(RunState, total=False):
     """A HyDE call that failed (the question itself was searched), and the like."""
 
 
-def hyde_vector(run: Run, query: str, config: RunnableConfig | None) -> tuple[Sequence[float] | None, str | None]:
+def hyde_vector(
+    run: Run[NaiveRagContext | CoragContext], query: str, config: RunnableConfig | None
+) -> tuple[Sequence[float] | None, str | None]:
     """HyDE's query vector for ``query`` when the run asks for it, and a warning when the model failed.
 
     HyDE refines the search; on a model failure the query itself is searched and the run goes on.
     """
-    if not getattr(run.ctx, "hyde", False) or getattr(run.ctx, "retriever", "dense") == "bm25":
+    if not run.ctx.hyde or run.ctx.retriever == "bm25":
         return None, None  # BM25 has no query vector to replace
     try:
         passage = run.backbone.hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})

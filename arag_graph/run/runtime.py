@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +32,8 @@ from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import ServingPolicy
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
+C = TypeVar("C", bound=GraphContext)
+"""A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 
 
 def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False) -> HierarchicalIndex:
@@ -66,27 +68,27 @@ def model_label(model: BaseChatModel | str | None, ctx: GraphContext) -> str:
 
 
 @dataclass(frozen=True)
-class Bound:
+class Bound(Generic[C]):
     """What a graph's builder fixed; left as None, each run's context decides."""
 
     graph: str
-    context_schema: type[GraphContext]
+    context_schema: type[C]
     index: IndexLike = None
     model: BaseChatModel | str | None = None
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Generic[C]):
     """One run's resources, resolved from the builder's choices and the run's context."""
 
     graph: str
-    ctx: Any
+    ctx: C
     index: HierarchicalIndex
     model: BaseChatModel
     backbone: Backbone
 
 
-def run_index(runtime: Any, bound: Bound) -> HierarchicalIndex:
+def run_index(runtime: Any, bound: Bound[Any]) -> HierarchicalIndex:
     """The run's index: the builder's, else the one the run's context names."""
     if isinstance(bound.index, HierarchicalIndex):
         return bound.index
@@ -96,7 +98,7 @@ def run_index(runtime: Any, bound: Bound) -> HierarchicalIndex:
     return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
 
 
-def run_of(runtime: Any, bound: Bound) -> Run:
+def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
     """Resolve a run: its context (ours, or the defaults when it carries another graph's), index, model.
 
     A model instance fixed by the builder gets the model settings the run's context sets
