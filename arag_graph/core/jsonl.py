@@ -185,3 +185,24 @@ class JsonLinesFile:
                 self.keys.setdefault(str(record[self.key]), record)
                 self.records.append(record)
             return len(written)
+
+
+def json_kind(value: Any) -> str:
+    """A JSON-flavoured name for the type of ``value`` ("a string", "an object"), as users see it in their file.
+
+    One-line errors about corpus and question files say what was found where something else was
+    expected, in the words of the file's format rather than Python's.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -44,6 +44,7 @@ from typing import Any
 
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import CorpusError
+from arag_graph.core.jsonl import json_kind
 
 __all__ = ["CORPUS_FORMATS", "detect_format", "load_corpus"]
 
@@ -260,11 +261,11 @@ def _json_shape(source: Path, value: Any) -> str:
         if isinstance(first, dict):
             return "chunks" if "id" in first else "hipporag"
         raise CorpusError(
-            f"{source}: item 0 of the JSON list is {_kind(first)}; give a list of passage objects "
+            f"{source}: item 0 of the JSON list is {json_kind(first)}; give a list of passage objects "
             '({"title", "text"}) or of "id:text" strings'
         )
     raise CorpusError(
-        f"{source}: the JSON value is {_kind(value)}, not a list or object; give a list of passages, "
+        f"{source}: the JSON value is {json_kind(value)}, not a list or object; give a list of passages, "
         "a {title: [sentence, ...]} object, or JSON Lines"
     )
 
@@ -276,7 +277,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
     if not isinstance(value, list):
         raise CorpusError(
             f'{source}: a chunks corpus is a JSON list of "id:text" strings or {{"id", "text"}} objects, '
-            f"not {_kind(value)}; use --format hipporag for a {{title: [sentence, ...]}} object"
+            f"not {json_kind(value)}; use --format hipporag for a {{title: [sentence, ...]}} object"
         )
     for index, item in enumerate(value):
         where = f"item {index}"
@@ -298,7 +299,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
             yield document
         else:
             raise CorpusError(
-                f'{source}: {where} is {_kind(item)}; every item must be an "id:text" string or an '
+                f'{source}: {where} is {json_kind(item)}; every item must be an "id:text" string or an '
                 '{"id", "text"} object'
             )
 
@@ -316,13 +317,13 @@ def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
         for index, item in enumerate(value):
             if not isinstance(item, dict):
                 raise CorpusError(
-                    f'{source}: item {index} is {_kind(item)}; every item must be a {{"title", "text"}} object'
+                    f'{source}: item {index} is {json_kind(item)}; every item must be a {{"title", "text"}} object'
                 )
             yield _object_document(source, f"item {index}", item)
     else:
         raise CorpusError(
             f"{source}: a HippoRAG corpus is a {{title: [sentence, ...]}} object or a list of "
-            f'{{"title", "text"}} objects, not {_kind(value)}; give one of those or use --format jsonl'
+            f'{{"title", "text"}} objects, not {json_kind(value)}; give one of those or use --format jsonl'
         )
 
 
@@ -331,13 +332,13 @@ def _joined_sentences(source: Path, title: str, sentences: Any) -> str:
         return sentences
     if not isinstance(sentences, list):
         raise CorpusError(
-            f"{source}: {_show(title)} holds {_kind(sentences)}, not a list of sentences; "
+            f"{source}: {_show(title)} holds {json_kind(sentences)}, not a list of sentences; "
             "give a {title: [sentence, ...]} object"
         )
     for number, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
             raise CorpusError(
-                f"{source}: sentence {number} of {_show(title)} is {_kind(sentence)}, not a string; "
+                f"{source}: sentence {number} of {_show(title)} is {json_kind(sentence)}, not a string; "
                 "give every passage as a list of sentence strings"
             )
     return "".join(sentences)
@@ -359,7 +360,7 @@ def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
             raise CorpusError(f"{source}: line {number} is nested too deeply; give one flat object per line") from None
         if not isinstance(item, dict):
             raise CorpusError(
-                f'{source}: line {number} is {_kind(item)}, not a JSON object; give one {{"id", "title", '
+                f'{source}: line {number} is {json_kind(item)}, not a JSON object; give one {{"id", "title", '
                 '"text"} object per line'
             )
         yield _object_document(source, f"line {number}", item)
@@ -375,17 +376,17 @@ def _object_document(source: Path, where: str, item: dict[str, Any]) -> Document
         raise CorpusError(f"{source}: {where} has no text field (found: {_fields(item)}); {fix}")
     text = item[text_field]
     if not isinstance(text, str):
-        raise CorpusError(f"{source}: {where} has {_kind(text)} as {text_field!r}; the text must be a string")
+        raise CorpusError(f"{source}: {where} has {json_kind(text)} as {text_field!r}; the text must be a string")
     title = item.get("title")
     if title is not None and not isinstance(title, str):
-        raise CorpusError(f"{source}: {where} has {_kind(title)} as 'title'; a title must be a string")
+        raise CorpusError(f"{source}: {where} has {json_kind(title)} as 'title'; a title must be a string")
     id_field = next((name for name in ID_FIELDS if item.get(name) is not None), None)
     doc_id: str | None = None
     if id_field is not None:
         raw = item[id_field]
         if isinstance(raw, bool) or not isinstance(raw, (str, int)):
             raise CorpusError(
-                f"{source}: {where} has {_kind(raw)} as {id_field!r}; an id must be a string or an integer"
+                f"{source}: {where} has {json_kind(raw)} as {id_field!r}; an id must be a string or an integer"
             )
         doc_id = str(raw).strip()
         if not doc_id:
@@ -481,23 +482,6 @@ def _check_unicode(source: Path, number: int, document: Document) -> None:
                 f"{source}: {label} has an unpaired surrogate ({value[exc.start]!r}) at character {exc.start} of "
                 f"its {name}, which is not valid Unicode; fix or remove that escape"
             ) from None
-
-
-def _kind(value: Any) -> str:
-    """A JSON-flavoured name for the type of ``value``, as users see it in their file."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _fields(item: dict[str, Any]) -> str:

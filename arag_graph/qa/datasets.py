@@ -48,6 +48,7 @@ from typing import Any
 
 from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import DatasetError
+from arag_graph.core.jsonl import json_kind
 
 __all__ = [
     "QUESTION_FORMATS",
@@ -126,22 +127,6 @@ class Question:
 # --- reading files ---------------------------------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _field_names(record: Mapping[str, Any]) -> str:
     names = list(record)
     shown = ", ".join(str(name) for name in names[:12])
@@ -211,7 +196,7 @@ def _read_records(path: Path) -> list[tuple[str, Any]]:
         )
     if not isinstance(data, list):
         raise DatasetError(
-            f"{path}: holds {_describe(data)}, not a list of questions; pass a JSON list of question objects"
+            f"{path}: holds {json_kind(data)}, not a list of questions; pass a JSON list of question objects"
         )
     return [(f"item {index} (0-based)", record) for index, record in enumerate(data)]
 
@@ -236,7 +221,7 @@ class _Record:
     def text(self, name: str) -> str:
         value = self.data[name]
         if not isinstance(value, str) or not value.strip():
-            shown = "an empty string" if isinstance(value, str) else _describe(value)
+            shown = "an empty string" if isinstance(value, str) else json_kind(value)
             raise self.error(f"has {shown} as '{name}'", f"give every question a non-empty string '{name}'")
         return value.strip()
 
@@ -245,7 +230,7 @@ class _Record:
         value = self.data[name]
         if not isinstance(value, list):
             raise self.error(
-                f"has {_describe(value)} as '{name}'",
+                f"has {json_kind(value)} as '{name}'",
                 f"make '{name}' a list of [title, sentence_index] pairs",
             )
         titles = []
@@ -258,14 +243,14 @@ class _Record:
                 expected = (
                     "a [title, sentence_index] pair or a title" if bare_titles else "a [title, sentence_index] pair"
                 )
-                raise self.error(f"has {_describe(entry)} as {name}[{position}]", f"make it {expected}")
+                raise self.error(f"has {json_kind(entry)} as {name}[{position}]", f"make it {expected}")
         return titles
 
     def string_list(self, name: str) -> list[str]:
         value = self.data[name]
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(item, str) for item in values):
-            raise self.error(f"has {_describe(value)} as '{name}'", f"make '{name}' a list of strings")
+            raise self.error(f"has {json_kind(value)} as '{name}'", f"make '{name}' a list of strings")
         return values
 
 
@@ -279,7 +264,7 @@ def _answer_strings(record: _Record, name: str, value: Any) -> list[str]:
         elif isinstance(item, (int, float)) and not isinstance(item, bool):
             strings.append(str(item))
         else:
-            raise record.error(f"has {_describe(item)} in '{name}'", f"make '{name}' a string or a list of strings")
+            raise record.error(f"has {json_kind(item)} in '{name}'", f"make '{name}' a string or a list of strings")
     return strings
 
 
@@ -299,7 +284,7 @@ def _question_id(record: _Record, position: int) -> str:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-            raise record.error(f"has {_describe(value)} as '{name}'", f"make '{name}' a non-empty string or a number")
+            raise record.error(f"has {json_kind(value)} as '{name}'", f"make '{name}' a non-empty string or a number")
         return str(value).strip()
     return str(position)
 
@@ -362,11 +347,11 @@ def _parse_hotpot_like(record: _Record, position: int) -> Question:
 def _parse_musique(record: _Record, position: int) -> Question:
     paragraphs = record.data["paragraphs"]
     if not isinstance(paragraphs, list):
-        raise record.error(f"has {_describe(paragraphs)} as 'paragraphs'", "make 'paragraphs' a list of objects")
+        raise record.error(f"has {json_kind(paragraphs)} as 'paragraphs'", "make 'paragraphs' a list of objects")
     support: dict[tuple[str, str], None] = {}
     for index, paragraph in enumerate(paragraphs):
         if not isinstance(paragraph, dict):
-            raise record.error(f"has {_describe(paragraph)} as paragraphs[{index}]", "make every paragraph an object")
+            raise record.error(f"has {json_kind(paragraph)} as paragraphs[{index}]", "make every paragraph an object")
         if not paragraph.get("is_supporting"):
             continue
         title, text = paragraph.get("title"), paragraph.get("paragraph_text")
@@ -466,7 +451,7 @@ def load_questions(path: str | PathLike[str], format: str | None = None) -> list
     for position, (where, data) in enumerate(records):
         if not isinstance(data, dict):
             raise DatasetError(
-                f"{path}: {where} is {_describe(data)}, not an object; "
+                f"{path}: {where} is {json_kind(data)}, not an object; "
                 "every question must be a JSON object with 'question' and 'answer'"
             )
         record = _Record(path, where, data, fmt)

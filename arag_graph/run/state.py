@@ -2,8 +2,9 @@
 
 All graphs take the same input (``messages`` or a plain ``question``) and return the same output
 fields, so they can be swapped in a parent graph, compared by the evaluators and inspected the same
-way in Studio. The read-chunk set is part of the state (with a set-union reducer), which is how
-A-RAG's context tracker survives checkpoints and stays private to one thread.
+way in Studio. ``read_chunks`` and ``retrieved_chunks`` are outputs for callers and evaluators; the
+tools themselves derive A-RAG's read set from the run's own messages (see
+:mod:`arag_graph.agent.tools`), so it survives checkpoints and stays private to one thread.
 """
 
 from __future__ import annotations
