@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.evaluators.answers import _golds, _prediction
+from arag_graph.evaluators.fields import golds_of, prediction_of
 
 __all__ = ["answer_similarity", "cosine", "make_answer_similarity_evaluator"]
 
@@ -59,8 +59,8 @@ def make_answer_similarity_evaluator(embeddings: Embeddings) -> Callable[..., di
     """A LangSmith evaluator for :func:`answer_similarity`, feedback key ``answer_similarity``."""
 
     def answer_similarity_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
-        prediction, comment = _prediction(outputs)
-        score = answer_similarity(prediction, _golds(reference_outputs), embeddings)
+        prediction, comment = prediction_of(outputs)
+        score = answer_similarity(prediction, golds_of(reference_outputs), embeddings)
         return {"key": "answer_similarity", "score": score, "comment": comment}
 
     return answer_similarity_evaluator
