@@ -18,8 +18,9 @@ _EXPORTS = {
     "IndexRetriever": "arag_graph.retrieval.langchain_retriever",
     "make_retriever": "arag_graph.retrieval.langchain_retriever",
     "SearchHit": "arag_graph.core.documents",
-    "build_index": "arag_graph.index.hierarchical",
-    "load_index": "arag_graph.index.hierarchical",
+    "BuildOptions": "arag_graph.index.build",
+    "build_index": "arag_graph.index.build",
+    "load_index": "arag_graph.index.load",
     "create_retrieval_tools": "arag_graph.agent.tools",
 }
 

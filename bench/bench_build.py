@@ -29,9 +29,10 @@ from typing import Any
 from benchenv import DATA, RESULTS
 
 from arag_graph.core.chunking import chunk_documents
+from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
 from arag_graph.index.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
-from arag_graph.index.hierarchical import build_index, sentence_inputs
+from arag_graph.index.text import sentence_inputs
 
 DEFAULT_DATA = DATA / "hotpotqa-100"
 

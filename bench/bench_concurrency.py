@@ -36,8 +36,11 @@ from arag_graph.agent.graph import build_arag_graph
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.chunking import chunk_documents
 from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index, corpus_hash, load_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import corpus_hash
 from arag_graph.qa.datasets import load_questions
 
 HOTPOT = DATA / "hotpotqa-100"

@@ -109,7 +109,7 @@ def main() -> int:
         work = Path(tmp)
         corpus, questions = slice_files(work, args.questions)
         os.environ["ARAG_CACHE_DIR"] = str(work / "cache")
-        from arag_graph.index.hierarchical import build_index
+        from arag_graph.index.build import build_index
 
         build_index(corpus, work / "index", progress=False)
         extra = ["--graphs", "arag,naive_rag", "--max-steps", "1,3", "--limit", str(args.questions), "--workers", "2"]

@@ -43,8 +43,10 @@ from benchenv import RESULTS
 from arag_graph.core.documents import Chunk
 from arag_graph.index import integrity
 from arag_graph.index.chroma import connect_sentence_store
-from arag_graph.index.hierarchical import CHUNKS, ChunkStore, Manifest, _load_files
+from arag_graph.index.hierarchical import ChunkStore
 from arag_graph.index.keywords import KeywordIndex, keyword_files
+from arag_graph.index.load import _load_files
+from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import (
     MATRIX_FILE,
     MATRIX_MAX_SENTENCES,

@@ -41,9 +41,12 @@ import numpy as np
 from benchenv import DATA, RESULTS, ROOT
 
 from arag_graph.core.tokens import count_tokens
+from arag_graph.index.build import build_index
 from arag_graph.index.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index, load_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
 from arag_graph.llm.offline import salient_spans
+from arag_graph.llm.summarize import summary_writer
 from arag_graph.registry import config_for
 from arag_graph.retrieval.retrievers import retrieve_passages
 
@@ -434,10 +437,20 @@ def main() -> None:
 
         print("building: document summaries (extractive), plain and with headers", flush=True)
         summarized = build_index(
-            corpus, work / "dsi", embeddings=encoder, contextual_headers=False, summaries="offline", progress=False
+            corpus,
+            work / "dsi",
+            embeddings=encoder,
+            contextual_headers=False,
+            summaries=summary_writer("offline"),
+            progress=False,
         )
         headed_summarized = build_index(
-            corpus, work / "dsi-cch", embeddings=encoder, contextual_headers=True, summaries="offline", progress=False
+            corpus,
+            work / "dsi-cch",
+            embeddings=encoder,
+            contextual_headers=True,
+            summaries=summary_writer("offline"),
+            progress=False,
         )
         result["retrieval_options"] = {
             "plain": options_report(summarized, questions),

@@ -236,7 +236,7 @@ def phase_paper_build(directory: Path) -> dict[str, Any]:
 
 
 def phase_ours_build(corpus: Path, out: Path) -> dict[str, Any]:
-    from arag_graph.index.hierarchical import build_index
+    from arag_graph.index.build import build_index
 
     shutil.rmtree(out, ignore_errors=True)
     index = build_index(corpus, out, progress=False)
@@ -296,8 +296,9 @@ def write_scaled_matrix(base_vectors: np.ndarray, base: Sequence[Any], passages:
 
 
 def phase_ours_scaled(base_dir: Path, passages: int, matrix: Path, out: Path, backend: str) -> dict[str, Any]:
+    from arag_graph.index.build import build_index
     from arag_graph.index.embeddings import DEFAULT_ENCODER, DEFAULT_MODEL_ID, SentenceEncoder
-    from arag_graph.index.hierarchical import build_index, load_index
+    from arag_graph.index.load import load_index
 
     class Replay(SentenceEncoder):
         """Hands out the rows of a stored matrix in order: an index of known vectors, no encoding."""
@@ -357,7 +358,7 @@ def phase_query(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from arag_graph.index.embeddings import DEFAULT_ENCODER
-    from arag_graph.index.hierarchical import load_index
+    from arag_graph.index.load import load_index
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     model = paper_model()
@@ -574,7 +575,7 @@ def main() -> None:
         for name, corpus in corpora.items():
             report["builds"][name] = build_round_robin(args, name, corpus)
 
-    from arag_graph.index.hierarchical import load_index
+    from arag_graph.index.load import load_index
 
     bases = {name: load_index(args.workdir / f"ours-{name}").store.chunks for name in corpora}
     gold = gold_ids(bases["hotpotqa-100"], args.queries)

@@ -48,6 +48,7 @@ from arag_graph.core.errors import AragError, DatasetError
 from arag_graph.core.jsonl import JsonLinesFile, dumps, replace_file, scrub
 from arag_graph.core.safety import remember_url_credentials, url_without_credentials
 from arag_graph.evaluators.sweeps import combinations, split_settings
+from arag_graph.llm.summarize import summary_writer
 from arag_graph.qa.datasets import Question, gold_chunk_ids, load_questions, missing_support, passage_maps
 from arag_graph.registry import check_setting_names, config_for, get_graph_spec
 
@@ -262,10 +263,12 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.core.cache import cache_dir
     from arag_graph.core.chunking import chunk_documents
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
+    from arag_graph.index.build import build_index
     from arag_graph.index.corpus import load_corpus
     from arag_graph.index.embedding_models import resolve_embeddings
     from arag_graph.index.embeddings import embedding_model_id
-    from arag_graph.index.hierarchical import build_index, corpus_hash, load_index
+    from arag_graph.index.load import load_index
+    from arag_graph.index.manifest import corpus_hash
     from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
 
     summaries = needs_summaries(plan).get("", False)
@@ -344,7 +347,7 @@ def _summary_options(plan: EvalPlan, wanted: bool, reuse: Any = None) -> dict[st
     options: dict[str, Any] = {"base_url": plan.base_url, "timeout": plan.timeout, "max_retries": plan.max_retries}
     if reuse is not None:
         options["reuse"] = reuse
-    return {"summaries": plan.summaries or "offline", "summary_options": options}
+    return {"summaries": summary_writer(plan.summaries or "offline", options)}
 
 
 def _has_wanted_summaries(index: Any, plan: EvalPlan, wanted: bool) -> bool:
@@ -362,7 +365,8 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
     them) or where to build it; without it the index is built in the cache beside the other.
     """
     from arag_graph.core.cache import cache_dir
-    from arag_graph.index.hierarchical import build_index, load_index
+    from arag_graph.index.build import build_index
+    from arag_graph.index.load import load_index
     from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
 
     if not any(s.index == "cch" for s in settings_for(plan)):

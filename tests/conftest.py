@@ -91,7 +91,7 @@ def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
     """A real index of the HotpotQA slice (about 120 passages)."""
-    from arag_graph.index.hierarchical import build_index
+    from arag_graph.index.build import build_index
 
     return build_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index", progress=False)
 

@@ -365,7 +365,7 @@ def test_system_prompt_override_replaces_the_built_in_one_in_every_request(sampl
 def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A one-passage index (real encoder) with a word the sample does not have."""
     from arag_graph.core.documents import Document
-    from arag_graph.index.hierarchical import build_index
+    from arag_graph.index.build import build_index
 
     passage = Document(
         "The Quillfeather Lighthouse stands on the island of Varnholm. It was built in 1871 by Edda Morrow.",

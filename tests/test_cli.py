@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index.hierarchical import HierarchicalIndex, load_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.fakes import sentinel_key

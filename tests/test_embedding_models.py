@@ -19,7 +19,8 @@ import pytest
 
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import AragError, IndexMismatchError
-from arag_graph.index.hierarchical import build_index, load_index
+from arag_graph.index.build import build_index
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.conftest import REPO, data_file
 from tests.fakes import sentinel_key

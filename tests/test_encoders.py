@@ -17,7 +17,10 @@ import pytest
 
 from arag_graph.core.errors import AragError, IndexMismatchError
 from arag_graph.index import embeddings as emb
-from arag_graph.index.hierarchical import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
 from arag_graph.qa.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings
 

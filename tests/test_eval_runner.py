@@ -74,7 +74,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("work started before the bad input was reported")
 
-    monkeypatch.setattr("arag_graph.index.hierarchical.build_index", refuse)
+    monkeypatch.setattr("arag_graph.index.build.build_index", refuse)
     monkeypatch.setattr("arag_graph.evaluators.runner.SettingRun.__init__", refuse)
 
 
@@ -84,7 +84,7 @@ def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     import arag_graph.index.hierarchical
 
     builds: list[Path] = []
-    real = arag_graph.index.hierarchical.build_index
+    real = arag_graph.index.build.build_index
 
     def counting(source: Any, out: Any, **kwargs: Any) -> Any:
         builds.append(Path(out))

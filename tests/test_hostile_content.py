@@ -25,7 +25,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 
 from arag_graph.agent.graph import build_arag_graph
 from arag_graph.core.documents import Document
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, config_for, graph_names
 from tests.fakes import WordHashEmbeddings
 from tests.reliability import record

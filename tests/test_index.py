@@ -24,16 +24,11 @@ from filelock import FileLock
 
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.index.hierarchical import (
-    BUILDS,
-    CURRENT,
-    FORMAT_VERSION,
-    MANIFEST,
-    HierarchicalIndex,
-    build_index,
-    corpus_hash,
-    load_index,
-)
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import FORMAT_VERSION, corpus_hash
 from tests.fakes import NamedFakeEmbeddings, WordHashEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -394,7 +389,7 @@ def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
 
 _BUILD_SCRIPT = """
 import sys
-from arag_graph.index.hierarchical import build_index
+from arag_graph.index.build import build_index
 from tests.fakes import NamedFakeEmbeddings
 from arag_graph.core.chunking import chunk_documents
 from arag_graph.core.documents import Document

@@ -15,6 +15,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm.summarize import summary_writer
 from arag_graph.retrieval.langchain_retriever import IndexRetriever, make_retriever
 from arag_graph.retrieval.retrievers import retrieve
 
@@ -183,7 +184,7 @@ async def test_async_chain_gives_the_sync_result(sample_index: HierarchicalIndex
 
 def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_path: Any) -> None:
     """The retriever hands over what naive_rag's amr and dsi hand its model (one helper, no copy)."""
-    from arag_graph.index.hierarchical import build_index
+    from arag_graph.index.build import build_index
     from arag_graph.registry import config_for
     from arag_graph.retrieval.retrievers import retrieve_passages
 
@@ -195,7 +196,7 @@ def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_p
     with pytest.raises(AragError, match="--summaries"):
         make_retriever(sample_index, search_type="dsi").invoke(query)
     chunks = sample_index.store.chunks[:20]
-    summarized = build_index(chunks, tmp_path / "dsi", summaries="offline", progress=False)
+    summarized = build_index(chunks, tmp_path / "dsi", summaries=summary_writer("offline"), progress=False)
     dsi = make_retriever(summarized, search_type="dsi", k=3).invoke(query)
     expected = retrieve_passages(summarized, query, config_for("naive_rag", retriever="dsi", top_k=3))  # type: ignore[arg-type]
     assert [d.id for d in dsi] == [p.chunk_id for p in expected] and len(dsi) == 3

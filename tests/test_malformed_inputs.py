@@ -32,8 +32,9 @@ from arag_graph.cli.main import main as cli_main
 from arag_graph.core.chunking import chunk_documents
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import CorpusError, DatasetError
+from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
-from arag_graph.index.hierarchical import build_index, load_index
+from arag_graph.index.load import load_index
 from arag_graph.qa.datasets import load_questions
 from arag_graph.qa.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings

@@ -21,9 +21,13 @@ import pytest
 
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import AragError, IndexNotFoundError
+from arag_graph.index import build as index_module
 from arag_graph.index import embeddings as emb
-from arag_graph.index import hierarchical as index_module
-from arag_graph.index.hierarchical import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.index import text as text_module
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
 from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
 from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
@@ -234,7 +238,7 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend: str
 ) -> None:
     block = 64
-    monkeypatch.setattr(index_module, "BUILD_BLOCK", block)
+    monkeypatch.setattr(text_module, "BUILD_BLOCK", block)
     stored: list[int] = []
     for cls in (index_module.MatrixWriter, index_module.SentenceStore):
         method = "add" if cls is index_module.MatrixWriter else "add_rows"
@@ -307,7 +311,7 @@ def test_the_default_encoder_runs_without_torch_once_exported(sample_index: Hier
     assert sample_index.path is not None
     script = (
         "import json, sys\n"
-        "from arag_graph.index.hierarchical import load_index\n"
+        "from arag_graph.index.load import load_index\n"
         f"index = load_index({str(sample_index.path)!r})\n"
         "hits = index.semantic_search('Who directed Maximum Overdrive?', 3)\n"
         "print(json.dumps({'hits': [h.chunk_id for h in hits], "

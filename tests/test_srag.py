@@ -18,7 +18,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from arag_graph.core.documents import Document
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.structured import Decomposition, SubQuestion
 from arag_graph.srag.graph import build_srag_graph, plan_sub_questions, resolve_question, table_rows
 from tests.fakes import WordHashEmbeddings

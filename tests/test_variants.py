@@ -26,7 +26,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from arag_graph.cli.main import main
 from arag_graph.core.sentences import sentence_spans, split_sentences
 from arag_graph.core.tokens import count_tokens
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, get_graph_spec
 from arag_graph.run.configuration import GraphContext, ToolSet
 

@@ -31,8 +31,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
+from arag_graph.core.documents import SearchHit
 from arag_graph.core.tokens import count_tokens
-from arag_graph.index.hierarchical import HierarchicalIndex, SearchHit
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.retrieval.retrievers import window_text
 from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN

@@ -38,13 +38,11 @@ def _print_json(obj: Any) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from arag_graph.index.hierarchical import build_index
+    from arag_graph.index.build import BuildOptions, build_index
 
     cliargs.require_utf8(cliargs.flags(args, "out", "summaries", "base_url"))
     started = time.perf_counter()
-    index = build_index(
-        args.corpus,
-        args.out,
+    options = BuildOptions(
         corpus_format=args.format,
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
@@ -54,9 +52,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         collection=args.collection,
         encoder=args.encoder,
         backend=args.backend,
-        embeddings=args.embedding,
         embedding_base_url=args.embedding_base_url,
         chroma_timeout=_chroma_wait(args),
+    )
+    index = build_index(
+        args.corpus,
+        args.out,
+        options,
+        embeddings=args.embedding,
         **_summary_flags(args),
         progress=not args.json and not args.quiet,
     )
@@ -90,8 +93,10 @@ def _summary_flags(args: argparse.Namespace) -> dict[str, Any]:
     """``--summaries MODEL`` (with ``--base-url`` and the model limits) as ``build_index`` arguments."""
     if args.summaries is None:
         return {}
+    from arag_graph.llm.summarize import summary_writer
+
     options: dict[str, Any] = {"base_url": args.base_url, **cliargs.model_limits(args)}
-    return {"summaries": args.summaries, "summary_options": options}
+    return {"summaries": summary_writer(args.summaries, options)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,7 +111,7 @@ def _chroma_wait(args: argparse.Namespace) -> float | None:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from arag_graph.index.hierarchical import load_index
+    from arag_graph.index.load import load_index
 
     cliargs.require_utf8(cliargs.flags(args, "index"))
     return load_index(args.index, chroma_timeout=_chroma_wait(args))
@@ -166,7 +171,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check an index completely: checksums, keyword arrays and every sentence record."""
-    from arag_graph.index.hierarchical import verify_index
+    from arag_graph.index.load import verify_index
 
     started = time.perf_counter()
     report = verify_index(_load(args))
@@ -236,7 +241,7 @@ def check_model_spec(spec: str, base_url: str | None, limits: dict[str, Any] | N
 
 def open_index(path: str | None, quiet: bool = False) -> Any:
     """The index at ``path``, or the bundled sample index (built on first use) when no path is given."""
-    from arag_graph.index.hierarchical import load_index
+    from arag_graph.index.load import load_index
     from arag_graph.qa.sample import ensure_sample_index
 
     if path:

@@ -6,7 +6,7 @@ checksummed, the sentence store's content: one digest of every sentence's chunk 
 text, in order, and a fingerprint file of its vectors (each vector's length and its projection on a
 fixed direction: Chroma returns vectors a rounding away from what it was given, so they are
 compared within a tolerance rather than hashed). Loading an index checks what it can afford on every load (see
-:func:`arag_graph.index.hierarchical.load_index` and bench/results/integrity.md for the costs); ``arag verify``
+:func:`arag_graph.index.load.load_index` and bench/results/integrity.md for the costs); ``arag verify``
 checks everything: every file's checksum, the keyword arrays' invariants and every sentence record.
 
 Every failure is the one-line :class:`~arag_graph.core.errors.IndexDamagedError`.

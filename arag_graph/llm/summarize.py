@@ -16,9 +16,10 @@ summaries of the active build (and of any build given in ``reuse``).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,16 +35,25 @@ from arag_graph.retrieval.summaries import (
     SUMMARIES,
     SUMMARY_MAX_TOKENS,
     SUMMARY_VECTORS,
-    _read_build_summaries,
     describe,
     kind_of,
+    read_build_summaries,
 )
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langchain_core.language_models import BaseChatModel
 
-__all__ = ["SummaryPass", "check_summarizer", "extractive_summary", "forget_progress", "resume_path", "write_summaries"]
+__all__ = [
+    "ModelSummaries",
+    "SummaryPass",
+    "check_summarizer",
+    "extractive_summary",
+    "forget_progress",
+    "resume_path",
+    "summary_writer",
+    "write_summaries",
+]
 
 # Document text shown to the summarising model, in characters: a summary needs the gist, and
 # very long documents would cost more than the rest of the index.
@@ -180,7 +190,7 @@ def write_summaries(
     resume = progress_file(resume_path(root, model))
     known: dict[str, dict[str, Any]] = dict(resume.keys)
     for build in reuse:
-        for record in _read_build_summaries(Path(build)):
+        for record in read_build_summaries(Path(build)):
             if record.get("model") == model and isinstance(record.get("key"), str):
                 known.setdefault(record["key"], record)
     summarize = None if model == EXTRACTIVE else _model_summarizer(model, base_url, timeout, max_retries)
@@ -276,3 +286,44 @@ def check_summarizer(model: str, options: Mapping[str, Any]) -> None:
     if model != EXTRACTIVE:
         limits = {"timeout": options.get("timeout"), "max_retries": options.get("max_retries")}
         resolve_chat_model(model, base_url=options.get("base_url"), **limits)  # one-line ModelSpecError
+
+
+@dataclass(frozen=True)
+class ModelSummaries:
+    """ARAGOG's summary writer for :func:`~arag_graph.index.build.build_index` (its ``SummaryWriter``).
+
+    ``model`` is a chat model spec or ``offline`` (extractive lead sentences); ``options`` go to
+    :func:`write_summaries`: ``base_url``, ``timeout``, ``max_retries``, ``workers``, and ``reuse``
+    (other builds whose summaries serve, e.g. another index of the same corpus).
+    """
+
+    model: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        check_summarizer(self.model, self.options)
+
+    def write(
+        self,
+        build_dir: Path,
+        root: Path,
+        chunks: Sequence[Chunk],
+        embeddings: Embeddings,
+        *,
+        reuse: Sequence[Path],
+        progress: bool,
+    ) -> SummaryPass:
+        options = dict(self.options)
+        extra = options.pop("reuse", None)
+        more = [Path(extra)] if isinstance(extra, (str, os.PathLike)) else [Path(p) for p in extra or ()]
+        return write_summaries(
+            build_dir, root, chunks, embeddings, self.model, reuse=[*reuse, *more], progress=progress, **options
+        )
+
+    def forget(self, root: Path) -> None:
+        forget_progress(root, self.model)
+
+
+def summary_writer(model: str, options: Mapping[str, Any] | None = None) -> ModelSummaries:
+    """The summary writer ``build_index(summaries=...)`` takes: ``summary_writer("offline")`` or a model spec."""
+    return ModelSummaries(model.strip() if isinstance(model, str) else model, dict(options or {}))

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import IndexNotFoundError
-from arag_graph.index.hierarchical import HierarchicalIndex, build_index, load_index
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
 
 
 def sample_dir() -> Path:

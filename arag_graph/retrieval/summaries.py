@@ -70,7 +70,7 @@ def kind_of(model: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Reading and searching
-def _read_build_summaries(build_dir: Path) -> list[dict[str, Any]]:
+def read_build_summaries(build_dir: Path) -> list[dict[str, Any]]:
     path = build_dir / SUMMARIES
     if not path.is_file():
         return []
@@ -128,7 +128,7 @@ def summary_index(index: HierarchicalIndex) -> SummaryIndex:
             if expected is None:
                 raise IndexDamagedError(root, f"the manifest records summaries but no checksum of {name}")
             integrity.check_file(root, Path(build_dir), name, expected)
-        records = _read_build_summaries(Path(build_dir))
+        records = read_build_summaries(Path(build_dir))
         vectors = np.load(Path(build_dir) / SUMMARY_VECTORS, allow_pickle=False)
         if len(records) != len(vectors):
             raise IndexDamagedError(root, f"{len(records)} summaries but {len(vectors)} summary vectors")

@@ -23,7 +23,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from arag_graph.core.errors import AragError
 from arag_graph.core.tracing import local_tracing_guard
-from arag_graph.index.hierarchical import HierarchicalIndex, load_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
 from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
 from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy

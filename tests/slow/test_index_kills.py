@@ -35,15 +35,11 @@ from typing import Any
 
 import pytest
 
-from arag_graph.index.hierarchical import (
-    BUILDS,
-    CURRENT,
-    MANIFEST,
-    SENTENCE_STORE,
-    HierarchicalIndex,
-    build_index,
-    load_index,
-)
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import SENTENCE_STORE
 from arag_graph.qa.sample import sample_corpus_path
 from tests.reliability import record
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index.hierarchical import load_index
+from arag_graph.index.load import load_index
 from arag_graph.llm.summarize import resume_path
 from arag_graph.retrieval.summaries import SUMMARIES
 from tests.fakes import sentinel_key
