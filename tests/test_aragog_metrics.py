@@ -26,7 +26,7 @@ from arag_graph.evaluators import (
     make_faithfulness_evaluator,
 )
 from arag_graph.evaluators.context import ranked_chunks
-from arag_graph.evaluators.runner import load_records
+from arag_graph.evaluators.predictions import load_records
 from tests.cli_run import run_cli
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from arag_graph.evaluators.runner import load_records
+from arag_graph.evaluators.predictions import load_records
 from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run

@@ -471,7 +471,7 @@ def test_the_library_does_not_import_the_evaluation_package() -> None:
 
 
 def _predictions(path: Path) -> Any:
-    from arag_graph.evaluators.runner import prediction_file
+    from arag_graph.evaluators.predictions import prediction_file
 
     return prediction_file(path)
 
@@ -523,7 +523,7 @@ def test_both_writers_use_the_one_json_lines_writer() -> None:
 
 
 def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
-    from arag_graph.evaluators.runner import PREDICTIONS, load_records
+    from arag_graph.evaluators.predictions import PREDICTIONS, load_records
 
     folder = tmp_path / PREDICTIONS
     folder.mkdir()

@@ -429,7 +429,8 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from arag_graph.evaluators.runner import EvalPlan, failed_everywhere, run_evaluation
+    from arag_graph.evaluators.plan import EvalPlan
+    from arag_graph.evaluators.runner import failed_everywhere, run_evaluation
 
     texts = ("dataset", "corpus", "index", "graphs", "model", "base_url", "judge", "max_steps", "out", "format")
     texts += ("grid", "cch_index", "summaries")
