@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from arag_graph.configuration import (
+from arag_graph.core.errors import AragError
+from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.configuration import (
     TOP_K_MAX,
     AragContext,
     ContextError,
@@ -20,9 +22,7 @@ from arag_graph.configuration import (
     NaiveRagContext,
     SragContext,
 )
-from arag_graph.errors import AragError
-from arag_graph.policy import RunRefused, ServingPolicy
-from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.policy import RunRefused, ServingPolicy
 
 
 def test_text_values_from_forms_are_coerced() -> None:
@@ -145,7 +145,7 @@ def test_index_paths_stay_under_the_operators_root(operator_env: Path, tmp_path:
 def _planted_and_linked(root: Path, private: Path) -> None:
     """Under the root: ``planted``, a real index directory whose build files link to the private
     index's (identical bytes, so its checksums match), and ``linked``, a link to the private index."""
-    from arag_graph.index import BUILDS, CURRENT
+    from arag_graph.index.layout import BUILDS, CURRENT
 
     planted = root / "planted"
     shutil.copytree(private, planted, symlinks=True)
@@ -163,7 +163,7 @@ def test_a_served_run_reads_no_index_through_a_symbolic_link(
     """The issue's severe case: an index planted under the root whose files link to a private index
     outside it served that corpus. Every link below the root is refused, in one line naming the path
     as the caller gave it, never the operator's directories; the real copy still loads."""
-    from arag_graph.runtime import load_run_index
+    from arag_graph.run.runtime import load_run_index
 
     private = tmp_path / "private"
     shutil.copytree(sample_index.path, private, symlinks=True)

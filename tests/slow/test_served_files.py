@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.index import BUILDS, CURRENT
+from arag_graph.index.layout import BUILDS, CURRENT
 from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
 
