@@ -79,6 +79,7 @@ from arag_graph.index_layout import (
 )
 from arag_graph.index_layout import CURRENT as CURRENT  # re-exported: where callers have found it
 from arag_graph.keywords import KeywordIndex, keyword_files
+from arag_graph.safety import url_credentials, url_without_credentials
 from arag_graph.sentencematrix import (
     MATRIX_FILE,
     MATRIX_MAX_SENTENCES,
@@ -148,7 +149,14 @@ class Manifest:
     for a matrix, whose rows hold vectors only (its checksum covers them)."""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        """The manifest's text, with every URL it records passed through the one rule for URLs in files
+        (:func:`arag_graph.safety.url_without_credentials`): builds refuse such URLs already."""
+        record = dataclasses.asdict(self)
+        if record["embedding_base_url"]:
+            record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
+        if isinstance(record["chroma"].get("url"), str):
+            record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+        return json.dumps(record, indent=2, sort_keys=True)
 
     @classmethod
     def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
@@ -628,6 +636,11 @@ def build_index(
         raise AragError(f"unknown sentence backend {backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
     if chroma_url and backend == "matrix":
         raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
+    if chroma_url and url_credentials(chroma_url):  # the URL is recorded in the manifest
+        raise AragError(
+            f"--chroma-url {url_without_credentials(chroma_url)[:100]!r} carries credentials, which would be written "
+            "into the index; give the URL without them (Chroma's client takes CHROMA_CLIENT_AUTH_CREDENTIALS)"
+        )
     embeddings = resolve_embeddings(embeddings, base_url=embedding_base_url, encoder=encoder)
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
@@ -740,7 +753,12 @@ def _build_locked(
     try:
         if chroma_cfg["mode"] == "http":
             chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
-        write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
+        write_atomic(
+            build_dir / SENTENCE_STORE,
+            json.dumps(
+                {**chroma_cfg, **({"url": url_without_credentials(chroma_cfg["url"])} if "url" in chroma_cfg else {})}
+            ),
+        )
         t0 = time.perf_counter()
         stored = _store_sentences(
             chroma_cfg,

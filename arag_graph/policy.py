@@ -10,8 +10,15 @@ could make the server open any directory. So the operator decides, in the server
     the default chat model and the comma-separated models a run may pick (default: the default
     model and ``offline``; ``*`` allows any model name, still on the allowed endpoints only).
 ``ARAG_BASE_URL`` / ``ARAG_ALLOWED_BASE_URLS``
-    the default OpenAI-compatible endpoint (else ``OPENAI_BASE_URL``, else the provider's own) and the comma-separated
-    endpoints a run may pick (default: only the default). There is no wildcard.
+    the default OpenAI-compatible endpoint (else ``OPENAI_BASE_URL``, else OpenAI's own API) and the
+    comma-separated endpoints a run may pick (default: only the default). There is no wildcard. These
+    are the only hosts a served run's chat model or embeddings endpoint may reach: another provider's
+    API (``anthropic:...``) must be listed here too.
+``ARAG_CHROMA_URL`` / ``ARAG_ALLOWED_CHROMA_URLS``
+    the Chroma server that replaces the one an index records, and the comma-separated Chroma servers
+    an index a run loads may name besides it (default: none). A list of its own: a Chroma server gets
+    the Chroma credentials (``CHROMA_CLIENT_AUTH_CREDENTIALS``), never the model key, and a model
+    endpoint never the Chroma credentials.
 ``ARAG_INDEX`` / ``ARAG_INDEX_ROOT``
     the default index (empty: the bundled sample) and the directory under which a run may name
     another index; without a root, runs cannot choose an index.
@@ -24,19 +31,35 @@ could make the server open any directory. So the operator decides, in the server
 Anything else is refused before the run starts, with a one-line reason. Keys never come from the
 context. Whoever builds a graph in Python (or runs the CLI) is the operator: the index and model
 given to a builder are not checked.
+
+The endpoint rule is enforced where each client is built, on the endpoint the built client will
+really call (:func:`check_endpoint`): the chat model (:func:`arag_graph.models.resolve_chat_model`),
+the embeddings endpoint (:class:`arag_graph.embedding_models.EndpointEmbeddings`) and the Chroma
+server (:mod:`arag_graph.vectorstore`), whatever named the URL (the run's context, the operator's
+environment, an index's manifest, a provider's default). A served run builds its clients inside
+:func:`serving`; the CLI, evaluation, judge and summaries build theirs outside it (the operator's
+own choices), through the same calls.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from arag_graph.errors import ContextError
 
 OFFLINE = "offline"
+OPENAI_API = "https://api.openai.com/v1"
+"""Where an OpenAI client without a base URL sends its requests: the default when none is configured."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+EndpointKind = Literal["model", "embeddings", "chroma"]
 
 
 class RunRefused(ContextError):
@@ -48,18 +71,75 @@ def _listed(name: str) -> list[str]:
 
 
 def normalize_url(url: str) -> str:
-    """An endpoint in one spelling: scheme and host lower-cased, no trailing slash.
+    """An endpoint in one spelling: scheme and host lower-cased, the port always written, no trailing
+    slash. Two endpoints are the same when these spellings are equal: scheme, host, port and path.
 
     Refuses URLs that carry credentials (``http://user:pass@host``): a secret in a URL ends up in
     logs and run records, and an endpoint that needs one belongs in the server's environment.
     """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RunRefused(f"base_url {url!r} is not an http(s) URL; give one such as http://localhost:8000/v1")
+    parts = urlsplit(str(url).strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname or port == -1:
+        raise RunRefused(
+            f"base_url {str(url)[:100]!r} is not an http(s) URL; give one such as http://localhost:8000/v1"
+        )
     if parts.username or parts.password:
         raise RunRefused("base_url must not contain credentials; the server's environment provides keys")
-    host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme.lower(), host, parts.path.rstrip("/"), parts.query, ""))
+    scheme = parts.scheme.lower()
+    host = parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{port or _DEFAULT_PORTS[scheme]}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def canonical_model(spec: str) -> str:
+    """A model spec in the spelling routing uses: the provider prefix lower-cased (``OpenAI:x`` is
+    ``openai:x``, as LangChain reads it), and ``openai:NAME`` the same model as ``NAME``.
+
+    The serving policy compares specs in this spelling and :func:`arag_graph.models.resolve_chat_model`
+    routes by it, so a prefix in another case can neither slip past the allowlist nor take another path.
+    """
+    spec = (spec or "").strip()
+    provider, sep, name = spec.partition(":")
+    if not sep:
+        return spec
+    provider = provider.strip().replace("-", "_").lower()
+    return name.strip() if provider == "openai" else f"{provider}:{name.strip()}"
+
+
+_SERVING: contextvars.ContextVar[ServingPolicy | None] = contextvars.ContextVar("arag_serving", default=None)
+"""The policy of the served run whose clients are being built (None: the operator's own code)."""
+
+
+@contextlib.contextmanager
+def serving(policy: ServingPolicy | None) -> Iterator[None]:
+    """Build clients for a served run: every endpoint :func:`check_endpoint` sees must be allowed.
+
+    ``None`` leaves the current state (a trusted caller inside a served run stays checked).
+    """
+    if policy is None:
+        yield
+        return
+    token = _SERVING.set(policy)
+    try:
+        yield
+    finally:
+        _SERVING.reset(token)
+
+
+def check_endpoint(kind: EndpointKind, url: str | None, what: str) -> None:
+    """The one endpoint rule: in a served run, refuse a client whose endpoint the operator did not allow.
+
+    Called by every place that builds a client, with the endpoint the built client will really
+    call (None: the builder cannot tell, which a served run refuses too). Outside :func:`serving`
+    it does nothing: the CLI's and a Python program's endpoints are the operator's.
+    """
+    policy = _SERVING.get()
+    if policy is not None:
+        policy.check_endpoint(kind, url, what)
 
 
 @dataclass(frozen=True)
@@ -85,6 +165,8 @@ class ServingPolicy:
     index_root: Path | None
     model_roots: tuple[Path, ...] = ()
     """Where a chosen index's embedding-model folder may be (``ARAG_EMBEDDING_MODEL_ROOTS``)."""
+    allowed_chroma_urls: frozenset[str] = frozenset()
+    """Chroma servers a served run may reach (``ARAG_CHROMA_URL`` and ``ARAG_ALLOWED_CHROMA_URLS``)."""
 
     @classmethod
     def from_env(cls) -> ServingPolicy:
@@ -96,6 +178,7 @@ class ServingPolicy:
         if default_url:
             urls.add(normalize_url(default_url))
         root = os.environ.get("ARAG_INDEX_ROOT", "").strip()
+        chroma = {chroma_endpoint(u) for u in (*_listed("ARAG_ALLOWED_CHROMA_URLS"), *_listed("ARAG_CHROMA_URL"))}
         return cls(
             default_model=default_model,
             allowed_models=allowed_models,
@@ -106,13 +189,15 @@ class ServingPolicy:
             model_roots=tuple(
                 Path(p.strip()) for p in os.environ.get("ARAG_EMBEDDING_MODEL_ROOTS", "").split(os.pathsep) if p.strip()
             ),
+            allowed_chroma_urls=frozenset(chroma),
         )
 
     def model(self, requested: str) -> str:
         requested = (requested or "").strip()
         if not requested:
             return self.default_model
-        if self.allowed_models is not None and requested not in self.allowed_models:
+        allowed = None if self.allowed_models is None else {canonical_model(m) for m in self.allowed_models}
+        if allowed is not None and canonical_model(requested) not in allowed:
             allowed = ", ".join(sorted(self.allowed_models))
             raise RunRefused(
                 f"model {requested!r} is not allowed on this server; choose one of: {allowed} "
@@ -131,6 +216,36 @@ class ServingPolicy:
                 "(the operator sets ARAG_ALLOWED_BASE_URLS)"
             )
         return requested
+
+    def endpoints(self, kind: EndpointKind) -> frozenset[str]:
+        """The endpoints (normalised) a served run's clients of ``kind`` may call.
+
+        Model and embeddings clients share the model key, so they share ``ARAG_ALLOWED_BASE_URLS``
+        and the default endpoint; with no default configured, that is OpenAI's own API, where a
+        client without a base URL goes. Chroma clients get the Chroma list only.
+        """
+        if kind == "chroma":
+            return self.allowed_chroma_urls
+        return self.allowed_base_urls if self.default_base_url else self.allowed_base_urls | {OPENAI_API_NORMAL}
+
+    def check_endpoint(self, kind: EndpointKind, url: str | None, what: str) -> None:
+        """Refuse ``what`` (a client about to be built) when its endpoint ``url`` is not allowed."""
+        setting = "ARAG_ALLOWED_CHROMA_URLS" if kind == "chroma" else "ARAG_ALLOWED_BASE_URLS"
+        if url is None:
+            raise RunRefused(
+                f"{what}: cannot tell which endpoint it would call, so this server does not build it; the operator "
+                f"may choose another model"
+            )
+        try:
+            allowed = normalize_url(url) in self.endpoints(kind)
+        except RunRefused:
+            allowed = False
+        if not allowed:
+            shown = _shown_url(url)
+            raise RunRefused(
+                f"{what} would send requests to {shown}, an endpoint this server does not allow; the operator may "
+                f"add it to {setting}, or choose another"
+            )
 
     def index_path(self, requested: str) -> str | None:
         requested = (requested or "").strip()
@@ -166,15 +281,7 @@ class ServingPolicy:
         url = getattr(manifest, "embedding_base_url", None)
         if not is_endpoint_spec(model) or not url:
             return
-        try:
-            allowed = normalize_url(str(url)) in self.allowed_base_urls
-        except RunRefused:
-            allowed = False
-        if not allowed:
-            raise RunRefused(
-                f"this index embeds queries at {str(url)[:100]!r}, an endpoint this server does not allow; the "
-                "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
-            )
+        self.check_endpoint("embeddings", str(url), "this index's embedding model")
 
     def check_index_models(self, manifest: Any, index_path: str | os.PathLike[str]) -> None:
         """Refuse an index a run chose whose manifest loads what the operator does not allow: an
@@ -197,6 +304,31 @@ class ServingPolicy:
     def resolve(self, model: str, base_url: str, index_path: str) -> RunChoice:
         """Check a run's choices; the defaults fill what it leaves empty."""
         return RunChoice(self.model(model), self.base_url(base_url), self.index_path(index_path))
+
+
+OPENAI_API_NORMAL = normalize_url(OPENAI_API)
+
+
+def chroma_endpoint(url: str) -> str:
+    """A Chroma URL as the client will call it (normalised): ``HOST:PORT`` alone means http, and the
+    port is 8000 by default, as in :func:`arag_graph.vectorstore.connect_sentence_store`."""
+    text = url.strip() if "://" in url else f"http://{url.strip()}"
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.hostname and port is None:
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        text = urlunsplit((parts.scheme, f"{host}:{8000 if parts.scheme != 'https' else 443}", parts.path, "", ""))
+    return normalize_url(text)
+
+
+def _shown_url(url: str) -> str:
+    """``url`` for a message: credentials hidden, at most 100 characters."""
+    from arag_graph.safety import url_without_credentials
+
+    return repr(url_without_credentials(str(url))[:100])
 
 
 def _same_path(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
