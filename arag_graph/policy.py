@@ -70,7 +70,7 @@ def _listed(name: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
 
 
-def normalize_url(url: str) -> str:
+def normalize_url(url: str, what: str = "base_url") -> str:
     """An endpoint in one spelling: scheme and host lower-cased, the port always written, no trailing
     slash. Two endpoints are the same when these spellings are equal: scheme, host, port and path.
 
@@ -83,11 +83,9 @@ def normalize_url(url: str) -> str:
     except ValueError:
         port = -1
     if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname or port == -1:
-        raise RunRefused(
-            f"base_url {str(url)[:100]!r} is not an http(s) URL; give one such as http://localhost:8000/v1"
-        )
+        raise RunRefused(f"{what} {str(url)[:100]!r} is not an http(s) URL; give one such as http://localhost:8000/v1")
     if parts.username or parts.password:
-        raise RunRefused("base_url must not contain credentials; the server's environment provides keys")
+        raise RunRefused(f"{what} must not contain credentials; the server's environment provides keys")
     scheme = parts.scheme.lower()
     host = parts.hostname.lower()
     host = f"[{host}]" if ":" in host else host
@@ -321,7 +319,7 @@ def chroma_endpoint(url: str) -> str:
     if parts.hostname and port is None:
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         text = urlunsplit((parts.scheme, f"{host}:{8000 if parts.scheme != 'https' else 443}", parts.path, "", ""))
-    return normalize_url(text)
+    return normalize_url(text, "Chroma URL")
 
 
 def _shown_url(url: str) -> str:

@@ -266,3 +266,17 @@ def test_stream_redaction_holds_however_the_reply_is_split(monkeypatch: pytest.M
         out = "".join([redactor.feed(p) for p in pieces] + [redactor.flush()])
         assert out == redact(reply), seed
         assert PLAIN_KEY not in out and OPERATOR_KEY not in out and URL_SECRET not in out
+
+
+def test_any_providers_model_gets_the_same_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models of other providers (built by ``init_chat_model``) get the redaction by :func:`models.redacting`."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    monkeypatch.setenv("ARAG_API_KEY", PLAIN_KEY)
+    reply = f"the key is {PLAIN_KEY} indeed"
+    model = models.redacting(GenericFakeChatModel(messages=iter([AIMessage(content=reply)] * 2)))
+    assert models.redacting(model) is model and type(model).__mro__.count(type(model).__mro__[1]) == 1
+    assert model.invoke("hi").content == "the key is *** indeed"
+    streamed = "".join(str(chunk.content) for chunk in model.stream("hi"))
+    assert streamed == "the key is *** indeed"
