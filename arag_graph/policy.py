@@ -226,6 +226,13 @@ class ServingPolicy:
             return self.allowed_chroma_urls
         return self.allowed_base_urls if self.default_base_url else self.allowed_base_urls | {OPENAI_API_NORMAL}
 
+    def allows(self, kind: EndpointKind, url: str) -> bool:
+        """Whether a client of ``kind`` may call ``url``: scheme, host, port and path as allowed."""
+        try:
+            return normalize_url(url) in self.endpoints(kind)
+        except RunRefused:  # not an http(s) URL, or one carrying credentials
+            return False
+
     def check_endpoint(self, kind: EndpointKind, url: str | None, what: str) -> None:
         """Refuse ``what`` (a client about to be built) when its endpoint ``url`` is not allowed."""
         setting = "ARAG_ALLOWED_CHROMA_URLS" if kind == "chroma" else "ARAG_ALLOWED_BASE_URLS"
@@ -234,15 +241,10 @@ class ServingPolicy:
                 f"{what}: cannot tell which endpoint it would call, so this server does not build it; the operator "
                 f"may choose another model"
             )
-        try:
-            allowed = normalize_url(url) in self.endpoints(kind)
-        except RunRefused:
-            allowed = False
-        if not allowed:
-            shown = _shown_url(url)
+        if not self.allows(kind, url):
             raise RunRefused(
-                f"{what} would send requests to {shown}, an endpoint this server does not allow; the operator may "
-                f"add it to {setting}, or choose another"
+                f"{what} would send requests to {_shown_url(url)}, an endpoint this server does not allow; the "
+                f"operator may add it to {setting}, or choose another"
             )
 
     def index_path(self, requested: str) -> str | None:
@@ -279,7 +281,11 @@ class ServingPolicy:
         url = getattr(manifest, "embedding_base_url", None)
         if not is_endpoint_spec(model) or not url:
             return
-        self.check_endpoint("embeddings", str(url), "this index's embedding model")
+        if not self.allows("embeddings", str(url)):
+            raise RunRefused(
+                f"this index embeds queries at {_shown_url(str(url))}, an endpoint this server does not allow; the "
+                "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
+            )
 
     def check_index_models(self, manifest: Any, index_path: str | os.PathLike[str]) -> None:
         """Refuse an index a run chose whose manifest loads what the operator does not allow: an
