@@ -1,7 +1,7 @@
 """One endpoint rule: every client arag builds for a served run calls only what the operator allowed.
 
 Issue 22, section 1. Each client (chat model, embeddings endpoint, Chroma server) is checked where
-it is built, on the endpoint the built client will call (:func:`arag_graph.policy.check_endpoint`);
+it is built, on the endpoint the built client will call (:func:`arag_graph.core.endpoints.check_endpoint`);
 provider prefixes are read in one spelling before routing; URLs carrying credentials are never
 written to a file; replies echoing the operator's key are redacted in everything a run returns or
 streams. The same cases run against a real ``langgraph dev`` in tests/slow/test_served_security.py.
@@ -19,15 +19,16 @@ from typing import Any
 
 import pytest
 
-from arag_graph import models
-from arag_graph.errors import AragError
-from arag_graph.index import build_index
-from arag_graph.index_layout import MANIFEST, build_path, read_current
-from arag_graph.policy import RunRefused, ServingPolicy, canonical_model, serving
+from arag_graph.core.endpoints import canonical_model, client_endpoint, serving
+from arag_graph.core.errors import AragError
+from arag_graph.core.safety import StreamRedactor, redact, url_without_credentials
+from arag_graph.index.build import build_index
+from arag_graph.index.chroma import check_chroma_server
+from arag_graph.index.layout import MANIFEST, build_path, read_current
+from arag_graph.llm import models
 from arag_graph.registry import GRAPHS
-from arag_graph.runtime import index_for_context
-from arag_graph.safety import StreamRedactor, redact, url_without_credentials
-from arag_graph.vectorstore import check_chroma_server
+from arag_graph.run.policy import RunRefused, ServingPolicy
+from arag_graph.run.runtime import index_for_context
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import sentinel_key
 from tests.stubs._http import RecordedRequest
@@ -208,7 +209,7 @@ def test_without_a_configured_endpoint_the_default_is_openais_own(operator: Path
     policy = ServingPolicy.from_env()
     with serving(policy):
         model = models.resolve_chat_model("gpt-4o-mini")
-    assert models.client_endpoint(model) == "https://api.openai.com/v1/"
+    assert client_endpoint(model) == "https://api.openai.com/v1/"
     with pytest.raises(RunRefused):
         policy.check_endpoint("model", "https://api.openai.com.evil.example/v1", "model")
 
