@@ -146,9 +146,20 @@ class Manifest:
     sentence_digest: str | None = None
     """One digest of the Chroma sentence records (chunk, position, text), for ``arag verify``; None
     for a matrix, whose rows hold vectors only (its checksum covers them)."""
+    store_checksums: dict[str, str] | None = None
+    """SHA-256 of every file of an embedded Chroma store, by path inside it, as the build closed it;
+    checked as each process copies the store to open it (:func:`arag_graph.integrity.copy_verified`).
+    None for a matrix or a server; an embedded store without it is refused (rebuild)."""
+    manifest_checksum: str | None = None
+    """The manifest's seal over its own content (:func:`arag_graph.integrity.json_checksum` of every
+    other field), written by :meth:`to_json`: a flipped bit in any value refuses the manifest, as
+    one in a key name does (an unknown key). Manifests from before it load without one."""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        data = json.loads(json.dumps(dataclasses.asdict(self)))
+        data.pop("manifest_checksum", None)
+        data["manifest_checksum"] = integrity.json_checksum(data)
+        return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
     def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
@@ -170,13 +181,22 @@ class Manifest:
                 f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
                 f"{FORMAT_VERSION}); rebuild the index with `arag index`"
             )
+        # Every key must be a field: a flipped bit in a key name (``checksums``) must not turn the
+        # manifest into an older one whose missing field means "unchecked".
         names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in data if k not in names)
+        if unknown:
+            raise IndexDamagedError(where, f"{path} has the field {unknown[0][:40]!r}, which no arag manifest has")
         try:
-            return TypeAdapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+            manifest = TypeAdapter(cls).validate_python(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             field_name = ".".join(str(part) for part in first["loc"]) or "?"
             raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
+        seal = data.pop("manifest_checksum", None)
+        if seal is not None and seal != integrity.json_checksum(data):
+            raise IndexDamagedError(where, f"{path} differs from what the build wrote (its checksum of itself fails)")
+        return manifest
 
 
 class ChunkStore:
@@ -767,13 +787,20 @@ def _build_locked(
         t0 = time.perf_counter()
         written = [CHUNKS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
         digest = None
+        store_checksums = None
+        stored_count = sentences.count()
         if isinstance(sentences, SentenceMatrix):
             written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
         else:
-            # Chroma's files change when it opens them: its records are checked by content instead.
+            # The records' content, for `verify` and for a server's store, whose files arag never sees.
             np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
             written.append(integrity.VECTOR_FINGERPRINT)
             digest = integrity.sentence_digest(chunks)
+        if chroma_cfg["mode"] == "persistent":
+            # Closed, its files are final; every later open reads them through a checked copy.
+            assert isinstance(sentences, SentenceStore)
+            sentences.close()
+            store_checksums = integrity.tree_checksums(build_dir / str(chroma_cfg["path"]))
         checksums = integrity.checksums(build_dir, written)
         timings["checksum_seconds"] = time.perf_counter() - t0
         manifest = Manifest(
@@ -786,7 +813,7 @@ def _build_locked(
             corpus_hash=corpus_hash(chunks),
             documents=len(documents) if documents is not None else len(chunks),
             chunks=len(chunks),
-            sentences=sentences.count(),
+            sentences=stored_count,
             chroma=chroma_cfg,
             build_seconds=round(time.perf_counter() - started, 3),
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -798,8 +825,11 @@ def _build_locked(
             embedding_base_url=endpoint_base_url(embeddings),
             checksums=checksums,
             sentence_digest=digest,
+            store_checksums=store_checksums,
         )
         write_atomic(build_dir / MANIFEST, manifest.to_json())
+        if store_checksums is not None:  # the index returned answers from a checked copy, as loads do
+            sentences = _open_sentences(root, manifest, build_dir, chunks, chroma_timeout)
         point_current(root, build)
         if summarized:  # the build holds them now
             from arag_graph.summarize import forget_progress
@@ -939,7 +969,9 @@ def _open_sentences(
     if config.get("mode") == "matrix":
         sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
     else:
-        sentences = connect_sentence_store(config, build_dir, root=root, timeout=chroma_timeout)
+        sentences = connect_sentence_store(
+            config, build_dir, root=root, timeout=chroma_timeout, checksums=manifest.store_checksums
+        )
         if config.get("ids") == "rows":
             sentences.layout = SentenceLayout(chunks)
     stored = sentences.count()
