@@ -488,6 +488,28 @@ def test_the_writer_drops_a_line_cut_short_and_appends_on_a_clean_line(tmp_path:
     assert [r["question_id"] for r in lines_of(path)] == ["q1", "q2"]
 
 
+@pytest.mark.parametrize(
+    "damaged", ['{"question_id": "q2", "pred', '{"question_id": "q2", "prediction": {"ans\x00', "{\xff"]
+)
+def test_a_damaged_line_before_the_last_is_refused_kept_and_not_silently_rerun(damaged: str, tmp_path: Path) -> None:
+    """Only the last line, with no newline after it, can be a record cut short by a kill. A line
+    like it in the middle was written whole and damaged later: once it was dropped without a word
+    and its question run (and paid for) again. Now the run stops with one line, the line is kept
+    in ``.rejected``, and the next run redoes that question only."""
+    path = tmp_path / "p.jsonl"
+    third = {**GOOD, "question_id": "q3"}
+    path.write_bytes(
+        (json.dumps(GOOD) + "\n").encode() + damaged.encode("latin-1") + b"\n" + json.dumps(third).encode() + b"\n"
+    )
+    with pytest.raises(AragError, match=r"line 2 is damaged") as caught:
+        _predictions(path)
+    assert "\n" not in str(caught.value) and "p.jsonl.rejected" in str(caught.value)
+    assert (tmp_path / "p.jsonl.rejected").read_bytes() == damaged.encode("latin-1") + b"\n"
+    file = _predictions(path)  # the rerun: q2 is not done, q1 and q3 are
+    assert sorted(file.keys) == ["q1", "q3"]
+    record("eval_safety", "a damaged middle line of a predictions file", faults=1, survived=1)
+
+
 @pytest.mark.parametrize("line", ["null", "[]", '"text"', '{"something": "else"}', "plain words"])
 def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
