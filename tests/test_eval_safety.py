@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -552,3 +553,86 @@ def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
     (folder / "g__default.jsonl").write_text(json.dumps({**GOOD, "metrics": None}) + "\n", encoding="utf-8")
     assert load_records(tmp_path) == []
     assert not (folder / "g__default.jsonl.rejected").exists()  # reading sets nothing aside
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming only what the same settings produced
+
+
+def _manifest(**changes: Any) -> Any:
+    from arag_graph.index import Manifest
+
+    base = Manifest(
+        embedding_model="sentence-transformers/all-MiniLM-L6-v2",
+        embedding_dim=384,
+        chunk_size=1000,
+        contextual_headers=True,
+        keyword_match="word",
+        corpus_hash="c0ffee",
+        documents=3,
+        chunks=3,
+        sentences=9,
+        chroma={"mode": "matrix", "path": "sentences.npy"},
+        encoder="onnx-int8",
+        header_max_chars=200,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+INDEX_CHANGES: dict[str, dict[str, Any]] = {
+    "corpus_hash": {"corpus_hash": "beef"},
+    "embedding_model": {"embedding_model": "openai:text-embedding-3-small"},
+    "encoder": {"encoder": "torch"},
+    "embedding_base_url": {"embedding_base_url": "http://127.0.0.1:9/v1"},
+    "embedding_dim": {"embedding_dim": 768},
+    "chunk_size": {"chunk_size": 500},
+    "contextual_headers": {"contextual_headers": False, "header_max_chars": 0},
+    "header_max_chars": {"header_max_chars": 80},
+    "keyword_match": {"keyword_match": "substring"},
+    "sentence_search": {"chroma": {"mode": "persistent", "path": "chroma", "collection": "sentences"}},
+    "summaries": {"extra": {"summaries": {"model": "offline"}}},
+}
+
+
+def test_every_index_setting_of_the_fingerprint_is_tested() -> None:
+    from arag_graph.evaluators.runner import INDEX_FINGERPRINT_FIELDS
+
+    assert set(INDEX_FINGERPRINT_FIELDS) <= set(INDEX_CHANGES)
+
+
+@pytest.mark.parametrize("field", list(INDEX_CHANGES))
+def test_each_index_setting_changes_the_fingerprint(field: str, tmp_path: Path) -> None:
+    """``arag eval`` once resumed into an --out whose results came from an index with other headers,
+    keyword rule or encoder: the fingerprint held only the corpus hash and the embedding model."""
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.runner import EvalPlan, _fingerprint
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    before = _fingerprint(plan, SimpleNamespace(manifest=_manifest()))
+    after = _fingerprint(plan, SimpleNamespace(manifest=_manifest(**INDEX_CHANGES[field])))
+    assert before != after and {k for k in before if before[k] != after[k]} >= {field}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"model": "gpt-4o-mini"}, {"judge": "gpt-4o"}, {"top_k": 7}, {"extra_context": {"max_steps": 3}}],
+    ids=["model", "judge", "top_k", "context"],
+)
+def test_each_run_setting_changes_the_fingerprint(change: dict[str, Any], tmp_path: Path) -> None:
+    from arag_graph.evaluators.runner import EvalPlan, _fingerprint
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    assert _fingerprint(plan, None) != _fingerprint(dataclasses.replace(plan, **change), None)
+
+
+def test_resuming_into_results_of_an_index_with_other_settings_is_refused(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.runner import EvalPlan, check_resume
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    check_resume(plan, SimpleNamespace(manifest=_manifest()))
+    with pytest.raises(AragError, match=r"keyword_match differ") as caught:
+        check_resume(plan, SimpleNamespace(manifest=_manifest(keyword_match="substring")))
+    assert "\n" not in str(caught.value)
