@@ -55,7 +55,9 @@ from arag_graph.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
     check_encoder,
+    check_vectors,
     default_embeddings,
+    embed_query,
     embed_texts,
     embedding_model_id,
     encoder_backend,
@@ -450,8 +452,12 @@ class HierarchicalIndex:
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
         return results
 
-    def _query_vector(self, query: str, query_vector: Sequence[float] | None) -> list[float]:
-        return list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+    def query_vector(self, query: str, query_vector: Sequence[float] | None = None) -> list[float]:
+        """The vector a search of ``query`` uses (``query_vector`` when given: HyDE embeds something
+        else), checked to be finite, non-zero and of the index's dimension (one line otherwise)."""
+        if query_vector is None:
+            return embed_query(self.embeddings, query, self.manifest.embedding_dim).tolist()
+        return check_vectors([query_vector], 1, self.manifest.embedding_dim, self.embeddings)[0].tolist()
 
     def top_sentences(
         self, query: str, n: int = 5, *, query_vector: Sequence[float] | None = None
@@ -463,7 +469,7 @@ class HierarchicalIndex:
         """
         if n <= 0 or len(self.store) == 0:
             return []
-        return self._nearest(self._query_vector(query, query_vector), n)
+        return self._nearest(self.query_vector(query, query_vector), n)
 
     def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
         """The sentence store's nearest records, each checked against the chunk it names.
@@ -502,7 +508,7 @@ class HierarchicalIndex:
         """
         if top_k <= 0 or len(self.store) == 0:
             return []
-        vector = self._query_vector(query, query_vector)
+        vector = self.query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
         while True:
@@ -931,7 +937,7 @@ def _store_sentences(
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
         for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
-            vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
+            vectors = embed_texts(embeddings, texts, on_batch=encoded.update, dimension=dimension or None)
             encode_seconds += time.perf_counter() - t0
             dimension = int(vectors.shape[1])
             if writer is not None:
