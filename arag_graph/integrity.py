@@ -224,7 +224,16 @@ def vector_fingerprint(vectors: np.ndarray) -> np.ndarray:
         return np.zeros((len(vectors), 2), np.float32)
     direction = np.random.default_rng(20260203).standard_normal(vectors.shape[1]).astype(np.float32)
     direction /= np.linalg.norm(direction)
-    return np.stack([np.linalg.norm(vectors, axis=1), vectors @ direction], axis=1).astype(np.float32)
+    # A damaged vector (a flipped exponent bit) overflows float32 here: the fingerprint becomes inf
+    # or NaN and fails the comparison quietly, instead of numpy printing a warning beside the error.
+    with np.errstate(all="ignore"):
+        return np.stack([np.linalg.norm(vectors, axis=1), vectors @ direction], axis=1).astype(np.float32)
+
+
+def _close(got: np.ndarray, expected: np.ndarray) -> bool:
+    """Fingerprints equal within float32 round trips; NaN or infinite ones (damage) never are."""
+    with np.errstate(all="ignore"):
+        return bool(np.allclose(got, expected, rtol=_VECTOR_TOLERANCE, atol=_VECTOR_TOLERANCE))
 
 
 def verify_sentences(
@@ -259,9 +268,7 @@ def verify_sentences(
                     f"position {metadata.get('position')!r}, not at sentence {position} of chunk {chunk_id[:40]!r}",
                 )
             _update(digest, chunk_id, position, sentence)
-            if fingerprint is not None and not np.allclose(
-                vector_fingerprint(vector[None, :])[0], fingerprint[i], rtol=_VECTOR_TOLERANCE, atol=_VECTOR_TOLERANCE
-            ):
+            if fingerprint is not None and not _close(vector_fingerprint(vector[None, :])[0], fingerprint[i]):
                 raise IndexDamagedError(
                     root, f"the vector of sentence record {record_id} differs from what the build stored"
                 )

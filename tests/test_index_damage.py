@@ -535,3 +535,32 @@ def test_a_flipped_bit_in_every_byte_of_the_manifest_is_refused(pristines: dict[
         raise AssertionError(f"a flipped bit at byte {offset} of the manifest loaded")
     assert refused == len(original) and Manifest.from_file(path) == sound
     record("index_damage", f"load: every bit of the manifest ({backend})", faults=refused, survived=refused)
+
+
+def test_verify_reports_an_overflowing_vector_without_a_numpy_warning(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vector read back with its exponent bits flipped (infinite values: what a server's damaged
+    store answers, whose files arag cannot checksum) overflowed `verify`'s fingerprint, and numpy
+    printed a RuntimeWarning beside the one error line."""
+    import warnings
+
+    from arag_graph.index import verify_index
+
+    index = load(copy)
+    read = index.sentences.records
+
+    def damaged(ids: Any) -> Any:
+        got = read(ids)
+        metadata, document, vector = got["2"]
+        vector = vector.copy()
+        vector[:2] = (np.inf, -np.inf)
+        got["2"] = (metadata, document, vector)
+        return got
+
+    monkeypatch.setattr(index.sentences, "records", damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AragError) as caught:
+            verify_index(index)
+    assert "vector of sentence record 2" in damaged_line(caught.value, copy)
