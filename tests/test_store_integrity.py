@@ -175,3 +175,25 @@ def test_arag_search_on_a_flipped_store_exits_with_one_line_not_a_signal(
     assert len(lines) == 1 and lines[0].startswith("arag: error: index damaged: ") and name in lines[0], done.stderr
     assert done.stdout == ""
     record("store_integrity", f"cli: {name} flipped", faults=1, survived=1)
+
+
+@pytest.mark.integration
+def test_a_read_only_chroma_index_with_a_full_tmpdir_is_one_short_line(tmp_path: Path, _isolated_cache: Path) -> None:
+    """The private copy could not be written (a 64 KB TMPDIR): the error once listed every file
+    copytree failed on, a 3 KB line."""
+    from tests.mounts import CLI_SCRIPT, read_only_bind, require_mount_namespaces, run_in_namespace, subprocess_env
+
+    require_mount_namespaces()
+    index = tmp_path / "mounted" / "index"
+    docs = [Document(TEXT.format(i=i, topic=i % 7, line=i * 3), id=f"d{i}", title=f"T{i}") for i in range(40)]
+    build_index(docs, index, embeddings=DefaultNamedFake(), backend="chroma", progress=False)
+    small = tmp_path / "small-tmp"
+    small.mkdir()
+    mounts = [*read_only_bind(index.parent), f"mount -t tmpfs -o size=64k tmpfs {small}"]
+    env = {**subprocess_env(_isolated_cache), "TMPDIR": str(small)}
+    commands = [["search", "--index", str(index), "--query", "topic 5", "--json"]]
+    (result,) = run_in_namespace(mounts, CLI_SCRIPT, [json.dumps(commands)], env)
+    lines = result["err"].splitlines()
+    assert result["code"] not in (0, "raised") and result["out"] == "", result
+    assert len(lines) == 1 and lines[0].startswith("arag: error: ") and len(lines[0]) < 500, result["err"][:4000]
+    assert "TMPDIR" in lines[0] and "No space left on device" in lines[0], lines[0]
