@@ -46,14 +46,22 @@ from typing import Any
 
 import numpy as np
 from bench_keyword import DEFAULT_DATA, make_chunks, passages
-from benchenv import RESULTS
+from benchenv import DATA, RESULTS
 
-from arag_graph import integrity
-from arag_graph.documents import Chunk
-from arag_graph.index import CHUNKS, ChunkStore, Manifest, _load_files
-from arag_graph.keywords import KeywordIndex, keyword_files
-from arag_graph.sentencematrix import MATRIX_FILE, MATRIX_MAX_SENTENCES, MatrixWriter, SentenceLayout, SentenceMatrix
-from arag_graph.vectorstore import connect_sentence_store
+from arag_graph.core.documents import Chunk
+from arag_graph.index import integrity
+from arag_graph.index.chroma import connect_sentence_store
+from arag_graph.index.hierarchical import ChunkStore
+from arag_graph.index.keywords import KeywordIndex, keyword_files
+from arag_graph.index.load import _load_files
+from arag_graph.index.manifest import CHUNKS, Manifest
+from arag_graph.index.sentencematrix import (
+    MATRIX_FILE,
+    MATRIX_MAX_SENTENCES,
+    MatrixWriter,
+    SentenceLayout,
+    SentenceMatrix,
+)
 
 RECORD_DIM = 384
 
@@ -200,17 +208,14 @@ def measure_matrix(base: list[dict[str, str]], sentences: int, work: Path, repea
     }
 
 
-HOTPOT = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
-
 def store_chunks(name: str, base: list[dict[str, str]]) -> tuple[str, list[Chunk]]:
     """The chunks of a store to measure: ``hotpotqa-100`` (its corpus, chunked as ``arag index`` does)
     or a sentence count (the repeated 2Wiki passages)."""
     if name == "hotpotqa-100":
-        from arag_graph.chunking import chunk_documents
-        from arag_graph.corpus import load_corpus
+        from arag_graph.core.chunking import chunk_documents
+        from arag_graph.index.corpus import load_corpus
 
-        return "HotpotQA-100 corpus", chunk_documents(load_corpus(HOTPOT / "hotpotqa-100" / "corpus.json"))
+        return "HotpotQA-100 corpus", chunk_documents(load_corpus(DATA / "hotpotqa-100" / "corpus.json"))
     return f"synthetic ({int(name):,} sentences)", chunks_with_sentences(base, int(name))
 
 
@@ -218,7 +223,7 @@ def measure_store(name: str, base: list[dict[str, str]], work: Path, repeats: in
     """An embedded Chroma store as a build leaves it: a plain copy, the checked copy, Chroma's open."""
     import chromadb
 
-    from arag_graph.vectorstore import _settings
+    from arag_graph.index.chroma import _settings
 
     work.mkdir(parents=True, exist_ok=True)
     label, chunks = store_chunks(name, base)

@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from arag_graph.documents import Document
-from arag_graph.embeddings import DEFAULT_MODEL_ID
-from arag_graph.errors import AragError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, build_index, load_index
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
 from tests.reliability import record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,7 +155,7 @@ def cli_env() -> dict[str, str]:
 
 
 def arag(*argv: str) -> subprocess.CompletedProcess[str]:
-    script = "import sys; from arag_graph.cli import main; sys.exit(main(sys.argv[1:]))"
+    script = "import sys; from arag_graph.cli.main import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run(
         [sys.executable, "-c", script, *argv], env=cli_env(), capture_output=True, text=True, timeout=300, cwd=REPO
     )
