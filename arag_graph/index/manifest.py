@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import IndexDamagedError, IndexMismatchError
+from arag_graph.core.safety import url_without_credentials
 from arag_graph.index import integrity
 
 FORMAT_VERSION = 1
@@ -74,10 +75,17 @@ class Manifest:
     as one in a key name does (an unknown key). Manifests from before it load without one."""
 
     def to_json(self) -> str:
-        data = json.loads(json.dumps(dataclasses.asdict(self)))
-        data.pop("manifest_checksum", None)
-        data["manifest_checksum"] = integrity.json_checksum(data)
-        return json.dumps(data, indent=2, sort_keys=True)
+        """The manifest's text, with every URL it records passed through the one rule for URLs in files
+        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already; and
+        sealed by ``manifest_checksum`` over everything else it holds (checked by :meth:`from_file`)."""
+        record = json.loads(json.dumps(dataclasses.asdict(self)))
+        if record["embedding_base_url"]:
+            record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
+        if isinstance(record["chroma"].get("url"), str):
+            record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+        record.pop("manifest_checksum", None)
+        record["manifest_checksum"] = integrity.json_checksum(record)
+        return json.dumps(record, indent=2, sort_keys=True)
 
     @classmethod
     def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
