@@ -17,8 +17,16 @@ bench/bench_keyword.py does), with the files in the page cache (just written):
   ``--matrix-sentences`` rows: its checksum at build, opening it (memory-mapped) without and with
   the checksum every load runs, and ``arag verify``'s read of every row.
 
+- the embedded Chroma store's files (issue 22): every process opens a private copy of the store
+  checked against the build's checksums as it is made (``integrity.copy_verified``). ``--stores``
+  measures, on the HotpotQA-100 corpus's sentences and on a synthetic store of ``N`` sentences
+  (random 384-dimensional vectors: the cost depends on the bytes, not on what they encode), a plain
+  copy of the store (what a read-only index paid before), the checked copy, and Chroma's open of
+  the copy; ``--stores-only`` runs just that and keeps the other sections of the last report.
+
     python bench/bench_integrity.py                          # 200k and 1M passages, 50k records
     python bench/bench_integrity.py --sizes 200000 --sentences 20000 --matrix-sentences 100000
+    python bench/bench_integrity.py --stores hotpotqa-100,20000 --stores-only
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from typing import Any
 
 import numpy as np
 from bench_keyword import DEFAULT_DATA, make_chunks, passages
-from benchenv import RESULTS
+from benchenv import DATA, RESULTS
 
 from arag_graph.core.documents import Chunk
 from arag_graph.index import integrity
@@ -200,6 +208,75 @@ def measure_matrix(base: list[dict[str, str]], sentences: int, work: Path, repea
     }
 
 
+def store_chunks(name: str, base: list[dict[str, str]]) -> tuple[str, list[Chunk]]:
+    """The chunks of a store to measure: ``hotpotqa-100`` (its corpus, chunked as ``arag index`` does)
+    or a sentence count (the repeated 2Wiki passages)."""
+    if name == "hotpotqa-100":
+        from arag_graph.core.chunking import chunk_documents
+        from arag_graph.index.corpus import load_corpus
+
+        return "HotpotQA-100 corpus", chunk_documents(load_corpus(DATA / "hotpotqa-100" / "corpus.json"))
+    return f"synthetic ({int(name):,} sentences)", chunks_with_sentences(base, int(name))
+
+
+def measure_store(name: str, base: list[dict[str, str]], work: Path, repeats: int) -> dict[str, Any]:
+    """An embedded Chroma store as a build leaves it: a plain copy, the checked copy, Chroma's open."""
+    import chromadb
+
+    from arag_graph.index.chroma import _settings
+
+    work.mkdir(parents=True, exist_ok=True)
+    label, chunks = store_chunks(name, base)
+    layout = SentenceLayout(chunks)
+    build = work / f"store-{name}"
+    build.mkdir()
+    config = {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+    store = connect_sentence_store(config, build, create=True)
+    documents = [s for _, _, s in integrity.expected_sentences(chunks)]
+    rng = np.random.default_rng(5)
+    started = time.perf_counter()
+    for start in range(0, len(layout), 4096):
+        block = rng.standard_normal((min(4096, len(layout) - start), RECORD_DIM)).astype(np.float32)
+        store.add_rows(start, layout, documents[start : start + len(block)], block)
+    insert = time.perf_counter() - started
+    store.close()
+    source = build / "chroma"
+    checksums, checksum_seconds = timed(lambda: integrity.tree_checksums(source))
+    size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
+    targets = iter(range(10**6))
+
+    def plain() -> None:
+        shutil.copytree(source, work / f"plain-{next(targets)}")
+
+    def checked() -> None:
+        integrity.copy_verified(work, source, work / f"checked-{next(targets)}", checksums)
+
+    def opened() -> None:
+        target = work / f"open-{next(targets)}"
+        shutil.copytree(source, target)
+        client = chromadb.PersistentClient(path=str(target), settings=_settings())
+        client.get_collection("sentences", embedding_function=None).count()
+        client.close()
+
+    plain()  # the first read brings the files into the page cache for every variant
+    times = median_seconds({"plain": plain, "checked": checked}, repeats)
+    open_seconds = statistics.median(timed(opened)[1] for _ in range(repeats)) - times["plain"]
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    return {
+        "store": label,
+        "sentences": len(layout),
+        "files": len(checksums),
+        "store_mb": round(size / 1e6, 1),
+        "insert_seconds": round(insert, 1),
+        "build_checksum_seconds": round(checksum_seconds, 3),
+        "copy_seconds": round(times["plain"], 3),
+        "checked_copy_seconds": round(times["checked"], 3),
+        "check_overhead_seconds": round(times["checked"] - times["plain"], 3),
+        "chroma_open_seconds": round(open_seconds, 3),
+    }
+
+
 def write(report: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "integrity.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -260,6 +337,31 @@ def write(report: dict[str, Any]) -> None:
                 f"| {row['open_seconds_unchecked']} | {row['open_seconds_checked']} | {row['full_check_seconds']} |"
             )
         lines.append("")
+    if report.get("stores"):
+        lines += [
+            "## The embedded Chroma store's files (every load)",
+            "",
+            f"Command: `{report.get('stores_command', report['command'])}` ({report.get('stores_date', '')}; the "
+            "sections above are from the run they name).",
+            "",
+            "Chroma writes to the files it opens, so each process opens a private copy of the store in `TMPDIR`, "
+            "and the read that makes the copy checks every byte against the build's checksums "
+            "(`integrity.copy_verified`) before Chroma reads any. A read-only index paid for the plain copy "
+            "already; the check adds the hash. Files in the page cache; medians of interleaved rounds. The "
+            "build records the checksums once, after closing the store (`build: checksums`). Vectors are random "
+            "(384 dimensions): the cost depends on the bytes, not on what they encode.",
+            "",
+            "| store | sentences | files | store (MB) | build: checksums (s) | plain copy (s) | checked copy (s) "
+            "| check adds (s) | Chroma's open of the copy (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in report["stores"]:
+            lines.append(
+                f"| {row['store']} | {row['sentences']:,} | {row['files']} | {row['store_mb']:,} "
+                f"| {row['build_checksum_seconds']} | {row['copy_seconds']} | {row['checked_copy_seconds']} "
+                f"| {row['check_overhead_seconds']:+} | {row['chroma_open_seconds']} |"
+            )
+        lines.append("")
     (RESULTS / "integrity.md").write_text("\n".join(lines))
 
 
@@ -274,15 +376,35 @@ def main() -> int:
         help="rows of the exact backend's sentence matrix, comma-separated (empty: skip)",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--stores",
+        default="hotpotqa-100,20000",
+        help="Chroma stores: hotpotqa-100 and/or sentence counts (empty: skip)",
+    )
+    parser.add_argument("--stores-only", action="store_true", help="measure the stores only; keep the rest")
     args = parser.parse_args()
     base = passages(args.data)
+    command = "python bench/bench_integrity.py" + "".join(f" {a}" for a in sys.argv[1:])
+    stores: list[dict[str, Any]] = []
+    if args.stores.strip():
+        with tempfile.TemporaryDirectory(prefix="arag-bench-stores-") as tmp:
+            stores = [
+                measure_store(n.strip(), base, Path(tmp) / "work", args.repeats)
+                for n in args.stores.split(",")
+                if n.strip()
+            ]
+    if args.stores_only:
+        report = json.loads((RESULTS / "integrity.json").read_text())
+        report |= {"stores": stores, "stores_command": command, "stores_date": time.strftime("%Y-%m-%d %H:%M")}
+        write(report)
+        print((RESULTS / "integrity.md").read_text())
+        return 0
     with tempfile.TemporaryDirectory(prefix="arag-bench-integrity-") as tmp:
         work = Path(tmp)
         files = [measure_files(base, int(size), work, args.repeats) for size in args.sizes.split(",")]
         store = measure_sentence_store(base, args.sentences, work)
         sizes = [int(n) for n in args.matrix_sentences.split(",") if n.strip()]
         matrix = [measure_matrix(base, n, work, args.repeats) for n in sizes]
-    command = "python bench/bench_integrity.py" + "".join(f" {a}" for a in sys.argv[1:])
     report = {
         "command": command,
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -290,6 +412,7 @@ def main() -> int:
         "files": files,
         "sentence_store": store,
         "matrix": matrix,
+        "stores": stores,
     }
     write(report)
     print((RESULTS / "integrity.md").read_text())

@@ -161,18 +161,45 @@ def exclusive(out: Path) -> Iterator[None]:
                 out.rmdir()
 
 
+# What of an index changes what its searches return, hence an evaluation's results: the corpus,
+# how it was chunked and embedded (model, backend, endpoint, headers) and matched by keyword.
+INDEX_FINGERPRINT_FIELDS = (
+    "corpus_hash",
+    "embedding_model",
+    "encoder",
+    "embedding_base_url",
+    "embedding_dim",
+    "chunk_size",
+    "contextual_headers",
+    "header_max_chars",
+    "keyword_match",
+)
+
+
 def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
-    """What must not change between a run and its resumption (without ``index``: what is known before it)."""
+    """Every setting that changes an evaluation's results, which must not change between a run and
+    its resumption (without ``index``: what is known before it is loaded).
+
+    The one list of them: the dataset, the model, the judge, top-k, the fixed
+    context values, and the index's settings (:data:`INDEX_FINGERPRINT_FIELDS`, whether its
+    sentence search is exact or HNSW, who wrote its summaries). Sweeps are left out, as
+    --max-steps is: a rerun may add values, each to its own file.
+    """
     known = {
         "dataset_sha256": hashlib.sha256(plan.dataset.read_bytes()).hexdigest(),
         "model": plan.model,
         "judge": plan.judge,
         "top_k": plan.top_k,
-        # Sweeps are left out, as --max-steps is: a rerun may add values, each to its own file.
         "context": plan_settings(plan)[0],
     }
     if index is not None:
-        known |= {"corpus_hash": index.manifest.corpus_hash, "embedding_model": index.manifest.embedding_model}
+        manifest = index.manifest
+        known |= {name: getattr(manifest, name, None) for name in INDEX_FINGERPRINT_FIELDS}
+        if known["embedding_base_url"]:
+            known["embedding_base_url"] = url_without_credentials(known["embedding_base_url"])
+        mode = (manifest.chroma or {}).get("mode")
+        known["sentence_search"] = "exact" if mode == "matrix" else "hnsw"
+        known["summaries"] = ((manifest.extra or {}).get("summaries") or {}).get("model")
     return known
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import Document
 from arag_graph.core.errors import AragError, IndexMismatchError
@@ -368,3 +369,104 @@ def test_a_served_run_loads_an_embedding_model_folder_only_from_where_the_operat
     monkeypatch.setenv("ARAG_EMBEDDING_MODEL_ROOTS", os.pathsep.join([str(tmp_path / "elsewhere"), str(model.parent)]))
     out = graph.invoke(ask, context={"index_path": "local", "model": "offline"})
     assert out["error"] is None and "nile" in out["retrieved_chunks"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectors from any encoder or endpoint are checked: dimension, finite values, non-zero length
+
+
+class BrokenEmbedder:
+    """Stands in for the stub server's embedder: vectors of another dimension, with a NaN, or zero."""
+
+    def __init__(self, fault: str, dim: int) -> None:
+        self.fault, self.dim = fault, dim
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if self.fault == "dimension":
+            return [[0.5] * (self.dim // 2) for _ in texts]
+        vector = [0.0] * self.dim
+        if self.fault == "nan":
+            vector = [1.0] * self.dim
+            vector[3] = float("nan")
+        return [list(vector) for _ in texts]
+
+
+FAULTS = {"dimension": "dimension", "nan": "NaN or infinite", "zero": "a zero vector"}
+
+
+def endpoint_index(tmp_path: Path, server: OpenAIStubServer) -> Path:
+    out = tmp_path / "index"
+    build_index(DOCS, out, embeddings="openai:stub-embed", embedding_base_url=server.url, progress=False)
+    return out
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_bad_query_vectors_from_an_endpoint_are_one_line(
+    fault: str, tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Wrong-dimension vectors once gave a traceback at query time; NaN or zero ones, exit 0 with
+    arbitrary chunks."""
+    out = endpoint_index(tmp_path, openai_server)
+    openai_server.embedder = BrokenEmbedder(fault, openai_server.embedder.dim)  # type: ignore[assignment]
+    for argv in (
+        ["search", "--index", str(out), "--query", "Where is the Eiffel Tower?", "--json"],
+        ["ask", "Where is the Eiffel Tower?", "--index", str(out), "--model", "offline", "--graph", "naive_rag"],
+    ):
+        code, _, err = run_cli(argv, capsys)  # (`ask` names its graph on stdout first)
+        assert code != 0 and len(err.splitlines()) == 1 and err.startswith("arag: error: "), err
+        assert "embedding model openai:stub-embed answered" in err and FAULTS[fault] in err, err
+
+
+@pytest.mark.parametrize("fault", ["nan", "zero"])  # at build, the first vectors set the dimension
+def test_bad_vectors_at_build_are_one_line_and_build_nothing(
+    fault: str, tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NaN or zero vectors were stored by a build, which then ranked arbitrarily."""
+    openai_server.embedder = BrokenEmbedder(fault, 16)  # type: ignore[assignment]
+    out = tmp_path / "index"
+    argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
+    line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", openai_server.url], capsys))
+    assert "embedding model openai:stub-embed answered" in line and FAULTS[fault] in line, line
+    assert not out.exists()
+
+
+class SwitchableEmbeddings(Embeddings):
+    """Any LangChain ``Embeddings`` (not ours, not an endpoint): sound, or with a fault."""
+
+    model_id = "test/switchable-8"
+
+    def __init__(self) -> None:
+        self.fault: str | None = None
+
+    def _vector(self, text: str) -> list[float]:
+        if self.fault is not None:
+            return BrokenEmbedder(self.fault, 8).embed_documents([text])[0]
+        return [float((hash(text) >> shift) & 7) + 1.0 for shift in range(0, 24, 3)]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("backend", ["matrix", "chroma"])
+def test_any_embeddings_with_bad_vectors_fail_in_one_line(fault: str, backend: str, tmp_path: Path) -> None:
+    embeddings = SwitchableEmbeddings()
+    built = build_index(DOCS, tmp_path / "index", embeddings=embeddings, backend=backend, progress=False)
+    index = load_index(tmp_path / "index", embeddings=embeddings)
+    assert built.semantic_search("Paris", 1)
+    embeddings.fault = fault
+    for search in (lambda: index.semantic_search("Paris", 2), lambda: index.top_sentences("Paris", 2)):
+        with pytest.raises(AragError) as caught:
+            search()
+        assert "test/switchable-8 answered" in str(caught.value) and FAULTS[fault] in str(caught.value)
+    with pytest.raises(AragError) as caught:
+        index.semantic_search("Paris", 2, query_vector=[float("nan")] * 8)  # HyDE's vector: the same check
+    assert "NaN" in str(caught.value)
+    if fault == "dimension":  # a build takes the dimension of the first vectors it gets
+        return
+    with pytest.raises(AragError) as caught:
+        build_index(DOCS, tmp_path / "other", embeddings=embeddings, backend=backend, progress=False)
+    assert "test/switchable-8 answered" in str(caught.value) and not (tmp_path / "other").exists()

@@ -22,6 +22,7 @@ import pytest
 from arag_graph.core.endpoints import canonical_model, client_endpoint, serving
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import StreamRedactor, redact, url_without_credentials
+from arag_graph.index import integrity
 from arag_graph.index.build import build_index
 from arag_graph.index.chroma import check_chroma_server
 from arag_graph.index.layout import MANIFEST, build_path, read_current
@@ -72,6 +73,9 @@ def plant_chroma_index(source: Path, dest: Path, chroma_url: str) -> Path:
     manifest_path = build_path(dest, build) / MANIFEST
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest["chroma"] = {"mode": "http", "url": chroma_url, "collection": "sentences-planted", "ids": "rows"}
+    # The seal is no secret: whoever plants a manifest can compute it again.
+    manifest.pop("manifest_checksum", None)
+    manifest["manifest_checksum"] = integrity.json_checksum(manifest)
     manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
     return dest
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -505,6 +506,28 @@ def test_the_writer_drops_a_line_cut_short_and_appends_on_a_clean_line(tmp_path:
     assert [r["question_id"] for r in lines_of(path)] == ["q1", "q2"]
 
 
+@pytest.mark.parametrize(
+    "damaged", ['{"question_id": "q2", "pred', '{"question_id": "q2", "prediction": {"ans\x00', "{\xff"]
+)
+def test_a_damaged_line_before_the_last_is_refused_kept_and_not_silently_rerun(damaged: str, tmp_path: Path) -> None:
+    """Only the last line, with no newline after it, can be a record cut short by a kill. A line
+    like it in the middle was written whole and damaged later: once it was dropped without a word
+    and its question run (and paid for) again. Now the run stops with one line, the line is kept
+    in ``.rejected``, and the next run redoes that question only."""
+    path = tmp_path / "p.jsonl"
+    third = {**GOOD, "question_id": "q3"}
+    path.write_bytes(
+        (json.dumps(GOOD) + "\n").encode() + damaged.encode("latin-1") + b"\n" + json.dumps(third).encode() + b"\n"
+    )
+    with pytest.raises(AragError, match=r"line 2 is damaged") as caught:
+        _predictions(path)
+    assert "\n" not in str(caught.value) and "p.jsonl.rejected" in str(caught.value)
+    assert (tmp_path / "p.jsonl.rejected").read_bytes() == damaged.encode("latin-1") + b"\n"
+    file = _predictions(path)  # the rerun: q2 is not done, q1 and q3 are
+    assert sorted(file.keys) == ["q1", "q3"]
+    record("eval_safety", "a damaged middle line of a predictions file", faults=1, survived=1)
+
+
 @pytest.mark.parametrize("line", ["null", "[]", '"text"', '{"something": "else"}', "plain words"])
 def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
@@ -547,3 +570,88 @@ def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
     (folder / "g__default.jsonl").write_text(json.dumps({**GOOD, "metrics": None}) + "\n", encoding="utf-8")
     assert load_records(tmp_path) == []
     assert not (folder / "g__default.jsonl.rejected").exists()  # reading sets nothing aside
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming only what the same settings produced
+
+
+def _manifest(**changes: Any) -> Any:
+    from arag_graph.index.manifest import Manifest
+
+    base = Manifest(
+        embedding_model="sentence-transformers/all-MiniLM-L6-v2",
+        embedding_dim=384,
+        chunk_size=1000,
+        contextual_headers=True,
+        keyword_match="word",
+        corpus_hash="c0ffee",
+        documents=3,
+        chunks=3,
+        sentences=9,
+        chroma={"mode": "matrix", "path": "sentences.npy"},
+        encoder="onnx-int8",
+        header_max_chars=200,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+INDEX_CHANGES: dict[str, dict[str, Any]] = {
+    "corpus_hash": {"corpus_hash": "beef"},
+    "embedding_model": {"embedding_model": "openai:text-embedding-3-small"},
+    "encoder": {"encoder": "torch"},
+    "embedding_base_url": {"embedding_base_url": "http://127.0.0.1:9/v1"},
+    "embedding_dim": {"embedding_dim": 768},
+    "chunk_size": {"chunk_size": 500},
+    "contextual_headers": {"contextual_headers": False, "header_max_chars": 0},
+    "header_max_chars": {"header_max_chars": 80},
+    "keyword_match": {"keyword_match": "substring"},
+    "sentence_search": {"chroma": {"mode": "persistent", "path": "chroma", "collection": "sentences"}},
+    "summaries": {"extra": {"summaries": {"model": "offline"}}},
+}
+
+
+def test_every_index_setting_of_the_fingerprint_is_tested() -> None:
+    from arag_graph.evaluators.predictions import INDEX_FINGERPRINT_FIELDS
+
+    assert set(INDEX_FINGERPRINT_FIELDS) <= set(INDEX_CHANGES)
+
+
+@pytest.mark.parametrize("field", list(INDEX_CHANGES))
+def test_each_index_setting_changes_the_fingerprint(field: str, tmp_path: Path) -> None:
+    """``arag eval`` once resumed into an --out whose results came from an index with other headers,
+    keyword rule or encoder: the fingerprint held only the corpus hash and the embedding model."""
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.plan import EvalPlan
+    from arag_graph.evaluators.predictions import _fingerprint
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    before = _fingerprint(plan, SimpleNamespace(manifest=_manifest()))
+    after = _fingerprint(plan, SimpleNamespace(manifest=_manifest(**INDEX_CHANGES[field])))
+    assert before != after and {k for k in before if before[k] != after[k]} >= {field}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"model": "gpt-4o-mini"}, {"judge": "gpt-4o"}, {"top_k": 7}, {"extra_context": {"max_steps": 3}}],
+    ids=["model", "judge", "top_k", "context"],
+)
+def test_each_run_setting_changes_the_fingerprint(change: dict[str, Any], tmp_path: Path) -> None:
+    from arag_graph.evaluators.plan import EvalPlan
+    from arag_graph.evaluators.predictions import _fingerprint
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    assert _fingerprint(plan, None) != _fingerprint(dataclasses.replace(plan, **change), None)
+
+
+def test_resuming_into_results_of_an_index_with_other_settings_is_refused(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.runner import EvalPlan, check_resume
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    check_resume(plan, SimpleNamespace(manifest=_manifest()))
+    with pytest.raises(AragError, match=r"keyword_match differ") as caught:
+        check_resume(plan, SimpleNamespace(manifest=_manifest(keyword_match="substring")))
+    assert "\n" not in str(caught.value)

@@ -12,9 +12,10 @@ for small indexes) and Chroma (large indexes).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,10 @@ def damaged_line(error: BaseException, root: Path) -> str:
 
 
 def edit_manifest(root: Path, change: Callable[[dict[str, Any]], Any]) -> None:
+    """Change the manifest by hand, without its seal (which would refuse any change first)."""
     path = build_of(root) / MANIFEST
     data = json.loads(path.read_text(encoding="utf-8"))
+    data.pop("manifest_checksum", None)
     result = change(data)
     path.write_text(json.dumps(data if result is None else result), encoding="utf-8")
 
@@ -309,22 +312,30 @@ def test_a_manifest_cannot_point_the_sentence_store_outside_its_build(copy: Path
     record("index_damage", "load: chroma.path outside the build", faults=4, survived=4)
 
 
-def chroma_collection(root: Path) -> Any:
+@contextlib.contextmanager
+def chroma_collection(root: Path) -> Iterator[Any]:
+    """The store's collection, edited in place; its file checksums are then recorded anew, as a
+    crafted manifest would, so that the checks behind them are what the test meets."""
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.PersistentClient(
-        path=str(build_of(root) / "chroma"), settings=Settings(anonymized_telemetry=False)
-    )
-    return client.get_collection("sentences", embedding_function=None)
+    from arag_graph.index import integrity
+
+    store = build_of(root) / "chroma"
+    client = chromadb.PersistentClient(path=str(store), settings=Settings(anonymized_telemetry=False))
+    try:
+        yield client.get_collection("sentences", embedding_function=None)
+    finally:
+        client.close()
+    edit_manifest(root, lambda m: m.update(store_checksums=integrity.tree_checksums(store)))
 
 
 def reassign_records(root: Path) -> None:
     """Point every sentence record of one chunk at another existing chunk (Chroma metadata only)."""
-    collection = chroma_collection(root)
-    got = collection.get(include=["metadatas"])
-    ids = [i for i, m in zip(got["ids"], got["metadatas"], strict=True) if m["chunk_id"] == "eiffel"]
-    collection.update(ids=ids, metadatas=[{"chunk_id": "nile", "position": p} for p in range(len(ids))])
+    with chroma_collection(root) as collection:
+        got = collection.get(include=["metadatas"])
+        ids = [i for i, m in zip(got["ids"], got["metadatas"], strict=True) if m["chunk_id"] == "eiffel"]
+        collection.update(ids=ids, metadatas=[{"chunk_id": "nile", "position": p} for p in range(len(ids))])
 
 
 def as_metadata_collection(root: Path) -> None:
@@ -377,10 +388,12 @@ def test_row_numbered_records_find_their_chunk_in_the_chunk_store(copy: Path) ->
 
 def test_a_record_id_that_is_not_a_row_never_answers(copy: Path) -> None:
     """A record renumbered outside the chunk store's rows is refused by the search that meets it."""
-    collection = chroma_collection(copy)
-    got = collection.get(ids=["2"], include=["embeddings", "metadatas", "documents"])
-    collection.delete(ids=["2"])
-    collection.add(ids=["999"], embeddings=got["embeddings"], metadatas=got["metadatas"], documents=got["documents"])
+    with chroma_collection(copy) as collection:
+        got = collection.get(ids=["2"], include=["embeddings", "metadatas", "documents"])
+        collection.delete(ids=["2"])
+        collection.add(
+            ids=["999"], embeddings=got["embeddings"], metadatas=got["metadatas"], documents=got["documents"]
+        )
     index = load(copy)  # the count still agrees
     with pytest.raises(AragError) as caught:
         index.semantic_search(got["documents"][0], 3)
@@ -389,16 +402,12 @@ def test_a_record_id_that_is_not_a_row_never_answers(copy: Path) -> None:
 
 
 def test_verify_finds_a_changed_sentence_vector(copy: Path) -> None:
-    import chromadb
-    from chromadb.config import Settings
-
+    """Behind the store's file checksums (recorded anew here), `verify` still compares every vector."""
     from arag_graph.index.load import verify_index
 
-    path = build_of(copy) / "chroma"
-    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    collection = client.get_collection("sentences", embedding_function=None)
-    vector = np.asarray(collection.get(ids=["2"], include=["embeddings"])["embeddings"][0])
-    collection.update(ids=["2"], embeddings=[(vector[::-1]).tolist()])
+    with chroma_collection(copy) as collection:
+        vector = np.asarray(collection.get(ids=["2"], include=["embeddings"])["embeddings"][0])
+        collection.update(ids=["2"], embeddings=[(vector[::-1]).tolist()])
     with pytest.raises(AragError) as caught:
         verify_index(load(copy))
     assert "vector of sentence record 2" in damaged_line(caught.value, copy)
@@ -579,3 +588,75 @@ def test_the_index_directory_itself_may_be_reached_through_a_link(pristines: dic
     link = tmp_path / "via-link"
     link.symlink_to(pristines["matrix"], target_is_directory=True)
     assert load(link).keyword_search(["Paris"], 1)[0].chunk_id == "eiffel"
+
+
+# The manifest itself: strict keys and its seal over its own content
+
+
+def test_a_flipped_bit_in_the_checksums_key_is_refused(copy: Path) -> None:
+    """``checksums`` with one bit flipped (``checksuls``) once read as a manifest from before
+    checksums, loaded unchecked; then any other damage answered."""
+    path = build_of(copy) / MANIFEST
+    data = path.read_bytes()
+    at = data.index(b'"checksums"') + len('"checksu')
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :])
+    flip_text_byte(copy)  # damage the unchecked load would have served
+    with pytest.raises(AragError) as caught:
+        load(copy)
+    assert "which no arag manifest has" in damaged_line(caught.value, copy)
+    record("index_damage", "load: one bit of the manifest's 'checksums' key", faults=1, survived=1)
+
+
+def test_a_flipped_bit_in_every_byte_of_the_manifest_is_refused(pristines: dict[str, Path]) -> None:
+    """One bit of each byte of the manifest (the bit cycles with the offset) flipped alone: the
+    manifest is refused in one line. (Every bit of every byte passed too, eight times as long.)"""
+    from arag_graph.index.manifest import Manifest
+
+    backend = "chroma"  # the larger manifest: it records the store's files too
+    path = build_of(pristines[backend]) / MANIFEST
+    original = path.read_bytes()
+    sound = Manifest.from_file(path)
+    target = pristines[backend].parent / "flipped.json"
+    refused = 0
+    for offset in range(len(original)):
+        flipped = bytearray(original)
+        flipped[offset] ^= 1 << (offset % 8)
+        target.write_bytes(bytes(flipped))
+        try:
+            Manifest.from_file(target)
+        except AragError as exc:
+            assert "\n" not in str(exc)
+            refused += 1
+            continue
+        raise AssertionError(f"a flipped bit at byte {offset} of the manifest loaded")
+    assert refused == len(original) and Manifest.from_file(path) == sound
+    record("index_damage", f"load: every bit of the manifest ({backend})", faults=refused, survived=refused)
+
+
+def test_verify_reports_an_overflowing_vector_without_a_numpy_warning(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vector read back with its exponent bits flipped (infinite values: what a server's damaged
+    store answers, whose files arag cannot checksum) overflowed `verify`'s fingerprint, and numpy
+    printed a RuntimeWarning beside the one error line."""
+    import warnings
+
+    from arag_graph.index.load import verify_index
+
+    index = load(copy)
+    read = index.sentences.records
+
+    def damaged(ids: Any) -> Any:
+        got = read(ids)
+        metadata, document, vector = got["2"]
+        vector = vector.copy()
+        vector[:2] = (np.inf, -np.inf)
+        got["2"] = (metadata, document, vector)
+        return got
+
+    monkeypatch.setattr(index.sentences, "records", damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AragError) as caught:
+            verify_index(index)
+    assert "vector of sentence record 2" in damaged_line(caught.value, copy)

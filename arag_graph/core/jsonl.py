@@ -6,7 +6,10 @@ chains and a progress line per question, :mod:`arag_graph.corag.rejection_sampli
 :class:`JsonLinesFile`, which is written here rather than taken from the ``jsonlines`` package
 because what matters is not the format but the recovery rules:
 
-- A line cut short by a kill (it starts like a record, ``{``, and does not parse) is dropped.
+- A line cut short by a kill (the last line, with no newline after it, that starts like a record,
+  ``{``, and does not parse) is dropped. A line like it before the last was written whole and
+  damaged since: it is moved to ``<file>.rejected`` and the run stops with one line saying so, so
+  that its work is not silently done (and paid for) again; the next run redoes it.
 - A line that parses but is not a record of this file's kind (``null``, ``[]``, someone else's
   JSON) means the file is not the one arag wrote: it is refused with one line, and nothing in it
   is touched.
@@ -125,14 +128,17 @@ class JsonLinesFile:
         raw = self.path.read_bytes()
         kept: list[bytes] = []
         rejected: list[bytes] = []
-        for number, line in enumerate(raw.split(b"\n"), 1):
+        lines = raw.split(b"\n")
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except ValueError:  # UnicodeDecodeError included: a kill can cut a character in two
+                if number == len(lines) and line.lstrip().startswith(b"{"):
+                    continue  # the last line, with no newline yet: a record cut short by a kill
                 if line.lstrip().startswith(b"{"):
-                    continue  # a record cut short by a kill
+                    self._refuse_damaged(lines, number)
                 raise AragError(f"{self.path} line {number} is not {self.what} ({_shown(line)}); {self.fix}") from None
             if not self.owns(record):
                 raise AragError(f"{self.path} line {number} is not {self.what} ({_shown(line)}); {self.fix}")
@@ -155,6 +161,21 @@ class JsonLinesFile:
                 os.fsync(fh.fileno())
             self.set_aside = len(rejected)
         replace_file(self.path, rewritten)
+
+    def _refuse_damaged(self, lines: list[bytes], number: int) -> None:
+        """A line before the last that does not parse was written whole (a newline follows it), so it
+        was damaged afterwards, not cut by a kill: it is moved to ``<file>.rejected`` (nothing is
+        lost) and the run stops, so that its work is never paid for again without a word."""
+        damaged = lines[number - 1]
+        with self.rejected_path.open("ab") as fh:
+            fh.write(damaged + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        replace_file(self.path, b"\n".join(lines[: number - 1] + lines[number:]))
+        raise AragError(
+            f"{self.path} line {number} is damaged ({_shown(damaged)}); it was moved to {self.rejected_path.name}: "
+            "run again to redo its work, or use another output"
+        )
 
     def add(self, record: Mapping[str, Any]) -> bool:
         """Append ``record``; False (and nothing written) when its key is already there in a unique file."""

@@ -60,6 +60,7 @@ from arag_graph.index.layout import (
     remove_tree,
     write_atomic,
 )
+from arag_graph.index.load import _open_sentences
 from arag_graph.index.manifest import CHUNKS, SENTENCE_BACKENDS, SENTENCE_STORE, KeywordMatch, Manifest, corpus_hash
 from arag_graph.index.sentencematrix import (
     MATRIX_FILE,
@@ -395,13 +396,20 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
         t0 = time.perf_counter()
         written = [CHUNKS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
         digest = None
+        store_checksums = None
+        stored_count = sentences.count()
         if isinstance(sentences, SentenceMatrix):
             written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
         else:
-            # Chroma's files change when it opens them: its records are checked by content instead.
+            # The records' content, for `verify` and for a server's store, whose files arag never sees.
             np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
             written.append(integrity.VECTOR_FINGERPRINT)
             digest = integrity.sentence_digest(b.chunks)
+        if chroma_cfg["mode"] == "persistent":
+            # Closed, its files are final; every later open reads them through a checked copy.
+            assert isinstance(sentences, SentenceStore)
+            sentences.close()
+            store_checksums = integrity.tree_checksums(build_dir / str(chroma_cfg["path"]))
         checksums = integrity.checksums(build_dir, written)
         timings["checksum_seconds"] = time.perf_counter() - t0
         manifest = Manifest(
@@ -414,7 +422,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             corpus_hash=corpus_hash(b.chunks),
             documents=len(b.documents) if b.documents is not None else len(b.chunks),
             chunks=len(b.chunks),
-            sentences=sentences.count(),
+            sentences=stored_count,
             chroma=chroma_cfg,
             build_seconds=round(time.perf_counter() - b.started, 3),
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -426,8 +434,11 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             embedding_base_url=endpoint_base_url(b.embeddings),
             checksums=checksums,
             sentence_digest=digest,
+            store_checksums=store_checksums,
         )
         write_atomic(build_dir / MANIFEST, manifest.to_json())
+        if store_checksums is not None:  # the index returned answers from a checked copy, as loads do
+            sentences = _open_sentences(root, manifest, build_dir, b.chunks, opts.chroma_timeout)
         point_current(root, build)
         if summarized and b.summaries is not None:  # the build holds them now
             b.summaries.forget(root)
@@ -514,7 +525,7 @@ def _store_sentences(
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
         for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
-            vectors = embed_texts(embeddings, texts, on_batch=encoded.update)
+            vectors = embed_texts(embeddings, texts, on_batch=encoded.update, dimension=dimension or None)
             encode_seconds += time.perf_counter() - t0
             dimension = int(vectors.shape[1])
             if writer is not None:

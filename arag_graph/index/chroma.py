@@ -22,10 +22,10 @@ when set, replaces the URL recorded in the manifest on loading (an index built a
 ``http://localhost:8000`` and served from a container that reaches Chroma under another name).
 
 Every wait on a server is bounded: ``chroma_timeout`` seconds (``--chroma-timeout``,
-``$ARAG_CHROMA_TIMEOUT``, default 60) for each request, ten at most to connect. A read-only index
-directory (mounted read-only, as deployments do) still answers: Chroma's embedded client writes to
-its database when it opens it, so such an index is opened from a private copy (see
-:func:`connect_sentence_store`).
+``$ARAG_CHROMA_TIMEOUT``, default 60) for each request, ten at most to connect. Chroma's embedded
+client writes to the files it opens, so an embedded store is always opened from a private copy,
+checked against the build's checksums as it is made (:func:`_private_copy`): damage refuses before
+Chroma reads a byte, and a read-only index directory (mounted read-only, as deployments do) answers.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ import numpy as np
 
 from arag_graph.core.documents import Chunk
 from arag_graph.core.endpoints import check_endpoint
-from arag_graph.core.errors import AragError, IndexDamagedError
+from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError
 from arag_graph.index.sentencematrix import SentenceLayout
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -269,6 +269,11 @@ class SentenceStore:
         owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
         return np.asarray(got["embeddings"], dtype=np.float32), owners
 
+    def close(self) -> None:
+        """Release Chroma's client: an embedded store's files are final (and can be checksummed) after it."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+
     @property
     def endpoint(self) -> str | None:
         """The Chroma server this store's client calls (None: an embedded store, no network)."""
@@ -380,38 +385,30 @@ def _store_path(config: dict[str, Any], build_dir: Path, root: Path) -> Path:
     return path
 
 
-def _writable(path: Path) -> bool:
-    """Whether Chroma could write its files in ``path`` (permissions, and a read-only mount even for root)."""
-    try:
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return False
-    except (OSError, AttributeError):  # no statvfs (Windows): permissions decide
-        pass
-    database = path / "chroma.sqlite3"
-    return os.access(path, os.W_OK) and (not database.exists() or os.access(database, os.W_OK))
+def _private_copy(path: Path, root: Path, checksums: Mapping[str, str]) -> Path:
+    """A verified copy of an embedded store in a temporary directory, deleted when the process ends.
 
-
-def _private_copy(path: Path) -> Path:
-    """A copy of a read-only store in a temporary directory, deleted when the process ends.
-
-    Chroma's embedded client opens its database for writing (and fails on a read-only one), so a
-    read-only index is served from a copy: disk and time in proportion to the store, once per
-    process (``load_index(cache=True)`` shares it between runs).
+    Chroma's embedded client writes to the files it opens (its database, and its HNSW files as it
+    replays its log), so it never opens the build's own files: they stay as the build closed them,
+    which is what makes their checksums mean something, and a read-only index answers too. The copy
+    is the check (:func:`arag_graph.index.integrity.copy_verified`): disk and time in proportion to the
+    store, once per process (``load_index(cache=True)`` shares it between runs).
     """
-    where = Path(tempfile.mkdtemp(prefix="arag-readonly-"))
+    from arag_graph.index import integrity
+
+    try:
+        where = Path(tempfile.mkdtemp(prefix="arag-store-"))
+    except OSError as exc:
+        raise AragError(
+            f"{path}: no private copy of the sentence store can be made in {tempfile.gettempdir()} "
+            f"({exc.strerror or type(exc).__name__}); give TMPDIR a writable directory with room for it"
+        ) from None
     copy = where / "chroma"
     try:
-        shutil.copytree(path, copy, symlinks=True)
-        for folder, _, files in os.walk(copy):
-            os.chmod(folder, 0o700)
-            for name in files:
-                os.chmod(os.path.join(folder, name), 0o600)
-    except OSError as exc:
+        integrity.copy_verified(root, path, copy, checksums)
+    except BaseException:
         shutil.rmtree(where, ignore_errors=True)
-        raise AragError(
-            f"{path}: the index is read-only and its sentence store could not be copied to {where} "
-            f"({exc.strerror or exc}); give TMPDIR room for it"
-        ) from None
+        raise
     return copy
 
 
@@ -422,11 +419,14 @@ def connect_sentence_store(
     create: bool = False,
     root: Path | None = None,
     timeout: float | None = None,
+    checksums: Mapping[str, str] | None = None,
 ) -> SentenceStore:
     """Open (or with ``create`` make) the sentence collection a manifest describes.
 
     ``root`` is the index directory (for the damage error); ``timeout`` bounds each wait for a
-    server (default :func:`chroma_timeout`).
+    server (default :func:`chroma_timeout`). An embedded store is opened from a private copy
+    checked against ``checksums`` (the build's record of its files, :func:`_private_copy`); one
+    without that record is refused: rebuilt, it gets one.
     """
     import chromadb
 
@@ -450,12 +450,16 @@ def connect_sentence_store(
         where = str(path)
         if not create and not path.is_dir():
             raise IndexDamagedError(root, f"the sentence store {path} is missing")
-        if not create:  # Chroma opens its files by name: none of them may be a link (the file rule)
+        if not create:
             from arag_graph.index.layout import check_index_tree
 
-            check_index_tree(root, path)
-        if not create and not _writable(path):
-            copy = _private_copy(path)
+            check_index_tree(root, path)  # Chroma opens its files by name: none of them may be a link
+            if checksums is None:
+                raise IndexMismatchError(
+                    f"{root}: its sentence store was built before arag checksummed Chroma's files, so it cannot "
+                    f"be checked before use; rebuild it with `arag index CORPUS --out {root}`"
+                )
+            copy = _private_copy(path, root, checksums)
         try:
             client = chromadb.PersistentClient(path=str(copy or path), settings=_settings())
         except Exception as exc:

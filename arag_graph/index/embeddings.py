@@ -574,19 +574,70 @@ def embedding_model_id(embeddings: Embeddings) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def check_vectors(vectors: Any, count: int, dimension: int | None, embeddings: Embeddings) -> np.ndarray:
+    """``vectors`` as a float32 matrix of ``count`` finite, non-zero rows of ``dimension`` (when given),
+    or the one-line error naming the model.
+
+    The one check every vector passes, from our encoder or any ``Embeddings`` or endpoint, at build
+    (:func:`embed_texts`) and at query time (:func:`embed_query`): a vector of another dimension
+    failed deep in the search with a traceback, and a NaN or zero vector ranked arbitrarily (cosine
+    with it is NaN or 0 for every sentence) while the run exited 0, or was stored by a build.
+    """
+    model = embedding_model_id(embeddings)
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise AragError(
+            f"embedding model {model} answered something that is not a list of vectors of one length; check the "
+            "model or its endpoint"
+        ) from None
+    if matrix.ndim != 2 or len(matrix) != count:
+        raise AragError(
+            f"embedding model {model} answered {len(matrix) if matrix.ndim else 0} vectors for {count} texts; "
+            "check the model or its endpoint"
+        )
+    if dimension is not None and count and matrix.shape[1] != dimension:
+        raise AragError(
+            f"embedding model {model} answered vectors of dimension {matrix.shape[1]}, not {dimension} (what the "
+            "index holds); use the model the index was built with, or rebuild the index with this one"
+        )
+    finite = np.isfinite(matrix).all(axis=1)
+    nonzero = np.abs(matrix).max(axis=1, initial=0.0) > 0
+    bad = ~(finite & nonzero)
+    if bad.any():
+        row = int(np.argmax(bad))
+        what = "a zero vector" if finite[row] else "a vector with NaN or infinite values"
+        raise AragError(
+            f"embedding model {model} answered {what} (text {row + 1} of {count}), which ranks nothing; check the "
+            "model or its endpoint"
+        )
+    return matrix
+
+
+def embed_query(embeddings: Embeddings, text: str, dimension: int | None = None) -> np.ndarray:
+    """One query's vector, checked (:func:`check_vectors`) against ``dimension`` when given."""
+    return check_vectors([embeddings.embed_query(text)], 1, dimension, embeddings)[0]
+
+
 def embed_texts(
     embeddings: Embeddings,
     texts: Sequence[str],
     on_batch: Callable[[int], None] | None = None,
     batch_size: int = 512,
+    dimension: int | None = None,
 ) -> np.ndarray:
-    """Embed ``texts`` with any LangChain ``Embeddings``, using the fast path of our own encoder."""
+    """Embed ``texts`` with any LangChain ``Embeddings``, using the fast path of our own encoder.
+
+    Every batch is checked (:func:`check_vectors`): ``dimension`` when given, else the first batch's.
+    """
     if isinstance(embeddings, SentenceEncoder):
-        return embeddings.encode(texts, on_batch=on_batch)
+        return check_vectors(embeddings.encode(texts, on_batch=on_batch), len(texts), dimension, embeddings)
     parts: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
-        parts.append(np.asarray(embeddings.embed_documents(batch), dtype=np.float32))
+        part = check_vectors(embeddings.embed_documents(batch), len(batch), dimension, embeddings)
+        dimension = int(part.shape[1])
+        parts.append(part)
         if on_batch is not None:
             on_batch(len(batch))
     if not parts:

@@ -33,6 +33,7 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.documents import Chunk, SearchHit
 from arag_graph.core.errors import IndexDamagedError
 from arag_graph.index.chroma import SentenceStore
+from arag_graph.index.embeddings import check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import open_index_file
 from arag_graph.index.manifest import Manifest
@@ -178,8 +179,12 @@ class HierarchicalIndex:
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
         return results
 
-    def _query_vector(self, query: str, query_vector: Sequence[float] | None) -> list[float]:
-        return list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+    def query_vector(self, query: str, query_vector: Sequence[float] | None = None) -> list[float]:
+        """The vector a search of ``query`` uses (``query_vector`` when given: HyDE embeds something
+        else), checked to be finite, non-zero and of the index's dimension (one line otherwise)."""
+        if query_vector is None:
+            return embed_query(self.embeddings, query, self.manifest.embedding_dim).tolist()
+        return check_vectors([query_vector], 1, self.manifest.embedding_dim, self.embeddings)[0].tolist()
 
     def top_sentences(
         self, query: str, n: int = 5, *, query_vector: Sequence[float] | None = None
@@ -191,7 +196,7 @@ class HierarchicalIndex:
         """
         if n <= 0 or len(self.store) == 0:
             return []
-        return self._nearest(self._query_vector(query, query_vector), n)
+        return self._nearest(self.query_vector(query, query_vector), n)
 
     def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
         """The sentence store's nearest records, each checked against the chunk it names.
@@ -230,7 +235,7 @@ class HierarchicalIndex:
         """
         if top_k <= 0 or len(self.store) == 0:
             return []
-        vector = self._query_vector(query, query_vector)
+        vector = self.query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
         while True:

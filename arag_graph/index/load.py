@@ -45,7 +45,9 @@ def _open_sentences(
     if config.get("mode") == "matrix":
         sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
     else:
-        sentences = connect_sentence_store(config, build_dir, root=root, timeout=chroma_timeout)
+        sentences = connect_sentence_store(
+            config, build_dir, root=root, timeout=chroma_timeout, checksums=manifest.store_checksums
+        )
         if config.get("ids") == "rows":
             sentences.layout = SentenceLayout(chunks)
     stored = sentences.count()

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import IndexDamagedError, IndexMismatchError
 from arag_graph.core.safety import url_without_credentials
+from arag_graph.index import integrity
 from arag_graph.index.layout import read_index_bytes
 
 FORMAT_VERSION = 1
@@ -65,15 +66,26 @@ class Manifest:
     sentence_digest: str | None = None
     """One digest of the Chroma sentence records (chunk, position, text), for ``arag verify``; None
     for a matrix, whose rows hold vectors only (its checksum covers them)."""
+    store_checksums: dict[str, str] | None = None
+    """SHA-256 of every file of an embedded Chroma store, by path inside it, as the build closed it;
+    checked as each process copies the store to open it (:func:`arag_graph.index.integrity.copy_verified`).
+    None for a matrix or a server; an embedded store without it is refused (rebuild)."""
+    manifest_checksum: str | None = None
+    """The manifest's seal over its own content (:func:`arag_graph.index.integrity.json_checksum` of
+    every other field), written by :meth:`to_json`: a flipped bit in any value refuses the manifest,
+    as one in a key name does (an unknown key). Manifests from before it load without one."""
 
     def to_json(self) -> str:
         """The manifest's text, with every URL it records passed through the one rule for URLs in files
-        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already."""
-        record = dataclasses.asdict(self)
+        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already; and
+        sealed by ``manifest_checksum`` over everything else it holds (checked by :meth:`from_file`)."""
+        record = json.loads(json.dumps(dataclasses.asdict(self)))
         if record["embedding_base_url"]:
             record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
         if isinstance(record["chroma"].get("url"), str):
             record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+        record.pop("manifest_checksum", None)
+        record["manifest_checksum"] = integrity.json_checksum(record)
         return json.dumps(record, indent=2, sort_keys=True)
 
     @classmethod
@@ -96,13 +108,22 @@ class Manifest:
                 f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
                 f"{FORMAT_VERSION}); rebuild the index with `arag index`"
             )
+        # Every key must be a field: a flipped bit in a key name (``checksums``) must not turn the
+        # manifest into an older one whose missing field means "unchecked".
         names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in data if k not in names)
+        if unknown:
+            raise IndexDamagedError(where, f"{path} has the field {unknown[0][:40]!r}, which no arag manifest has")
         try:
-            return TypeAdapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+            manifest = TypeAdapter(cls).validate_python(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             field_name = ".".join(str(part) for part in first["loc"]) or "?"
             raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
+        seal = data.pop("manifest_checksum", None)
+        if seal is not None and seal != integrity.json_checksum(data):
+            raise IndexDamagedError(where, f"{path} differs from what the build wrote (its checksum of itself fails)")
+        return manifest
 
 
 def corpus_hash(chunks: Iterable[Chunk]) -> str:

@@ -45,7 +45,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import ConfigDict, Field
 
 from arag_graph.core.sentences import split_sentences
-from arag_graph.index.embeddings import embed_texts
+from arag_graph.index.embeddings import embed_query, embed_texts
 from arag_graph.llm.backbone import Backbone, Step, Structured
 from arag_graph.llm.prompts import passages_text
 from arag_graph.llm.structured import (
@@ -370,7 +370,7 @@ def _sentence_scores(index: Any, question: str, sentences: Sequence[str]) -> np.
     embeddings = getattr(index, "embeddings", None)
     if embeddings is None:
         return overlap
-    q = np.asarray(embeddings.embed_query(question), dtype=np.float32)
+    q = embed_query(embeddings, question)
     vectors = embed_texts(embeddings, list(sentences))
     norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(q) or 1.0)
     cosine = vectors @ q / np.where(norms == 0, 1.0, norms)

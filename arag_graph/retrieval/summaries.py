@@ -156,7 +156,7 @@ def summary_search(
     summaries = summary_index(index)
     if top_k <= 0 or not summaries.records:
         return []
-    vector = list(query_vector) if query_vector is not None else index.embeddings.embed_query(query)
+    vector = index.query_vector(query, query_vector)
     q = np.asarray(vector, dtype=np.float32)
     q /= float(np.linalg.norm(q)) or 1.0
     similarity = summaries.vectors @ q
