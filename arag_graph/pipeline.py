@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from arag_graph.budgets import question_problem
 from arag_graph.citations import parse_final_answer
 from arag_graph.index import HierarchicalIndex
 from arag_graph.state import RunState, question_of
@@ -20,7 +21,8 @@ def start_update(state: RunState) -> dict[str, Any]:
     """Reset per-question fields and turn a plain ``question`` input into a human message.
 
     The ``question`` field is consumed (set to empty) so that a follow-up question given as
-    ``messages`` on the same thread is not confused with the previous one.
+    ``messages`` on the same thread is not confused with the previous one. A question over the
+    operator's size cap (``ARAG_MAX_QUESTION_CHARS``) ends the run with that one line.
     """
     given = state.get("question")
     question = given.strip() if isinstance(given, str) else ""
@@ -36,6 +38,8 @@ def start_update(state: RunState) -> dict[str, Any]:
     }
     if given is not None and not isinstance(given, str):
         update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
+    elif too_long := question_problem(question or question_of(state)):
+        update["error"] = too_long  # refused before any model call, and kept out of the thread
     elif question:
         update["messages"] = [HumanMessage(question)]
     elif not question_of(state):

@@ -15,13 +15,14 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from arag_graph.backbone import Backbone, ChatBackbone
+from arag_graph.budgets import with_budget
 from arag_graph.configuration import GraphContext
 from arag_graph.errors import AragError
 from arag_graph.index import HierarchicalIndex, load_index
@@ -174,6 +175,7 @@ class TracedGraph(CompiledStateGraph):
 
     The values are this graph's own and win over metadata of the same keys from the caller. A
     context the graph would refuse adds nothing here: the run then fails as it would untraced.
+    The same door attaches the run's operator budget (:func:`arag_graph.budgets.with_budget`).
     """
 
     def __init__(self, *, run_metadata: Callable[[Any], dict[str, Any]] | None = None, **kwargs: Any) -> None:
@@ -181,6 +183,9 @@ class TracedGraph(CompiledStateGraph):
         self.run_metadata = run_metadata  # an attribute, so copy() and with_config() keep it
 
     def _traced(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
+        # Every run gets the operator's budget here, the one door of every top-level run
+        # (arag_graph.budgets); a graph embedded in another shares its parent's.
+        config = cast(RunnableConfig, with_budget(config))
         if self.run_metadata is None:
             return config
         try:

@@ -89,6 +89,10 @@ def _seconds_waited(exc: BaseException) -> float | None:
 
 def describe_model_error(exc: BaseException) -> str:
     """One line saying that the model failed, why, and what to check (no traceback, no secrets)."""
+    from arag_graph.budgets import BudgetExceeded, ReplyTooLarge
+
+    if isinstance(exc, (BudgetExceeded, ReplyTooLarge)):  # the operator's caps say it in one line already
+        return redact(str(exc))
     kind = type(exc).__name__
     status = getattr(exc, "status_code", None)
     detail = " ".join(str(exc).split())[:300]
