@@ -582,8 +582,12 @@ def build_index(
     summaries: str | None = None,
     summary_options: Mapping[str, Any] | None = None,
     progress: bool = True,
+    out_flag: str = "--out",
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``out_flag`` names ``out`` as the user gave it (``--out``; eval's ``--index``; the cache
+    directory) in a refusal of ``out``, so the one line says what to change.
 
     ``summaries`` (a chat model spec, or ``offline`` for extractive lead sentences) adds ARAGOG's
     document summary index: a summary per document, embedded and stored in the build
@@ -618,7 +622,7 @@ def build_index(
     timings: dict[str, float] = {}
     root = Path(out)
     corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
-    check_out(root, corpus_dir)
+    check_out(root, corpus_dir, flag=out_flag)
     check_chunk_size(chunk_size)
     if keyword_match not in ("word", "substring"):
         raise AragError(f"unknown keyword match rule {keyword_match!r}; use 'word' or 'substring'")

@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 PREDICTIONS = "predictions"
 LOCK_FILE = ".arag-eval.lock"
+CACHE_FLAG = "$ARAG_CACHE_DIR (the cache directory)"
+"""How a refusal names an index eval builds in the cache (not a flag the user gave)."""
 _NAMESPACE = uuid.UUID("6f1c2a5e-8f0b-4d1e-9a57-3b2d7c4e9a10")  # example ids derive from question ids
 
 
@@ -314,7 +316,11 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
                 index = existing
         if index is None:
             options = _summary_options(plan, summaries)
-            build_index(chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, **options)
+            flag = "--index" if plan.index else CACHE_FLAG
+            build_index(
+                chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, out_flag=flag,
+                **options,
+            )  # fmt: skip
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
@@ -392,7 +398,8 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
             return existing
     reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
     options = _summary_options(plan, summaries, reuse)
-    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, **options)
+    flag = "--cch-index" if given else CACHE_FLAG
+    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, out_flag=flag, **options)
     return load_index(target, cache=True)
 
 
