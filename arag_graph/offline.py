@@ -49,6 +49,7 @@ from arag_graph.embeddings import embed_texts
 from arag_graph.prompts import passages_text
 from arag_graph.retrievers import Passage, rrf_scores
 from arag_graph.sentences import split_sentences
+from arag_graph.state import artifact_of
 from arag_graph.structured import (
     NO_RELEVANT_INFORMATION,
     Decomposition,
@@ -193,7 +194,7 @@ class _Turn:
             if isinstance(m, AIMessage):
                 self.done.update(_step_of(c.get("id")) for c in m.tool_calls)
             elif isinstance(m, ToolMessage):
-                artifact = m.artifact if isinstance(m.artifact, dict) else {}
+                artifact = artifact_of(m) if isinstance(m.artifact, dict) and m.artifact else {}
                 if not artifact:
                     artifact = {"chunk_ids": _CHUNK_BLOCK.findall(m.text), "read": []}
                 self.results.append((_step_of(m.tool_call_id), m.name or "", artifact))

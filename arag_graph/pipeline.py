@@ -13,8 +13,9 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from arag_graph.budgets import question_problem
 from arag_graph.citations import parse_final_answer
 from arag_graph.index import HierarchicalIndex
-from arag_graph.state import RunState, question_of
+from arag_graph.state import RunState, artifact_of, question_of
 from arag_graph.tokens import count_tokens
+from arag_graph.tools import read_in
 
 
 def start_update(state: RunState) -> dict[str, Any]:
@@ -147,7 +148,7 @@ def _is_step(message: AnyMessage) -> TypeGuard[ToolMessage]:
     """A tool message that answers a call that ran (or was refused as malformed): one step."""
     if not isinstance(message, ToolMessage):
         return False
-    return not (isinstance(message.artifact, dict) and message.artifact.get("not_run"))
+    return not artifact_of(message)["not_run"]
 
 
 def turn_steps(messages: Sequence[AnyMessage]) -> int:
@@ -159,14 +160,17 @@ def turn_steps(messages: Sequence[AnyMessage]) -> int:
     return sum(1 for message in current_turn(messages) if _is_step(message))
 
 
-def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+def turn_progress(messages: Sequence[AnyMessage], index: HierarchicalIndex | None = None) -> dict[str, Any]:
     """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
 
     Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
     what the call returned, so these figures are derived from the conversation rather than kept
-    beside it, and stay right whoever executed the tools.
+    beside it, and stay right whoever executed the tools. Artifacts are read through
+    :func:`~arag_graph.state.artifact_of` (a caller may send tool messages of its own), and with
+    ``index`` a chunk counts as read only when the message holds its text (:func:`~arag_graph.tools.read_in`).
     """
+
     calls: dict[str, dict[str, Any]] = {}
     trajectory: list[dict[str, Any]] = []
     read: list[str] = []
@@ -178,19 +182,19 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
             continue
         if not _is_step(message):
             continue
-        artifact = message.artifact if isinstance(message.artifact, dict) else {}
+        artifact = artifact_of(message)
         call = calls.get(message.tool_call_id, {})
-        chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
+        chunk_ids = artifact["chunk_ids"]
         trajectory.append(
             {
                 "tool": message.name or call.get("name") or "",
-                "args": artifact.get("args") or call.get("args") or {},
-                "tokens": int(artifact.get("tokens") or 0),
+                "args": artifact["args"] or call.get("args") or {},
+                "tokens": artifact["tokens"],
                 "chunk_ids": chunk_ids,
-                "error": bool(artifact.get("error")) or message.status == "error",
+                "error": artifact["error"] or message.status == "error",
             }
         )
-        read.extend(str(i) for i in artifact.get("read") or [])
+        read.extend(read_in([message], index) if index is not None else artifact["read"])
         shown.extend(chunk_ids)
         if artifact.get("warning"):
             warnings.append(f"step {len(trajectory)}: {artifact['warning']}")

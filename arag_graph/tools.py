@@ -36,6 +36,7 @@ from arag_graph.index import HierarchicalIndex, SearchHit
 from arag_graph.prompts import chunk_block
 from arag_graph.retrievers import window_text
 from arag_graph.runtime import index_for_context
+from arag_graph.state import artifact_of
 from arag_graph.tokens import count_tokens
 
 ToolName = Literal["keyword_search", "semantic_search", "chunk_read"]
@@ -165,13 +166,23 @@ def _hit_block(rank: int, hit: SearchHit, body: Sequence[str], note: str = "") -
     return "\n".join(lines)
 
 
-def read_in(messages: Iterable[Any] | None) -> set[str]:
-    """C_read of a conversation: chunks whose full text its tool messages already returned."""
-    read: set[str] = set()
+def read_in(messages: Iterable[Any] | None, index: HierarchicalIndex | None = None) -> list[str]:
+    """C_read of a conversation: chunks whose full text its tool messages already returned, in order.
+
+    The artifact says which (read through :func:`~arag_graph.state.artifact_of`, never raising).
+    With ``index``, a chunk counts only when the message really holds its text: a caller's own tool
+    message cannot mark a chunk as read that the model never saw.
+    """
+    read: dict[str, None] = {}
     for message in messages or ():
-        if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
-            read.update(str(i) for i in message.artifact.get("read") or ())
-    return read
+        if not isinstance(message, ToolMessage):
+            continue
+        content = message.text if index is not None else ""
+        for cid in artifact_of(message)["read"]:
+            chunk = index.get_chunk(cid) if index is not None else None
+            if index is None or (chunk is not None and chunk.text in content):
+                read[cid] = None
+    return list(read)
 
 
 def format_search(
@@ -429,7 +440,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
     """One tool over ``index`` behaving as ``settings`` say."""
 
     def read_set(runtime: Any) -> set[str]:
-        return read_in(_messages_of(runtime)) | set(settings.also_read)
+        return set(read_in(_messages_of(runtime), _index_of(index, runtime))) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
         flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "snippet_window": settings.snippet_window}
