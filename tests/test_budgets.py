@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.baselines import build_direct_graph, build_naive_rag_graph
-from arag_graph.budgets import Budget
-from arag_graph.corag import build_corag_graph
-from arag_graph.errors import ContextError
-from arag_graph.srag import build_srag_graph
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
+from arag_graph.corag.graph import build_corag_graph
+from arag_graph.core.errors import ContextError
+from arag_graph.run.budgets import Budget
+from arag_graph.srag.graph import build_srag_graph
 from tests.scripted import ScriptedChatModel, calls, forever, tool_call
 from tests.test_corag import QUESTION, chain_model
 

@@ -3,11 +3,11 @@
 - tool arguments: whatever a model writes as keyword_search / semantic_search / chunk_read
   arguments, the tool answers with text (a result or how to call it right) and never raises;
 - corpus files: arbitrary JSON, JSON Lines and text either load as documents or are refused with
-  one line (:class:`~arag_graph.errors.AragError`);
+  one line (:class:`~arag_graph.core.errors.AragError`);
 - manifests: arbitrary JSON, or a real manifest with one field changed, removed or added, loads or
   is refused with an ``AragError``, never another exception;
 - context values: arbitrary mappings give a valid context of every served graph or a one-line
-  :class:`~arag_graph.errors.ContextError` (``RunRefused`` is one).
+  :class:`~arag_graph.core.errors.ContextError` (``RunRefused`` is one).
 
 Sizes are bounded and every test is derandomized (the same inputs on every run, so a failure
 reproduces) with no example database on disk.
@@ -27,13 +27,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arag_graph.configuration import GraphContext
-from arag_graph.corpus import load_corpus
-from arag_graph.errors import AragError, ContextError
-from arag_graph.index import Manifest, build_index, load_index
-from arag_graph.index_layout import MANIFEST
+from arag_graph.agent.tools import chunk_read, create_retrieval_tools, keyword_search, semantic_search
+from arag_graph.core.errors import AragError, ContextError
+from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.layout import MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import Manifest
 from arag_graph.registry import GRAPHS
-from arag_graph.tools import chunk_read, create_retrieval_tools, keyword_search, semantic_search
+from arag_graph.run.configuration import GraphContext
 
 PROPERTY = settings(
     max_examples=60,
