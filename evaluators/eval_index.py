@@ -18,6 +18,9 @@ from arag_graph.qa.datasets import Question, gold_chunk_ids, missing_support, pa
 
 log = logging.getLogger(__name__)
 
+CACHE_FLAG = "$ARAG_CACHE_DIR (the cache directory)"
+"""How a refusal names an index eval builds in the cache (not a flag the user gave)."""
+
 
 def reuses_built_index(plan: EvalPlan) -> bool:
     """True when ``--index`` names a built index and no ``--corpus`` asks for another build."""
@@ -87,7 +90,11 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
                 index = existing
         if index is None:
             options = _summary_options(plan, summaries)
-            build_index(chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, **options)
+            flag = "--index" if plan.index else CACHE_FLAG
+            build_index(
+                chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, out_flag=flag,
+                **options,
+            )  # fmt: skip
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
@@ -166,5 +173,6 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
             return existing
     reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
     options = _summary_options(plan, summaries, reuse)
-    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, **options)
+    flag = "--cch-index" if given else CACHE_FLAG
+    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, out_flag=flag, **options)
     return load_index(target, cache=True)

@@ -127,14 +127,14 @@ def agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, 
 
     def on_reply(reply: AIMessage) -> dict[str, Any]:
         refused = [_invalid_call_message(c) for c in pending_tool_calls(reply) if c.get("invalid")]
-        return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused])}
+        return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused], run.index)}
 
     step = run.backbone.agent(messages, list(available.values()), bound.system_prompt(run, list(available)))
     return Call(
         step,
         on_reply,
         name="agent_model",
-        on_error=lambda error: {"error": error, **turn_progress(messages)},  # the steps taken still count
+        on_error=lambda error: {"error": error, **turn_progress(messages, run.index)},  # the steps taken still count
     )
 
 
@@ -156,8 +156,9 @@ def synthesize(
 
 def finish(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
     """The answer, its citations and the turn's figures."""
-    update = finish_update(state, run_of(runtime, bound).index)
-    return {**update, **turn_progress([*state.get("messages", []), *update.get("messages", [])])}
+    index = run_of(runtime, bound).index
+    update = finish_update(state, index)
+    return {**update, **turn_progress([*state.get("messages", []), *update.get("messages", [])], index)}
 
 
 def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:

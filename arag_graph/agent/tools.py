@@ -23,11 +23,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
@@ -35,6 +34,7 @@ from arag_graph.core.documents import SearchHit
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import chunk_block
+from arag_graph.llm.tool_artifacts import read_in
 from arag_graph.retrieval.retrievers import window_text
 from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN
 from arag_graph.run.runtime import index_for_context
@@ -164,15 +164,6 @@ def _hit_block(rank: int, hit: SearchHit, body: Sequence[str], note: str = "") -
     lines = [f"[{rank}] chunk {hit.chunk_id}{title} score={hit.score:.3g}{note}"]
     lines.extend(f"    {text}" for text in body)
     return "\n".join(lines)
-
-
-def read_in(messages: Iterable[Any] | None) -> set[str]:
-    """C_read of a conversation: chunks whose full text its tool messages already returned."""
-    read: set[str] = set()
-    for message in messages or ():
-        if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
-            read.update(str(i) for i in message.artifact.get("read") or ())
-    return read
 
 
 def format_search(
@@ -434,7 +425,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
     """One tool over ``index`` behaving as ``settings`` say."""
 
     def read_set(runtime: Any) -> set[str]:
-        return read_in(_messages_of(runtime)) | set(settings.also_read)
+        return set(read_in(_messages_of(runtime), _index_of(index, runtime))) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
         flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "snippet_window": settings.snippet_window}

@@ -559,7 +559,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     path = Path(args.index) if args.index else default_sample_index_path()
     show = print if not args.json else lambda *_args, **_kwargs: None  # --json: one object, nothing else
     show(f"sample index: {path} (100 HotpotQA passages; built on first run)")
-    index = ensure_sample_index(path, progress=not args.quiet and sys.stderr.isatty())
+    index = ensure_sample_index(path if args.index else None, progress=not args.quiet and sys.stderr.isatty())
     model = resolve_chat_model("offline", index=index)
     show("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
     show("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")

@@ -103,7 +103,8 @@ __all__ = [
     "stop",
 ]
 
-StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit"]
+StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit", "budget"]
+"""``budget``: the run reached an operator cap (:mod:`arag_graph.run.budgets`); the run's ``error`` says which."""
 Role = Literal["chain", "candidate", "rollout"]
 
 # Supersteps a round needs after a retrieval that continues the chain: check, reformulate, the next

@@ -326,6 +326,13 @@ def collect(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) 
     update = _accounting(runs)
     wave = state.get("wave", 1)
     this_wave = [r for r in runs if r.get("wave") == wave]
+    out_of_budget = next((r for r in this_wave if r.get("stop_reason") == "budget"), None)
+    if out_of_budget is not None:
+        # No further wave: the best chain so far is the partial result, the cap the run's error.
+        detail = out_of_budget.get("stop_detail") or "run stopped: an operator cap was reached"
+        update.update(_final(state, run, runs, _best(runs), []))
+        update.update(error=detail, **stop("budget", detail))
+        return update
     if ctx.decoding == "best_of_n":
         update.update(_final(state, run, runs, _best(this_wave), []))
         return update

@@ -53,3 +53,15 @@ class ContextError(AragError, ValueError):
 
 class DatasetError(AragError):
     """A question file cannot be read or does not fit its corpus."""
+
+
+class BudgetExceeded(AragError):
+    """A run reached one of the operator's caps (:mod:`arag_graph.run.budgets`); no further model call is sent.
+
+    Defined here, at the bottom, because the layers below the run (``core.safety``'s one-line model
+    errors, ``llm.structured``'s retries) must recognise it.
+    """
+
+
+class ReplyTooLarge(AragError):
+    """A model reply longer than ``ARAG_MAX_REPLY_CHARS`` (:mod:`arag_graph.run.budgets`): refused, not kept."""

@@ -15,6 +15,8 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
+from arag_graph.core.errors import BudgetExceeded, ReplyTooLarge
+
 _SECRET_ENV = (
     "OPENAI_API_KEY",
     "ARAG_API_KEY",
@@ -140,6 +142,8 @@ def _seconds_waited(exc: BaseException) -> float | None:
 
 def describe_model_error(exc: BaseException) -> str:
     """One line saying that the model failed, why, and what to check (no traceback, no secrets)."""
+    if isinstance(exc, (BudgetExceeded, ReplyTooLarge)):  # the operator's caps say it in one line already
+        return redact(str(exc))
     kind = type(exc).__name__
     status = getattr(exc, "status_code", None)
     detail = " ".join(str(exc).split())[:300]

@@ -214,9 +214,13 @@ def build_index(
     embeddings: Embeddings | str | None = None,
     summaries: SummaryWriter | None = None,
     progress: bool = True,
+    out_flag: str = "--out",
     **changes: Any,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``out_flag`` names ``out`` as the user gave it (``--out``; eval's ``--index``; the cache
+    directory) in a refusal of ``out``, so the one line says what to change.
 
     ``options`` holds the settings (:class:`BuildOptions`); keyword arguments named after its fields
     change single ones (``build_index(docs, out, chunk_size=512)``).
@@ -249,7 +253,7 @@ def build_index(
     timings: dict[str, float] = {}
     root = Path(out)
     corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
-    check_out(root, corpus_dir)
+    check_out(root, corpus_dir, flag=out_flag)
     opts.check()
     embeddings = resolve_embeddings(embeddings, base_url=opts.embedding_base_url, encoder=opts.encoder)
     check = getattr(embeddings, "check_available", None)

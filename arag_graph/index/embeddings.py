@@ -517,6 +517,9 @@ class OnnxSentenceEncoder(SentenceEncoder):
 
     def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
         self._load()
+        # A lone surrogate (a model's or a caller's "\ud800" in JSON) is valid Python text but no
+        # UTF-8: the tokenizer raises TypeError on it. It stands for nothing, so it is replaced.
+        texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
         tokenizer = self._tokenizer
         with self._tokenizer_lock:
             if not isinstance(tokenizer, FastTokenizer):

@@ -382,26 +382,46 @@ def open_record(root: Path) -> BuildRecord:
 # Where a build may go
 
 
-def check_out(root: Path, corpus_dir: Path | None = None) -> None:
-    """Refuse, before anything is written, an ``--out`` that arag has no business writing into."""
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a directory (``/etc/passwd/x``)."""
+    for parent in path.absolute().parents:
+        try:
+            parent.lstat()
+        except OSError:  # missing, or below a file (NotADirectoryError): the loop goes on up
+            continue
+        return None if parent.is_dir() else parent
+    return None
+
+
+def check_out(root: Path, corpus_dir: Path | None = None, *, flag: str = "--out") -> None:
+    """Refuse, before anything is written, an ``--out`` that arag has no business writing into.
+
+    ``flag`` is how the caller's user gave ``root`` (``--out``, eval's ``--index``, the cache
+    directory), so that the one-line refusal names what to change.
+    """
+    above = _file_above(root)
+    if above is not None:
+        raise AragError(
+            f"{root}: {above} is not a directory, so nothing can be written below it; choose another {flag}"
+        )
     if _is_link(root) and not root.exists():
-        raise AragError(f"{root}: is a broken symbolic link; choose another --out")
+        raise AragError(f"{root}: is a broken symbolic link; choose another {flag}")
     if not root.exists():
         return
     if not root.is_dir():
-        raise AragError(f"{root}: exists and is not a directory; choose another --out")
+        raise AragError(f"{root}: exists and is not a directory; choose another {flag}")
     for name in (BUILDS, CURRENT, RECORD):
         if _is_link(root / name):
             raise AragError(
                 f"{root / name}: is a symbolic link, and arag never follows links out of an index directory; "
-                "remove the link or choose another --out"
+                f"remove the link or choose another {flag}"
             )
     if is_arag_index(root):
         return
     try:
         empty = next(root.iterdir(), None) is None
     except OSError as exc:
-        raise AragError(f"{root}: cannot be read ({exc.strerror or exc}); choose another --out") from None
+        raise AragError(f"{root}: cannot be read ({exc.strerror or exc}); choose another {flag}") from None
     if empty:
         return
     if corpus_dir is not None and _same_dir(root, corpus_dir):
@@ -409,10 +429,10 @@ def check_out(root: Path, corpus_dir: Path | None = None) -> None:
         if not taken:
             return  # a directory corpus indexed into itself: arag adds only its own names
         raise AragError(
-            f"{root}: already holds {', '.join(taken)} that arag did not write; index the corpus into another --out"
+            f"{root}: already holds {', '.join(taken)} that arag did not write; index the corpus into another {flag}"
         )
     raise AragError(
-        f"{root}: exists, is not empty and is not an arag index; give a new or empty directory as --out "
+        f"{root}: exists, is not empty and is not an arag index; give a new or empty directory as {flag} "
         "(arag deletes old builds in its index directories, so it writes only where it can tell what it wrote)"
     )
 

@@ -59,6 +59,7 @@ from arag_graph.llm.structured import (
     Triplet,
     Triplets,
 )
+from arag_graph.llm.tool_artifacts import artifact_of
 from arag_graph.retrieval.retrievers import Passage, rrf_scores
 
 _QUESTION_WORDS = {
@@ -193,7 +194,7 @@ class _Turn:
             if isinstance(m, AIMessage):
                 self.done.update(_step_of(c.get("id")) for c in m.tool_calls)
             elif isinstance(m, ToolMessage):
-                artifact = m.artifact if isinstance(m.artifact, dict) else {}
+                artifact = artifact_of(m) if isinstance(m.artifact, dict) and m.artifact else {}
                 if not artifact:
                     artifact = {"chunk_ids": _CHUNK_BLOCK.findall(m.text), "read": []}
                 self.results.append((_step_of(m.tool_call_id), m.name or "", artifact))

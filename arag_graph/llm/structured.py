@@ -17,6 +17,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from arag_graph.core.errors import BudgetExceeded
+
 T = TypeVar("T", bound=BaseModel)
 
 NO_RELEVANT_INFORMATION = "No relevant information found"
@@ -185,6 +187,8 @@ def structured_call(
     for _attempt in range(2):
         try:
             value, problem = _parsed(runnable.invoke(list(messages), config), schema)
+        except BudgetExceeded:  # no call was made, and none will be: nothing to retry or fall back from
+            raise
         except Exception as exc:  # invalid JSON, refusals, provider errors
             value, problem = None, _problem(exc)
         if value is not None:
@@ -206,6 +210,8 @@ async def astructured_call(
     for _attempt in range(2):
         try:
             value, problem = _parsed(await runnable.ainvoke(list(messages), config), schema)
+        except BudgetExceeded:  # no call was made, and none will be: nothing to retry or fall back from
+            raise
         except Exception as exc:
             value, problem = None, _problem(exc)
         if value is not None:

@@ -47,5 +47,6 @@ def ensure_sample_index(path: str | os.PathLike[str] | None = None, *, progress:
             raise
     except IndexNotFoundError:
         pass
-    build_index(sample_corpus_path(), target, progress=progress)
+    flag = "--index" if path is not None else "$ARAG_CACHE_DIR (the cache directory)"
+    build_index(sample_corpus_path(), target, progress=progress, out_flag=flag)
     return load_index(target, cache=True)

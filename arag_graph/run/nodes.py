@@ -8,6 +8,8 @@ function therefore *prepares* a :class:`Call` (the backbone's :class:`~arag_grap
 what to do with its result) and :func:`model_node` runs it both ways.
 
 A failing model never raises out of a node: the run ends with a readable ``error`` in its output.
+A run that reached an operator cap (:mod:`arag_graph.run.budgets`) ends the same way, whatever fallback
+the node would take for a failed call.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
 from langgraph.runtime import get_runtime
 
+from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
 from arag_graph.llm.backbone import Step
 
@@ -40,7 +43,12 @@ class Call:
 
 def _failed(call: Call, exc: BaseException) -> Update:
     message = describe_model_error(exc)
-    return call.on_error(message) if call.on_error else {"error": message}
+    update = call.on_error(message) if call.on_error else {"error": message}
+    if isinstance(exc, BudgetExceeded):
+        # Not a failed call to fall back from: the run is out of budget and stops here, keeping what
+        # it found (graphs without a stop reason ignore those keys).
+        update = {**update, "error": message, "stop_reason": "budget", "stop_detail": message}
+    return update
 
 
 def _config(call: Call, config: RunnableConfig | None) -> RunnableConfig:

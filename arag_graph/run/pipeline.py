@@ -13,6 +13,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from arag_graph.core.citations import parse_final_answer
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm.tool_artifacts import artifact_of, read_in
+from arag_graph.run.budgets import question_problem
 from arag_graph.run.state import RunState, question_of
 
 
@@ -20,7 +22,8 @@ def start_update(state: RunState) -> dict[str, Any]:
     """Reset per-question fields and turn a plain ``question`` input into a human message.
 
     The ``question`` field is consumed (set to empty) so that a follow-up question given as
-    ``messages`` on the same thread is not confused with the previous one.
+    ``messages`` on the same thread is not confused with the previous one. A question over the
+    operator's size cap (``ARAG_MAX_QUESTION_CHARS``) ends the run with that one line.
     """
     given = state.get("question")
     question = given.strip() if isinstance(given, str) else ""
@@ -36,6 +39,8 @@ def start_update(state: RunState) -> dict[str, Any]:
     }
     if given is not None and not isinstance(given, str):
         update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
+    elif too_long := question_problem(question or question_of(state)):
+        update["error"] = too_long  # refused before any model call, and kept out of the thread
     elif question:
         update["messages"] = [HumanMessage(question)]
     elif not question_of(state):
@@ -143,7 +148,7 @@ def _is_step(message: AnyMessage) -> TypeGuard[ToolMessage]:
     """A tool message that answers a call that ran (or was refused as malformed): one step."""
     if not isinstance(message, ToolMessage):
         return False
-    return not (isinstance(message.artifact, dict) and message.artifact.get("not_run"))
+    return not artifact_of(message)["not_run"]
 
 
 def turn_steps(messages: Sequence[AnyMessage]) -> int:
@@ -155,14 +160,18 @@ def turn_steps(messages: Sequence[AnyMessage]) -> int:
     return sum(1 for message in current_turn(messages) if _is_step(message))
 
 
-def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+def turn_progress(messages: Sequence[AnyMessage], index: HierarchicalIndex | None = None) -> dict[str, Any]:
     """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
 
     Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
     what the call returned, so these figures are derived from the conversation rather than kept
-    beside it, and stay right whoever executed the tools.
+    beside it, and stay right whoever executed the tools. Artifacts are read through
+    :func:`~arag_graph.llm.tool_artifacts.artifact_of` (a caller may send tool messages of its own),
+    and with ``index`` a chunk counts as read only when the message holds its text
+    (:func:`~arag_graph.llm.tool_artifacts.read_in`).
     """
+
     calls: dict[str, dict[str, Any]] = {}
     trajectory: list[dict[str, Any]] = []
     read: list[str] = []
@@ -174,19 +183,19 @@ def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
             continue
         if not _is_step(message):
             continue
-        artifact = message.artifact if isinstance(message.artifact, dict) else {}
+        artifact = artifact_of(message)
         call = calls.get(message.tool_call_id, {})
-        chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
+        chunk_ids = artifact["chunk_ids"]
         trajectory.append(
             {
                 "tool": message.name or call.get("name") or "",
-                "args": artifact.get("args") or call.get("args") or {},
-                "tokens": int(artifact.get("tokens") or 0),
+                "args": artifact["args"] or call.get("args") or {},
+                "tokens": artifact["tokens"],
                 "chunk_ids": chunk_ids,
-                "error": bool(artifact.get("error")) or message.status == "error",
+                "error": artifact["error"] or message.status == "error",
             }
         )
-        read.extend(str(i) for i in artifact.get("read") or [])
+        read.extend(read_in([message], index) if index is not None else artifact["read"])
         shown.extend(chunk_ids)
         if artifact.get("warning"):
             warnings.append(f"step {len(trajectory)}: {artifact['warning']}")

@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -30,6 +30,7 @@ from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
 from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
 from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
+from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy
 
@@ -217,6 +218,7 @@ class TracedGraph(CompiledStateGraph):
 
     The values are this graph's own and win over metadata of the same keys from the caller. A
     context the graph would refuse adds nothing here: the run then fails as it would untraced.
+    The same door attaches the run's operator budget (:func:`arag_graph.run.budgets.with_budget`).
     """
 
     def __init__(self, *, run_metadata: Callable[[Any], dict[str, Any]] | None = None, **kwargs: Any) -> None:
@@ -224,6 +226,9 @@ class TracedGraph(CompiledStateGraph):
         self.run_metadata = run_metadata  # an attribute, so copy() and with_config() keep it
 
     def _traced(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
+        # Every run gets the operator's budget here, the one door of every top-level run
+        # (arag_graph.run.budgets); a graph embedded in another shares its parent's.
+        config = cast(RunnableConfig, with_budget(config))
         if self.run_metadata is None:
             return config
         try:

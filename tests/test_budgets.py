@@ -1,0 +1,208 @@
+"""Operator budgets (issue 22, item 5): a run obeys the caps the environment sets.
+
+Scripted models play every graph kind; each cap (model calls, tokens, cost, question size, reply
+size) is reached on purpose, and the run must end with its one-line reason and what it found so
+far, having sent exactly as many calls as the cap allows. Served, through ``langgraph dev``:
+tests/slow/test_served_budgets.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage
+
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
+from arag_graph.corag.graph import build_corag_graph
+from arag_graph.core.errors import ContextError
+from arag_graph.run.budgets import Budget
+from arag_graph.srag.graph import build_srag_graph
+from tests.scripted import ScriptedChatModel, calls, forever, tool_call
+from tests.test_corag import QUESTION, chain_model
+
+TREE = {"decoding": "tree", "beam": 2, "expand": 4, "rollouts": 2, "max_steps": 5}
+BUDGET_ENV = (
+    "ARAG_MAX_MODEL_CALLS",
+    "ARAG_MAX_TOKENS",
+    "ARAG_MAX_COST_USD",
+    "ARAG_PRICE_INPUT_PER_MTOK",
+    "ARAG_PRICE_OUTPUT_PER_MTOK",
+    "ARAG_MAX_QUESTION_CHARS",
+    "ARAG_MAX_REPLY_CHARS",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_operator_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in BUDGET_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def searching_model(usage: dict[str, int] | None = None) -> ScriptedChatModel:
+    """A model that searches forever (the agent) and answers plain text to everything else."""
+
+    def reply(messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+        message = calls(tool_call("keyword_search", keywords=["Leland"])) if kwargs.get("tools") else None
+        message = message or AIMessage("Answer: Stephen King")
+        if usage:
+            message.usage_metadata = {**usage, "total_tokens": sum(usage.values())}  # type: ignore[typeddict-item]
+        return message
+
+    return ScriptedChatModel(messages=iter([]), reply=reply)
+
+
+def build(kind: str, index: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    """A graph of ``kind`` and a context under which it would make many more calls than any cap here."""
+    if kind == "arag":
+        return build_arag_graph(index, model), {"max_steps": 200}
+    if kind == "corag_tree":
+        return build_corag_graph(index, model), TREE
+    return build_srag_graph(index, model), {"max_sub_questions": 20}
+
+
+def run(graph: Any, context: dict[str, Any], mode: str = "sync", question: str = QUESTION) -> dict[str, Any]:
+    inputs = {"question": question}
+    if mode == "async":
+        return asyncio.run(graph.ainvoke(inputs, context=context))
+    return graph.invoke(inputs, context=context)
+
+
+def model_for(kind: str, usage: dict[str, int] | None = None) -> ScriptedChatModel:
+    return chain_model() if kind == "corag_tree" else searching_model(usage)
+
+
+def assert_stopped_by(out: dict[str, Any], setting: str) -> None:
+    error = out.get("error") or ""
+    assert setting in error and "\n" not in error and error.startswith("run stopped:"), error
+    assert not out.get("answer")
+
+
+KINDS = ["arag", "corag_tree", "srag"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_stops_at_the_model_call_cap_with_its_partial_result(
+    sample_index: Any, monkeypatch: pytest.MonkeyPatch, kind: str, mode: str
+) -> None:
+    monkeypatch.setenv("ARAG_MAX_MODEL_CALLS", "7")
+    model = model_for(kind)
+    graph, context = build(kind, sample_index, model)
+    out = run(graph, context, mode)
+    assert_stopped_by(out, "7 model calls (ARAG_MAX_MODEL_CALLS)")
+    assert len(model.log) == 7  # every call the cap allows was made, and no more
+    assert out["steps"] >= 1 and out["trajectory"]  # what it found so far
+    if kind == "corag_tree":
+        assert out["stop_reason"] == "budget" and out["chain"] and out["sampled_chains"]
+
+
+def test_corag_tree_without_a_cap_makes_far_more_calls(sample_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cap above is what stopped the tree: the same run uncapped goes on."""
+    monkeypatch.setenv("ARAG_MAX_MODEL_CALLS", "0")
+    model = chain_model()
+    out = run(build_corag_graph(sample_index, model), TREE)
+    assert out["error"] is None and len(model.log) > 50
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["arag", "srag"])
+def test_a_run_stops_at_the_token_cap(sample_index: Any, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("ARAG_MAX_TOKENS", "250")
+    model = searching_model({"input_tokens": 80, "output_tokens": 20})
+    graph, context = build(kind, sample_index, model)
+    out = run(graph, context)
+    assert_stopped_by(out, "250 tokens (ARAG_MAX_TOKENS; 300 used)")
+    assert len(model.log) == 3  # 100, 200, 300: the third reaches the cap, the fourth is never sent
+
+
+@pytest.mark.integration
+def test_tokens_are_counted_when_the_provider_reports_none(sample_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARAG_MAX_TOKENS", "3000")
+    model = model_for("corag_tree")
+    graph, context = build("corag_tree", sample_index, model)
+    out = run(graph, context)
+    assert_stopped_by(out, "3,000 tokens (ARAG_MAX_TOKENS")
+    assert 1 < len(model.log) < 60
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_stops_at_the_cost_cap(sample_index: Any, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("ARAG_MAX_COST_USD", "0.25")
+    monkeypatch.setenv("ARAG_PRICE_INPUT_PER_MTOK", "1000")  # $0.08 a call at 80 tokens in
+    monkeypatch.setenv("ARAG_PRICE_OUTPUT_PER_MTOK", "0")
+    model = searching_model({"input_tokens": 80, "output_tokens": 20})
+    if kind == "corag_tree":
+        model = chain_model()
+        monkeypatch.setenv("ARAG_PRICE_INPUT_PER_MTOK", "100")  # counted in o200k tokens: prompts of hundreds
+    graph, context = build(kind, sample_index, model)
+    out = run(graph, context)
+    assert_stopped_by(out, "$0.25 (ARAG_MAX_COST_USD")
+    if kind != "corag_tree":
+        assert len(model.log) == 4  # $0.08, 0.16, 0.24, 0.32: the fifth call is never sent
+
+
+def test_a_cost_cap_without_prices_is_refused_in_one_line(sample_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARAG_MAX_COST_USD", "1")
+    model = searching_model()
+    with pytest.raises(ContextError, match="ARAG_PRICE_INPUT_PER_MTOK"):
+        run(build_naive_rag_graph(sample_index, model), {})
+    assert model.log == []
+
+
+@pytest.mark.parametrize("value", ["ten", "-1", "1.5", "nan", "inf"])
+def test_a_bad_cap_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("ARAG_MAX_MODEL_CALLS", value)
+    with pytest.raises(ContextError, match=r"ARAG_MAX_MODEL_CALLS=.*whole number"):
+        Budget.from_env()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["arag", "naive_rag", "corag", "srag", "direct"])
+@pytest.mark.parametrize("limit", [None, "100"])
+def test_a_question_over_the_size_cap_is_refused_before_any_model_call(
+    sample_index: Any, monkeypatch: pytest.MonkeyPatch, kind: str, limit: str | None
+) -> None:
+    if limit:
+        monkeypatch.setenv("ARAG_MAX_QUESTION_CHARS", limit)
+    size = int(limit or 20_000) + 1
+    model = searching_model()
+    builders = {
+        "arag": build_arag_graph,
+        "naive_rag": build_naive_rag_graph,
+        "corag": build_corag_graph,
+        "srag": build_srag_graph,
+        "direct": build_direct_graph,
+    }
+    graph = builders[kind](sample_index, model)
+    out = run(graph, {}, question="x" * size)
+    error = out.get("error") or ""
+    assert f"{size:,} characters" in error and "ARAG_MAX_QUESTION_CHARS" in error and "\n" not in error, error
+    assert model.log == []
+    ok = run(graph, {}, question="x" * (size - 1))  # at the cap: not refused for its size
+    assert "ARAG_MAX_QUESTION_CHARS" not in (ok.get("error") or "")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_over_the_size_cap_is_discarded(
+    sample_index: Any, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    monkeypatch.setenv("ARAG_MAX_REPLY_CHARS", "500")
+    huge = "Answer: " + "word " * 400
+    model = ScriptedChatModel(messages=forever(lambda: AIMessage(huge)))
+    graph = build_naive_rag_graph(sample_index, model)
+    out: dict[str, Any] = {}
+    if stream:  # the messages stream mode makes the model stream: refused while the reply arrives
+        for mode, chunk in graph.stream({"question": QUESTION}, stream_mode=["messages", "values"]):
+            out = chunk if mode == "values" else out
+    else:
+        out = run(graph, {})
+    error = out.get("error") or ""
+    assert "ARAG_MAX_REPLY_CHARS" in error and "\n" not in error, error
+    assert "word word" not in (out.get("answer") or "")
