@@ -15,8 +15,8 @@ manifest keeps the spec and the endpoint's base URL, which a served run checks a
 allowed endpoints (:mod:`arag_graph.policy`) before any request carries the key there.
 
 Every endpoint request is bounded like a chat request (:mod:`arag_graph.models`): ``timeout`` seconds
-per attempt and ``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
-``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2.
+in total per attempt, every read of the reply included, and ``max_retries`` retries, from the
+arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` / ``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2.
 """
 
 from __future__ import annotations
@@ -143,6 +143,8 @@ class EndpointEmbeddings(Embeddings):
             key = "not-needed"  # local servers accept any key
         from langchain_openai import OpenAIEmbeddings
 
+        from arag_graph.deadlines import openai_http_clients
+
         self.name = name
         self.model_id = f"{ENDPOINT_PREFIX}{name}"
         self.base_url = base_url
@@ -152,6 +154,7 @@ class EndpointEmbeddings(Embeddings):
             "timeout": timeout,
             "max_retries": max_retries,
             "check_embedding_ctx_length": False,
+            **openai_http_clients(),  # the timeout is total per attempt, not per read
         }
         if base_url:
             kwargs["base_url"] = base_url

@@ -11,9 +11,11 @@ Three ways to give a model, in every graph, the CLI and the evaluation runner:
   (``anthropic:claude-sonnet-4-5``), with that provider's package installed and its key and
   endpoint in the environment (a base URL is never handed to another provider).
 
-Every model request is bounded: ``timeout`` seconds per attempt and ``max_retries`` retries, from
-the arguments, else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a
-server that accepts and never answers ends a run in about 90 s.
+Every model request is bounded: ``timeout`` seconds in total per attempt (connect, send and every
+read of the reply: :mod:`arag_graph.deadlines`) and ``max_retries`` retries, from the arguments,
+else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a server that
+never answers, or answers one byte at a time, ends a run in about 90 s. (A ``provider:name`` model
+of another provider uses that provider's client and its own timeout semantics.)
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ def _chat_openai(
     Streamed replies that are cut off raise instead of passing as complete (see
     :mod:`arag_graph.openai_chat`).
     """
+    from arag_graph.deadlines import openai_http_clients
     from arag_graph.openai_chat import CompleteReplyChatOpenAI
 
     kwargs: dict[str, Any] = {
@@ -195,6 +198,7 @@ def _chat_openai(
         "timeout": limits[0],
         "max_retries": limits[1],
         "stream_usage": True,
+        **openai_http_clients(),  # the timeout is total per attempt, not per read
     }
     if base_url:
         kwargs["base_url"] = base_url

@@ -22,7 +22,9 @@ when set, replaces the URL recorded in the manifest on loading (an index built a
 ``http://localhost:8000`` and served from a container that reaches Chroma under another name).
 
 Every wait on a server is bounded: ``chroma_timeout`` seconds (``--chroma-timeout``,
-``$ARAG_CHROMA_TIMEOUT``, default 60) for each request, ten at most to connect. A read-only index
+``$ARAG_CHROMA_TIMEOUT``, default 60) in total for each request, connecting (ten at most), sending
+and every read of the reply included (:mod:`arag_graph.deadlines`), so a server that answers one
+byte at a time fails like one that never answers. A read-only index
 directory (mounted read-only, as deployments do) still answers: Chroma's embedded client writes to
 its database when it opens it, so such an index is opened from a private copy (see
 :func:`connect_sentence_store`).
@@ -274,10 +276,22 @@ class SentenceStore:
             self.client.delete_collection(self.collection.name)
 
 
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an error it was raised from is a timeout (Chroma re-raises them as ValueError)."""
+    import httpx
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, httpx.TimeoutException):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -> AragError:
     import httpx
 
-    if isinstance(exc, httpx.TimeoutException):
+    if _timed_out(exc):
         return AragError(
             f"the Chroma server at {url} did not answer within {timeout:g} s ({action} timed out); check the "
             f"server, or allow more time with --chroma-timeout or ${CHROMA_TIMEOUT_ENV}"
@@ -292,25 +306,28 @@ def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -
 
 
 def _http_client(url: str, timeout: float) -> Any:
-    """A Chroma HTTP client whose every request waits at most ``timeout`` seconds.
+    """A Chroma HTTP client whose every request ends within ``timeout`` seconds, all reads included.
 
     Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
     sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
-    server that accepts and never answers within the limit; the client is constructed in a daemon
-    thread that we stop waiting for after the bound (a server that answers the heartbeat and then
-    stalls leaves that thread blocked, not the caller); and the client's session then gets the
-    bound for every later request. The session is a private attribute of chromadb 1.x; the tests
-    run servers that never answer, so a chromadb that moves it fails them.
+    server that accepts and never answers (or answers one byte at a time) within the limit; the
+    client is constructed in a daemon thread that we stop waiting for after the bound (a server
+    that answers the heartbeat and then stalls leaves that thread blocked, not the caller); and the
+    client's session then gets the bound and a transport that makes it the total of each request
+    (:mod:`arag_graph.deadlines`). The session is a private attribute of chromadb 1.x; the tests
+    run servers that never answer or drip, so a chromadb that moves it fails them.
     """
     from urllib.parse import urlparse
 
     import chromadb
     import httpx
 
-    parsed = urlparse(url if "://" in url else f"http://{url}")
+    from arag_graph.deadlines import httpx_transport, keep_deadlines
+
     try:
+        parsed = urlparse(url if "://" in url else f"http://{url}")
         host, port = parsed.hostname, parsed.port
-    except ValueError:
+    except ValueError:  # "http://[::1" and other unreadable hosts or ports
         host = port = None
     if not host:
         raise AragError(f"cannot read Chroma URL {url!r}; give it as http://HOST:PORT")
@@ -318,7 +335,8 @@ def _http_client(url: str, timeout: float) -> Any:
     bound = httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT))
     base = f"{'https' if parsed.scheme == 'https' else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
     try:
-        httpx.get(f"{base}/api/v2/heartbeat", timeout=bound).raise_for_status()
+        with httpx.Client(transport=httpx_transport(), timeout=bound) as probe:
+            probe.get(f"{base}/api/v2/heartbeat").raise_for_status()
     except Exception as exc:
         raise _server_failure(url, exc, timeout, "heartbeat") from None
     made: dict[str, Any] = {}
@@ -339,9 +357,12 @@ def _http_client(url: str, timeout: float) -> Any:
     if "error" in made:
         raise _server_failure(url, made["error"], timeout, "connect") from None
     client = made["client"]
-    session = getattr(getattr(client, "_server", None), "_session", None)
+    server = getattr(client, "_server", None)
+    session = getattr(server, "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = bound
+        verify = getattr(getattr(server, "_settings", None), "chroma_server_ssl_verify", None)
+        keep_deadlines(session, limits=server.http_limits, **({} if verify is None else {"verify": verify}))
     return client
 
 
