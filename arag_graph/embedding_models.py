@@ -148,6 +148,7 @@ class EndpointEmbeddings(Embeddings):
         self.name = name
         self.model_id = f"{ENDPOINT_PREFIX}{name}"
         self.base_url = base_url
+        self.timeout, self.max_retries = timeout, max_retries
         kwargs: dict[str, Any] = {
             "model": name,
             "api_key": key,
@@ -166,7 +167,15 @@ class EndpointEmbeddings(Embeddings):
         except AragError:
             raise
         except Exception as exc:  # openai/httpx errors after retries, malformed replies
+            from arag_graph.safety import _timed_out  # the rule model errors use
+
             detail = " ".join(str(exc).split())[:200]
+            if _timed_out(exc):
+                raise AragError(
+                    f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out: no complete "
+                    f"reply within {self.timeout:g} s per attempt, {self.max_retries + 1} attempt(s); check the "
+                    "server, or allow more time with $ARAG_EMBEDDING_TIMEOUT"
+                ) from None
             raise AragError(
                 f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) failed: "
                 f"{type(exc).__name__}: {detail}; check that the server runs and serves this model"
