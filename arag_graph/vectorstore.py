@@ -95,7 +95,7 @@ def _settings() -> Any:
 
 
 def chroma_timeout(seconds: float | None = None) -> float:
-    """The bound on each wait for a Chroma server: ``seconds``, else ``$ARAG_CHROMA_TIMEOUT``, else 60."""
+    """The total bound on each Chroma server request: ``seconds``, else ``$ARAG_CHROMA_TIMEOUT``, else 60."""
     source = "--chroma-timeout"
     if seconds is None:
         text = os.environ.get(CHROMA_TIMEOUT_ENV, "").strip()
