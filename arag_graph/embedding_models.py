@@ -172,9 +172,10 @@ class EndpointEmbeddings(Embeddings):
             detail = " ".join(str(exc).split())[:200]
             if _timed_out(exc):
                 raise AragError(
-                    f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out: no complete "
-                    f"reply within {self.timeout:g} s per attempt, {self.max_retries + 1} attempt(s); check the "
-                    "server, or allow more time with $ARAG_EMBEDDING_TIMEOUT"
+                    f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out "
+                    f"({type(exc).__name__}): no complete reply within {self.timeout:g} s per attempt, "
+                    f"{self.max_retries + 1} attempt(s); check the server, or allow more time with "
+                    "$ARAG_EMBEDDING_TIMEOUT"
                 ) from None
             raise AragError(
                 f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) failed: "
