@@ -240,12 +240,13 @@ def _openai_client_class(asynchronous: bool) -> type:
     return Client
 
 
-@functools.cache
 def openai_http_clients() -> dict[str, Any]:
-    """``http_client`` and ``http_async_client`` for ``ChatOpenAI`` / ``OpenAIEmbeddings``.
+    """New ``http_client`` and ``http_async_client`` for one ``ChatOpenAI`` / ``OpenAIEmbeddings``.
 
-    Shared by every model of the process, as the SDK's own default clients would be: the per-attempt
-    bound travels with each request (the SDK sets it from the model's ``timeout``).
+    The per-attempt bound travels with each request (the SDK sets it from the model's ``timeout``).
+    Each model gets its own pair, as langchain-openai's defaults are per endpoint and timeout
+    (``resolve_chat_model`` caches models per setting, so runs still share pools): an async pool
+    shared by the whole process would keep connections of event loops that have closed.
     """
     return {
         "http_client": _openai_client_class(False)(),
