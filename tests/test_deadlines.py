@@ -21,11 +21,11 @@ from pathlib import Path
 import openai
 import pytest
 
-from arag_graph import models
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex
+from arag_graph.core.errors import AragError
+from arag_graph.core.safety import describe_model_error
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm import models
 from arag_graph.registry import build_graph, config_for
-from arag_graph.safety import describe_model_error
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import sentinel_key
 from tests.reliability import record
@@ -92,7 +92,7 @@ def test_the_judge_against_a_dripping_model_times_out(drip: DripServer, model_en
 
 
 def test_the_summary_writer_against_a_dripping_model_times_out(drip: DripServer, model_env: None) -> None:
-    from arag_graph.summarize import _model_summarizer
+    from arag_graph.llm.summarize import _model_summarizer
 
     summarize = _model_summarizer("gpt-4o-mini", drip.url, timeout=1, max_retries=0)
     with pytest.raises(openai.APITimeoutError):
@@ -105,7 +105,7 @@ def test_the_summary_writer_against_a_dripping_model_times_out(drip: DripServer,
 
 
 def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: DripServer, model_env: None) -> None:
-    from arag_graph.embedding_models import resolve_embeddings
+    from arag_graph.index.embedding_models import resolve_embeddings
 
     embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
     with pytest.raises(AragError, match=r"^[^\n]+$") as caught:
