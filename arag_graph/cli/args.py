@@ -57,7 +57,8 @@ def add_model_limits(parser: argparse.ArgumentParser, *, judge: bool = False) ->
         type=float,
         default=None,
         metavar="SECONDS",
-        help=f"seconds to wait for each model reply{also} (default $ARAG_MODEL_TIMEOUT, else 30)",
+        help=f"total seconds per attempt of a model request{also}, whole reply included "
+        "(default $ARAG_MODEL_TIMEOUT, else 30)",
     )
     parser.add_argument(
         "--model-retries",

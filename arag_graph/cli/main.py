@@ -596,7 +596,8 @@ def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="longest wait for each Chroma server request (default $ARAG_CHROMA_TIMEOUT, else 60)",
+        help="total time each Chroma server request may take, whole reply included "
+        "(default $ARAG_CHROMA_TIMEOUT, else 60)",
     )
 
 

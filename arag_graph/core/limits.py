@@ -3,7 +3,8 @@
 Chat models (:mod:`arag_graph.llm.models`) and embedding endpoints
 (:mod:`arag_graph.index.embedding_models`) are bounded the same way and read the same key, but the
 index layer sits below the model layer; these shared settings live here, in the bottom layer, so
-both read one definition.
+both read one definition. The seconds are a total per attempt, every read of the reply included:
+:mod:`arag_graph.core.deadlines` makes the clients keep them.
 """
 
 from __future__ import annotations

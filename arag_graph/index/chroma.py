@@ -22,10 +22,12 @@ when set, replaces the URL recorded in the manifest on loading (an index built a
 ``http://localhost:8000`` and served from a container that reaches Chroma under another name).
 
 Every wait on a server is bounded: ``chroma_timeout`` seconds (``--chroma-timeout``,
-``$ARAG_CHROMA_TIMEOUT``, default 60) for each request, ten at most to connect. Chroma's embedded
-client writes to the files it opens, so an embedded store is always opened from a private copy,
-checked against the build's checksums as it is made (:func:`_private_copy`): damage refuses before
-Chroma reads a byte, and a read-only index directory (mounted read-only, as deployments do) answers.
+``$ARAG_CHROMA_TIMEOUT``, default 60) in total for each request, connecting (ten at most), sending
+and every read of the reply included (:mod:`arag_graph.core.deadlines`), so a server that answers one
+byte at a time fails like one that never answers. Chroma's embedded client writes to the files it
+opens, so an embedded store is always opened from a private copy, checked against the build's
+checksums as it is made (:func:`_private_copy`): damage refuses before Chroma reads a byte, and a
+read-only index directory (mounted read-only, as deployments do) answers.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def _settings() -> Any:
 
 
 def chroma_timeout(seconds: float | None = None) -> float:
-    """The bound on each wait for a Chroma server: ``seconds``, else ``$ARAG_CHROMA_TIMEOUT``, else 60."""
+    """The total bound on each Chroma server request: ``seconds``, else ``$ARAG_CHROMA_TIMEOUT``, else 60."""
     source = "--chroma-timeout"
     if seconds is None:
         text = os.environ.get(CHROMA_TIMEOUT_ENV, "").strip()
@@ -285,10 +287,22 @@ class SentenceStore:
             self.client.delete_collection(self.collection.name)
 
 
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an error it was raised from is a timeout (Chroma re-raises them as ValueError)."""
+    import httpx
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, httpx.TimeoutException):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -> AragError:
     import httpx
 
-    if isinstance(exc, httpx.TimeoutException):
+    if _timed_out(exc):
         return AragError(
             f"the Chroma server at {url} did not answer within {timeout:g} s ({action} timed out); check the "
             f"server, or allow more time with --chroma-timeout or ${CHROMA_TIMEOUT_ENV}"
@@ -303,27 +317,31 @@ def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -
 
 
 def _http_client(url: str, timeout: float) -> Any:
-    """A Chroma HTTP client whose every request waits at most ``timeout`` seconds, built only for an
-    endpoint the serving policy allows (:func:`arag_graph.core.endpoints.check_endpoint`; ``client._arag_endpoint``
-    keeps the endpoint it calls, which a served run checks again when it reuses a loaded index).
+    """A Chroma HTTP client whose every request ends within ``timeout`` seconds, all reads included,
+    built only for an endpoint the serving policy allows (:func:`arag_graph.core.endpoints.check_endpoint`;
+    ``client._arag_endpoint`` keeps the endpoint it calls, which a served run checks again when it
+    reuses a loaded index).
 
     Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
     sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
-    server that accepts and never answers within the limit; the client is constructed in a daemon
-    thread that we stop waiting for after the bound (a server that answers the heartbeat and then
-    stalls leaves that thread blocked, not the caller); and the client's session then gets the
-    bound for every later request. The session is a private attribute of chromadb 1.x; the tests
-    run servers that never answer, so a chromadb that moves it fails them.
+    server that accepts and never answers (or answers one byte at a time) within the limit; the
+    client is constructed in a daemon thread that we stop waiting for after the bound (a server
+    that answers the heartbeat and then stalls leaves that thread blocked, not the caller); and the
+    client's session then gets the bound and a transport that makes it the total of each request
+    (:mod:`arag_graph.core.deadlines`). The session is a private attribute of chromadb 1.x; the tests
+    run servers that never answer or drip, so a chromadb that moves it fails them.
     """
     from urllib.parse import urlparse
 
     import chromadb
     import httpx
 
-    parsed = urlparse(url if "://" in url else f"http://{url}")
+    from arag_graph.core.deadlines import httpx_transport, keep_deadlines
+
     try:
+        parsed = urlparse(url if "://" in url else f"http://{url}")
         host, port = parsed.hostname, parsed.port
-    except ValueError:
+    except ValueError:  # "http://[::1" and other unreadable hosts or ports
         host = port = None
     if not host:
         raise AragError(f"cannot read Chroma URL {url!r}; give it as http://HOST:PORT")
@@ -333,7 +351,8 @@ def _http_client(url: str, timeout: float) -> Any:
     # Before the first request: Chroma's client sends the Chroma credentials with every one of them.
     check_endpoint("chroma", base, "the sentence store's Chroma server")
     try:
-        httpx.get(f"{base}/api/v2/heartbeat", timeout=bound).raise_for_status()
+        with httpx.Client(transport=httpx_transport(), timeout=bound) as probe:
+            probe.get(f"{base}/api/v2/heartbeat").raise_for_status()
     except Exception as exc:
         raise _server_failure(url, exc, timeout, "heartbeat") from None
     made: dict[str, Any] = {}
@@ -355,9 +374,12 @@ def _http_client(url: str, timeout: float) -> Any:
         raise _server_failure(url, made["error"], timeout, "connect") from None
     client = made["client"]
     client._arag_endpoint = base
-    session = getattr(getattr(client, "_server", None), "_session", None)
+    server = getattr(client, "_server", None)
+    session = getattr(server, "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = bound
+        verify = getattr(getattr(server, "_settings", None), "chroma_server_ssl_verify", None)
+        keep_deadlines(session, limits=server.http_limits, **({} if verify is None else {"verify": verify}))
     return client
 
 

@@ -17,7 +17,8 @@ a served run checks against the operator's allowed endpoints, on the built clien
 request carries the key there.
 
 Every endpoint request is bounded like a chat request (:mod:`arag_graph.llm.models`): ``timeout`` seconds
-per attempt and ``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
+in total per attempt, every read of the reply included (:mod:`arag_graph.core.deadlines`), and
+``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
 ``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2.
 """
 
@@ -153,15 +154,19 @@ class EndpointEmbeddings(Embeddings):
             key = "not-needed"  # local servers accept any key
         from langchain_openai import OpenAIEmbeddings
 
+        from arag_graph.core.deadlines import openai_http_clients
+
         self.name = name
         self.model_id = f"{ENDPOINT_PREFIX}{name}"
         self.base_url = base_url
+        self.timeout, self.max_retries = timeout, max_retries
         kwargs: dict[str, Any] = {
             "model": name,
             "api_key": key,
             "timeout": timeout,
             "max_retries": max_retries,
             "check_embedding_ctx_length": False,
+            **openai_http_clients(),  # the timeout is total per attempt, not per read
         }
         if base_url:
             kwargs["base_url"] = base_url
@@ -174,7 +179,16 @@ class EndpointEmbeddings(Embeddings):
         except AragError:
             raise
         except Exception as exc:  # openai/httpx errors after retries, malformed replies
+            from arag_graph.core.safety import _timed_out  # the rule model errors use
+
             detail = " ".join(str(exc).split())[:200]
+            if _timed_out(exc):
+                raise AragError(
+                    f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out "
+                    f"({type(exc).__name__}): no complete reply within {self.timeout:g} s per attempt, "
+                    f"{self.max_retries + 1} attempt(s); check the server, or allow more time with "
+                    "$ARAG_EMBEDDING_TIMEOUT"
+                ) from None
             raise AragError(
                 f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) failed: "
                 f"{type(exc).__name__}: {detail}; check that the server runs and serves this model"

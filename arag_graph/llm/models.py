@@ -19,9 +19,11 @@ a no-op outside a served run), read from the built client itself
 the operator did not allow. Replies of every model built here are redacted before anyone sees them
 (:mod:`arag_graph.llm.openai_chat`).
 
-Every model request is bounded: ``timeout`` seconds per attempt and ``max_retries`` retries, from
-the arguments, else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a
-server that accepts and never answers ends a run in about 90 s.
+Every model request is bounded: ``timeout`` seconds in total per attempt (connect, send and every
+read of the reply: :mod:`arag_graph.core.deadlines`) and ``max_retries`` retries, from the arguments,
+else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a server that
+never answers, or answers one byte at a time, ends a run in about 90 s. (A ``provider:name`` model
+of another provider uses that provider's client and its own timeout semantics.)
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ def _chat_openai(
     Streamed replies that are cut off raise instead of passing as complete (see
     :mod:`arag_graph.llm.openai_chat`).
     """
+    from arag_graph.core.deadlines import openai_http_clients
     from arag_graph.llm.openai_chat import RedactedChatOpenAI
 
     kwargs: dict[str, Any] = {
@@ -195,6 +198,7 @@ def _chat_openai(
         "timeout": limits[0],
         "max_retries": limits[1],
         "stream_usage": True,
+        **openai_http_clients(),  # the timeout is total per attempt, not per read
     }
     if base_url:
         kwargs["base_url"] = base_url

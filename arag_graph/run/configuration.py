@@ -81,8 +81,8 @@ class GraphContext(BaseModel):
         ge=0.0,
         le=3600.0,
         allow_inf_nan=False,
-        description="Seconds to wait for one model reply before giving up; 0: the server's default "
-        "($ARAG_MODEL_TIMEOUT, else 30).",
+        description="Total seconds per attempt of a model request (connect, send and the whole reply) "
+        "before giving up; 0: the server's default ($ARAG_MODEL_TIMEOUT, else 30).",
     )
     max_retries: int = Field(
         default=-1,

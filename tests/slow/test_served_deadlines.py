@@ -1,0 +1,71 @@
+"""A served run against a model server that drips one byte at a time ends, under a real ``langgraph dev``.
+
+Issue 22, section 3: such a run stayed active for over 7 minutes, because every read got a byte
+before its timeout. The operator allows one model endpoint, a drip server
+(:mod:`tests.stubs.drip_server`); a remote caller (``langgraph_sdk``) runs a graph on it, once
+with the operator's limits from the environment and once with the run's own ``timeout`` and
+``max_retries`` fields. Each run must end with its one-line "timed out" reason, and the drip server
+must have seen the server's client leave, once per attempt. No timed assertion: the drip server
+gives up after its ``limit`` (an outcome refused here) and pytest-timeout catches a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fakes import sentinel_key
+from tests.reliability import record
+from tests.slow.devserver import DevServer, running_dev_server
+from tests.stubs.drip_server import CLIENT_LEFT, DripServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
+
+QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[DevServer, DripServer]]:
+    with DripServer(limit=60.0) as drip:
+        env = {
+            "OPENAI_API_KEY": sentinel_key("operator-deadlines"),
+            "ARAG_ALLOWED_BASE_URLS": drip.url,
+            "ARAG_ALLOWED_MODELS": "gpt-4o-mini",
+            "ARAG_INDEX": str(sample_index.path),  # the operator's index, built already
+            "ARAG_MODEL_TIMEOUT": "2",
+            "ARAG_MODEL_RETRIES": "0",
+        }
+        with running_dev_server(tmp_path_factory.mktemp("langgraph-dev-deadlines"), env) as server:
+            yield server, drip
+
+
+@pytest.mark.parametrize(
+    ("graph", "limits", "attempts"),
+    [("naive_rag", {}, 1), ("arag", {"timeout": 1.5, "max_retries": 1}, 2)],
+    ids=["operator-limits", "run-limits"],
+)
+def test_a_served_run_on_a_dripping_model_ends(
+    served: tuple[DevServer, DripServer], graph: str, limits: dict[str, Any], attempts: int
+) -> None:
+    server, drip = served
+    client = server.client()
+    before = len(drip.outcomes())
+    with server.log_on_failure():
+        thread = client.threads.create()
+        run = client.runs.create(
+            thread["thread_id"],
+            graph,
+            input={"question": QUESTION},
+            context={"model": "gpt-4o-mini", "base_url": drip.url, **limits},
+        )
+        client.runs.join(thread["thread_id"], run["run_id"])
+        status = client.runs.get(thread["thread_id"], run["run_id"])["status"]
+        assert status in ("success", "error", "timeout"), status  # ended, not still active
+        values: Any = client.threads.get_state(thread["thread_id"])["values"]
+        error = values.get("error") or ""
+        assert "timed out" in error and "\n" not in error, values
+    outcomes = drip.outcomes()[before:]
+    assert outcomes == [CLIENT_LEFT] * attempts, outcomes
+    record("served_security", f"{graph}: model drips one byte at a time ({'/'.join(limits) or 'operator'})", trials=1)
