@@ -26,6 +26,7 @@ How it is built, and why:
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,7 +54,7 @@ __all__ = [
 REPORT_FILE = "report.html"
 SNIPPETS_FILE = "report_chunks.json"
 EXPERIMENTS_FILE = "experiments.json"
-SNIPPET_CHARS = 360
+SNIPPET_CHARS = 240
 """How much of each chunk the page shows: enough to recognise the passage, not the corpus."""
 
 _SCORES = ("contain_acc", "exact_match", "f1", "llm_acc", "evidence_recall", "answer_similarity")
@@ -159,26 +160,42 @@ def _number(value: Any) -> float | None:
 
 
 def _run_view(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What the page shows of one record: answer, scores, mode and the run's steps."""
+    """What the list and the filters need of one record: answer, failure mode, scores, counts."""
     prediction = record.get("prediction") or {}
     metrics = record.get("metrics") or {}
-    view = {
+    view: dict[str, Any] = {
         "answer": str(prediction.get("answer") or ""),
         "mode": failure_mode(record),
-        "scores": {k: _number(metrics.get(k)) for k in _SCORES if _number(metrics.get(k)) is not None},
+        "scores": {k: round(v, 4) for k in _SCORES if (v := _number(metrics.get(k))) is not None},
         "steps": prediction.get("steps"),
         "tokens": prediction.get("retrieved_tokens"),
-        "error": prediction.get("error") or None,
-        "warnings": list(prediction.get("warnings") or []),
-        "citations": list(prediction.get("citations") or []),
-        "read": list(prediction.get("read_chunks") or []),
-        "trajectory": list(prediction.get("trajectory") or []),
         "seconds": record.get("seconds"),
     }
-    for key in ("chain", "sampled_chains", "sub_questions", "table"):
-        if prediction.get(key):
-            view[key] = prediction[key]
+    if prediction.get("error"):
+        view["error"] = str(prediction["error"])
     return view
+
+
+def _run_detail(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What only an expanded question shows of one record: its steps and the structure behind them.
+
+    Empty fields are left out (a step without an error carries no ``error: false``): a large run's
+    page is mostly this, and its size is what the browser spends its time on.
+    """
+    prediction = record.get("prediction") or {}
+    trajectory = []
+    for step in prediction.get("trajectory") or []:
+        if isinstance(step, Mapping):
+            trajectory.append({k: v for k, v in step.items() if v not in (None, False, "", [], {})})
+    detail: dict[str, Any] = {
+        "trajectory": trajectory,
+        "read": list(prediction.get("read_chunks") or []),
+        "citations": list(prediction.get("citations") or []),
+    }
+    for key in ("warnings", "chain", "sampled_chains", "sub_questions", "table"):
+        if prediction.get(key):
+            detail[key] = prediction[key]
+    return detail
 
 
 def _changes(question: Mapping[str, Any], columns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -228,6 +245,7 @@ def report_data(runs: Sequence[_Run], title: str) -> dict[str, Any]:
     columns: list[dict[str, Any]] = []
     column_of: dict[tuple[int, str, str], int] = {}
     questions: dict[str, dict[str, Any]] = {}
+    details: dict[str, list[dict[str, Any] | None]] = {}
     snippets: dict[str, Any] = {}
     for r, run in enumerate(runs):
         snippets |= run.snippets
@@ -262,6 +280,7 @@ def report_data(runs: Sequence[_Run], title: str) -> dict[str, Any]:
                 }
             key = (r, str(record.get("graph")), str(record.get("setting_key") or "default"))
             question["runs"][column_of[key]] = _run_view(record)
+            details.setdefault(qid, [None] * len(columns))[column_of[key]] = _run_detail(record)
     if len(runs) > 1:
         for question in questions.values():
             question["changes"] = _changes(question, columns)
@@ -278,6 +297,7 @@ def report_data(runs: Sequence[_Run], title: str) -> dict[str, Any]:
         "plots": [{"run": run.label, "name": p.name, "src": _png_uri(p)} for run in runs for p in run.plots],
         "columns": columns,
         "questions": list(questions.values()),
+        "details": [details[qid] for qid in questions],
         "snippets": snippets,
     }
 
@@ -295,11 +315,30 @@ def _html_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
+def _packed(data: Any) -> str:
+    """JSON, gzip-compressed and base64-encoded: the page inflates it with the browser's DecompressionStream."""
+    return base64.b64encode(gzip.compress(dumps(data).encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+
+
 def render(data: Mapping[str, Any]) -> str:
-    """The HTML page for a data blob (:func:`report_data`)."""
+    """The HTML page for a data blob (:func:`report_data`).
+
+    What the first view needs (summary, plots, the questions' list) is plain JSON, parsed at once.
+    Each question's steps (element ``qd-<i>``) and the chunk snippets are gzip-compressed JSON in
+    base64, inflated by the browser only when a question is first expanded: a large run's page is
+    mostly steps and snippets, and its bytes are what a browser spends its opening time on
+    (``bench/bench_report.py``). Base64 has no ``<``, so no packed text can end its element.
+    """
     template = resources.files("arag_graph.evaluators").joinpath("report_template.html").read_text(encoding="utf-8")
-    page = template.replace("__TITLE__", _html_text(str(data.get("title") or "arag report")))
-    return page.replace("__DATA__", _script_json(data))
+    light = {k: v for k, v in data.items() if k not in ("details", "snippets")}
+    blobs = [(f"qd-{i}", detail) for i, detail in enumerate(data["details"])]
+    blobs.append(("report-snippets", data.get("snippets") or {}))
+    packed = [f'<script type="application/gzip" id="{name}">{_packed(blob)}</script>' for name, blob in blobs]
+    # The template is cut at its placeholders first, so no text of the data is taken for one.
+    head, rest = template.split("__DATA__", 1)
+    before, after = rest.split("__DETAILS__", 1)
+    head = head.replace("__TITLE__", _html_text(str(data.get("title") or "arag report")))
+    return head + _script_json(light) + before + "\n".join(packed) + after
 
 
 def write_report(out: Path) -> Path:
@@ -342,6 +381,7 @@ def question_report(
     columns = [{"run": 0, "graph": graph, "setting_key": "default", "label": graph, "link": None}]
     view = _run_view(record)
     view["mode"] = None  # no gold answer: a single question is not scored
+    view.pop("seconds", None)
     data = {
         "title": f"arag ask: {question}",
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -357,6 +397,7 @@ def question_report(
         "questions": [
             {"id": "ask", "question": question, "type": None, "hops": None, "answers": [], "gold": [], "runs": [view]}
         ],
+        "details": [[_run_detail(record)]],
         "snippets": snippets,
     }
     try:

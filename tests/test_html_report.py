@@ -192,12 +192,14 @@ def test_a_trajectory_expands_with_every_step_gold_chunks_and_corag_chain(eval_r
     assert item.locator(".timeline").count() == 0  # details are rendered on expand only
     item.locator(".q-head").click()
     cards = item.locator(".run-card")
+    cards.first.wait_for()  # a question's details are inflated when it is first expanded
     assert cards.count() == len(mine)
     steps = item.locator(".timeline li.step")
     assert steps.count() == sum(len(r["prediction"]["trajectory"]) for r in mine) > 0
     first_step = mine[0]["prediction"]["trajectory"][0]
     assert first_step["tool"] in item.locator(".tool").first.text_content()
     gold = set(mine[0]["gold_chunk_ids"])
+    assert item.locator(".gold-box .snippet.gold").count() == len(gold) > 0  # their text, from report_chunks.json
     shown_gold = set(item.locator(".timeline .chip.gold").all_text_contents())
     retrieved_gold = {c for r in mine for s in r["prediction"]["trajectory"] for c in s["chunk_ids"] if c in gold}
     assert shown_gold == retrieved_gold
@@ -218,6 +220,7 @@ def test_screenshot_of_an_expanded_question_is_not_blank(eval_run: Path, open_pa
     image_module = pytest.importorskip("PIL.Image")
     page = open_page(eval_run / "report.html")
     page.page.locator(".q-head").first.click()
+    page.page.locator(".run-card").first.wait_for()
     shot = tmp_path / "report.png"
     page.page.screenshot(path=str(shot), full_page=False)
     pixels = numpy.asarray(image_module.open(shot).convert("L"), dtype=float)
@@ -256,6 +259,7 @@ def test_question_and_answer_text_is_shown_as_text_never_run(
     assert "<script>window" not in html and "</script><img" not in html  # escaped inside the data blob
     page = open_page(run / "report.html")
     page.page.locator(".q-head").first.click()
+    page.page.locator(".run-card").first.wait_for()
     assert page.page.evaluate("window.__pwned") is None
     assert page.page.locator(".q-question").first.text_content().startswith(HOSTILE)
     assert page.page.locator(".answer").first.text_content() == HOSTILE + "</script>"
@@ -286,6 +290,7 @@ def test_two_runs_compared_show_per_question_what_changed(
     assert page.shown_questions() == [changed_qid]
     item = page.page.locator(f".question[data-qid='{changed_qid}']")
     item.locator(".q-head").click()
+    item.locator(".run-card").first.wait_for()
     assert "naive_rag" in item.locator("text=What changed").locator("..").text_content()
     assert item.locator(".run-card").count() == 12
 
