@@ -502,11 +502,18 @@ def _check_html_file(path: Path, flag: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """``arag report RUN [RUN_B]``: the HTML report of an evaluation, or of two compared."""
     from arag_graph.evaluators.html_report import build_report
+    from arag_graph.evaluators.runner import load_records
 
     cliargs.require_utf8([("a run directory", run) for run in args.runs] + cliargs.flags(args, "out"))
+    if len(args.runs) > 2:
+        raise AragError("arag report takes one run directory, or two to compare: arag report RUN_A [RUN_B]")
     if args.out is not None:
         _check_html_file(Path(args.out), "--out")
-    path = build_report([Path(run) for run in args.runs], Path(args.out) if args.out else None)
+    runs = [Path(run) for run in args.runs]
+    for run in runs:
+        if not run.is_dir():
+            raise AragError(f"{run} is not a directory; give the --out directory of an arag eval run")
+    path = build_report(runs, [load_records(run) for run in runs], Path(args.out) if args.out else None)
     if args.json:
         _print_json({"report": str(path)})
     else:

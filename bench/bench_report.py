@@ -158,7 +158,7 @@ def write_run(out: Path, questions: int, graphs: int, seed: int) -> None:
     write_summary(rows, out)
     write_failures(records, out)
     write_plots(rows, out)
-    build_report([out])
+    build_report([out], [records])
 
 
 def measure(path: Path, loads: int) -> list[dict[str, float]]:

@@ -122,17 +122,17 @@ def write_snippets(out: Path, records: Iterable[Mapping[str, Any]], indexes: Seq
 
 
 class _Run:
-    """One evaluation output directory as the report reads it."""
+    """One evaluation output directory as the report reads it (its records are read by the caller:
+    the runner has them at hand, ``arag report`` reads them with :func:`runner.load_records`)."""
 
-    def __init__(self, path: Path, label: str) -> None:
-        from arag_graph.evaluators.runner import PREDICTIONS, load_records
-
-        if not path.is_dir() or not any((path / PREDICTIONS).glob("*.jsonl")):
+    def __init__(self, path: Path, label: str, records: Sequence[Mapping[str, Any]]) -> None:
+        if not records:
             raise AragError(
-                f"{path} holds no evaluation (no {PREDICTIONS}/*.jsonl); give the --out directory of an arag eval run"
+                f"{path} holds no evaluation (no scored records in predictions/*.jsonl); "
+                "give the --out directory of an arag eval run"
             )
         self.path, self.label = path, label
-        self.records = load_records(path)
+        self.records = list(records)
         try:
             rows = json.loads((path / "summary.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -341,26 +341,29 @@ def render(data: Mapping[str, Any]) -> str:
     return head + _script_json(light) + before + "\n".join(packed) + after
 
 
-def write_report(out: Path) -> Path:
+def write_report(out: Path, records: Sequence[Mapping[str, Any]]) -> Path:
     """Write ``out/report.html`` for the evaluation in ``out`` (what ``arag eval`` calls at its end)."""
-    run = _Run(out, out.name)
+    run = _Run(out, out.name, records)
     path = out / REPORT_FILE
     replace_file(path, render(report_data([run], f"arag eval: {out.name}")).encode("utf-8"))
     return path
 
 
-def build_report(run_dirs: Sequence[Path], out_file: Path | None = None) -> Path:
+def build_report(
+    run_dirs: Sequence[Path], records: Sequence[Sequence[Mapping[str, Any]]], out_file: Path | None = None
+) -> Path:
     """``arag report RUN [RUN_B]``: one run's page, or two runs compared; returns the file written.
 
-    The default file is ``RUN/report.html`` for one run and ``RUN/compare-<RUN_B's name>.html`` for
-    two, so comparing never replaces the run's own report.
+    ``records`` holds each directory's prediction records. The default file is ``RUN/report.html``
+    for one run and ``RUN/compare-<RUN_B's name>.html`` for two, so comparing never replaces the
+    run's own report.
     """
     if not 1 <= len(run_dirs) <= 2:
         raise AragError("arag report takes one run directory, or two to compare: arag report RUN_A [RUN_B]")
     labels = [p.name or str(p) for p in run_dirs]
     if len(run_dirs) == 2 and labels[0] == labels[1]:
         labels = ["A", "B"]
-    runs = [_Run(path, label) for path, label in zip(run_dirs, labels, strict=True)]
+    runs = [_Run(path, label, recs) for path, label, recs in zip(run_dirs, labels, records, strict=True)]
     if out_file is None:
         out_file = run_dirs[0] / (REPORT_FILE if len(runs) == 1 else f"compare-{run_dirs[1].name or 'B'}.html")
     title = f"arag eval: {labels[0]}" if len(runs) == 1 else f"arag eval: {labels[0]} vs. {labels[1]}"

@@ -1100,7 +1100,7 @@ def _evaluate(
         write_grid(plan.grid, rows, plan_settings(plan)[0], plan.model, plan.out)
     write_experiment_links(plan.out, links)
     write_snippets(plan.out, records, [i for i in indexes.values() if i is not None])
-    write_report(plan.out)
+    write_report(plan.out, records)
     return rows
 
 
