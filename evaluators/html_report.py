@@ -341,8 +341,14 @@ def render(data: Mapping[str, Any]) -> str:
     return head + _script_json(light) + before + "\n".join(packed) + after
 
 
-def write_report(out: Path, records: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``out/report.html`` for the evaluation in ``out`` (what ``arag eval`` calls at its end)."""
+def write_report(out: Path, records: Sequence[Mapping[str, Any]]) -> Path | None:
+    """Write ``out/report.html`` for the evaluation in ``out`` (what ``arag eval`` calls at its end).
+
+    An evaluation without a single record (nothing ran) has nothing to show: no page, and no error
+    on top of what the evaluation itself reports.
+    """
+    if not records:
+        return None
     run = _Run(out, out.name, records)
     path = out / REPORT_FILE
     replace_file(path, render(report_data([run], f"arag eval: {out.name}")).encode("utf-8"))
