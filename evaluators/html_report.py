@@ -34,11 +34,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from arag_graph.datasets import hop_count
-from arag_graph.errors import AragError
+from arag_graph.core.errors import AragError
+from arag_graph.core.jsonl import dumps, replace_file
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_mode
 from arag_graph.evaluators.report import _COLUMNS, _cell, model_label, summarize
-from arag_graph.jsonl import dumps, replace_file
+from arag_graph.qa.datasets import hop_count
 
 __all__ = [
     "REPORT_FILE",
@@ -123,7 +123,7 @@ def write_snippets(out: Path, records: Iterable[Mapping[str, Any]], indexes: Seq
 
 class _Run:
     """One evaluation output directory as the report reads it (its records are read by the caller:
-    the runner has them at hand, ``arag report`` reads them with :func:`runner.load_records`)."""
+    the runner has them at hand, ``arag report`` reads them with :func:`predictions.load_records`)."""
 
     def __init__(self, path: Path, label: str, records: Sequence[Mapping[str, Any]]) -> None:
         if not records:

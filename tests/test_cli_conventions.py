@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.corpus import CORPUS_FORMATS
-from arag_graph.datasets import QUESTION_FORMATS
-from arag_graph.embeddings import ENCODERS
-from arag_graph.index import HierarchicalIndex
+from arag_graph.index.corpus import CORPUS_FORMATS
+from arag_graph.index.embeddings import ENCODERS
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.qa.datasets import QUESTION_FORMATS
 from arag_graph.registry import graph_names
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
@@ -127,7 +127,7 @@ def test_quiet_eval_writes_nothing_to_stderr_and_verbose_shows_langsmiths_lines(
         [*eval_argv(hotpot_slice[1], tmp_path / "verbose", hotpot_index, "--graphs", "naive_rag"), "-v"], capsys
     )
     assert code == 0
-    assert "arag: debug [arag_graph.evaluators.runner]: LangSmith: Starting evaluation of experiment" in err
+    assert "arag: debug [arag_graph.evaluators.upload]: LangSmith: Starting evaluation of experiment" in err
     assert "it/s" not in err  # LangSmith's own bar never shows: the runner's one bar is the progress
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.cli import main
+from arag_graph.cli.main import main
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_mode
-from arag_graph.evaluators.runner import PREDICTIONS, load_records
-from arag_graph.sample import sample_questions_path
+from arag_graph.evaluators.predictions import PREDICTIONS, load_records
+from arag_graph.qa.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line, run_cli
 
 pytestmark = pytest.mark.integration
