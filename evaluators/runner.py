@@ -81,6 +81,8 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
         "steps": int(state.get("steps") or 0),
         "trajectory": [
             {k: step.get(k) for k in ("tool", "args", "tokens", "chunk_ids", "error")}
+            # CoRAG's steps also carry the sub-answer and the check's verdict: kept for the report.
+            | {k: step[k] for k in _STEP_DETAILS if step.get(k) not in (None, "")}
             for step in state.get("trajectory") or []
         ],
         "error": state.get("error"),
@@ -88,7 +90,35 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
         # refusing the schema would otherwise degrade a whole comparison without a trace).
         "warnings": [str(w) for w in state.get("warnings") or []],
         "usage": _usage(state.get("messages") or [], calls),
+        **structure_of(state),
     }
+
+
+_STEP_DETAILS = ("sub_answer", "reasoning")
+_CHAIN_RUN_FIELDS = ("id", "role", "parent", "wave", "sample", "steps", "stop_reason", "penalty", "score", "selected")
+_SUB_QUESTION_FIELDS = ("id", "question", "resolved", "depends_on", "wave", "status", "answer", "chunk_ids", "error")
+
+
+def structure_of(state: Mapping[str, Any]) -> dict[str, Any]:
+    """How a structured graph reached its answer, for the HTML report (only the fields a state has).
+
+    CoRAG: the answering ``chain`` (each step's query, chunks, sub-answer, penalty, check) and a
+    summary of every sampled chain (``sampled_chains``, without their passages and steps, which
+    the trajectory already holds). SRAG: the ``sub_questions`` (without their triplets) and the fact
+    ``table``. Passages' text is left out: records stay small, and chunk IDs name them.
+    """
+    out: dict[str, Any] = {}
+    if state.get("chain"):
+        out["chain"] = [dict(link) for link in state["chain"]]
+    if state.get("sampled_chains"):
+        out["sampled_chains"] = [{k: run[k] for k in _CHAIN_RUN_FIELDS if k in run} for run in state["sampled_chains"]]
+    if state.get("sub_questions"):
+        out["sub_questions"] = [
+            {k: record[k] for k in _SUB_QUESTION_FIELDS if k in record} for record in state["sub_questions"]
+        ]
+    if state.get("table"):
+        out["table"] = [dict(row) for row in state["table"]]
+    return out
 
 
 class SettingRun:
@@ -264,6 +294,7 @@ def _evaluate(
     embeddings: Any,
 ) -> list[dict[str, Any]]:
     from arag_graph.evaluators import default_evaluators
+    from arag_graph.evaluators.html_report import write_experiment_links, write_report, write_snippets
     from arag_graph.evaluators.judge import resolve_judge
     from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
 
@@ -285,10 +316,13 @@ def _evaluate(
 
     runs = [SettingRun(plan, setting, indexes[setting.index], gold, evaluators, file=file) for setting, file in files]
     pending = sum(1 for run in runs for q in questions if q.id not in run.file.keys)
+    links: dict[tuple[str, str], str] = {}
     with _progress(pending, progress) as tick:
         for run in runs:
             run.on_done = tick
-            execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
+            url = execute(run, questions, upload=upload, dataset_name=dataset_name, client=client)
+            if url:
+                links[(run.setting.graph, run.setting.key)] = url
             if run.write_failure is not None:
                 raise run.write_failure
     if upload:
@@ -306,6 +340,9 @@ def _evaluate(
         from arag_graph.evaluators.grid import write_grid
 
         write_grid(plan.grid, rows, plan_settings(plan)[0], plan.model, plan.out)
+    write_experiment_links(plan.out, links)
+    write_snippets(plan.out, records, [i for i in indexes.values() if i is not None])
+    write_report(plan.out, records)
     return rows
 
 

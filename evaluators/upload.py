@@ -156,8 +156,11 @@ def execute(
     upload: bool,
     dataset_name: str | None,
     client: Any,
-) -> None:
-    """Run one (graph, setting) through ``langsmith.evaluate`` (uploaded or local)."""
+) -> str | None:
+    """Run one (graph, setting) through ``langsmith.evaluate`` (uploaded or local).
+
+    Returns the experiment's LangSmith URL when it was uploaded (the HTML report links to it).
+    """
     from langsmith import evaluate
 
     by_id = {q.id: q for q in questions}
@@ -175,11 +178,16 @@ def execute(
     with _quiet_langsmith():
         if upload:
             assert dataset_name is not None
-            evaluate(target, data=dataset_name, upload_results=True, **common)
-        else:
-            pending = [q for q in questions if q.id not in run.file.keys]
-            if pending:
-                evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
+            results = evaluate(target, data=dataset_name, upload_results=True, **common)
+            try:
+                url = results.url
+            except Exception:  # the link is a convenience: a server that will not say it costs nothing
+                return None
+            return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+        pending = [q for q in questions if q.id not in run.file.keys]
+        if pending:
+            evaluate(target, data=_examples(pending, uuid.uuid4(), run), upload_results=False, **common)
+    return None
 
 
 _BAR = re.compile(r"\[\d+:\d{2}(:\d{2})?(<[^\]]*)?, [^\]]*(it/s|s/it|\?it/s)[^\]]*\]\s*$")

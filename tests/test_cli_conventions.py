@@ -127,7 +127,7 @@ def test_quiet_eval_writes_nothing_to_stderr_and_verbose_shows_langsmiths_lines(
         [*eval_argv(hotpot_slice[1], tmp_path / "verbose", hotpot_index, "--graphs", "naive_rag"), "-v"], capsys
     )
     assert code == 0
-    assert "arag: debug [arag_graph.evaluators.runner]: LangSmith: Starting evaluation of experiment" in err
+    assert "arag: debug [arag_graph.evaluators.upload]: LangSmith: Starting evaluation of experiment" in err
     assert "it/s" not in err  # LangSmith's own bar never shows: the runner's one bar is the progress
 
 

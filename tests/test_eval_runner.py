@@ -711,6 +711,18 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
             keys = [f["key"] for f in feedback if f["run_id"] == root.id]
             assert sorted(keys) == sorted(set(keys))
 
+    # Each experiment's LangSmith page (the client's URL for it) is linked from report.html.
+    links = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
+    assert sorted((link["graph"], link["setting_key"]) for link in links) == [
+        ("arag", "default"),
+        ("naive_rag", "default"),
+    ]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for link in links:
+        (experiment,) = [e for e in experiments if e["name"].startswith(f"{link['graph']}-")]
+        assert link["url"].startswith("http") and f"selectedSessions={experiment['id']}" in link["url"]
+        assert link["url"] in page
+
     # The key itself travels in headers only, never in what was uploaded or written.
     assert langsmith_recorder.bodies_containing(LANGSMITH_KEY) == []
     assert LANGSMITH_KEY not in stdout + err

@@ -56,6 +56,7 @@ def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
     assert top_level == {"arag_graph"}, f"unexpected top-level names in the wheel: {sorted(top_level)}"
     assert "arag_graph/evaluators/runner.py" in names  # the evaluators ship, under the package
     assert "arag_graph/data/sample/corpus.json" in names  # the bundled sample for the demo
+    assert "arag_graph/evaluators/report_template.html" in names  # the page of report.html
 
 
 def _metadata(wheel: Path) -> Message:

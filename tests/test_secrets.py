@@ -10,8 +10,11 @@ are checked in tests/test_tracing.py; the eval runner's LangSmith upload in test
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -166,8 +169,13 @@ def test_arag_eval_writes_no_key_anywhere(
     key_was_sent(openai_server)
     files = [p for p in out.rglob("*") if p.is_file()]
     assert any(p.suffix == ".jsonl" for p in files) and (out / "summary.json").exists()
+    assert (out / "report.html").exists()
     for path in files:
         data = path.read_bytes()
+        if path.suffix == ".html":  # report.html packs each question's steps (gzip in base64): read them unpacked
+            blobs = re.findall(rb'<script type="application/gzip" id="[^"]*">([^<]*)</script>', data)
+            assert blobs, "report.html without its packed details"
+            data += b"".join(gzip.decompress(base64.b64decode(blob)) for blob in blobs)
         assert MARK.encode() not in data and OTHER_KEY.encode() not in data, f"a key in {path}"
     assert not leaks(captured.out + captured.err)
     records = [json.loads(line) for p in files if p.suffix == ".jsonl" for line in p.read_text().splitlines()]

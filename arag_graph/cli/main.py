@@ -353,13 +353,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     # Every check comes before the first line of output: bad input prints its one error line only.
     settings = [("--set", pair) for pair in args.settings]
-    texts = cliargs.flags(args, "index", "graph", "model", "base_url")
+    texts = cliargs.flags(args, "index", "graph", "model", "base_url", "html")
     cliargs.require_utf8([("the question", args.question), *texts, *settings])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
     check_run_limits(args.max_steps, args.top_k)
+    if args.html is not None:
+        _check_html_file(Path(args.html), "--html")
     extra = _one_run_settings(_settings(args.settings), args.graph)
     spec, notice = choose_model_spec(args.model, args.base_url)
     limits = cliargs.model_limits(args)
@@ -375,6 +377,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"graph {args.graph}, model {spec}, index {index.path}")
     state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
     record = scrub(finite(result_record(state, args.graph, spec)))  # no key a model echoed is printed
+    if args.html:
+        from arag_graph.evaluators.html_report import question_report
+        from arag_graph.evaluators.runner import prediction_of
+
+        # The evaluation's record of a run, so the page is the report's trajectory view as it is.
+        prediction = scrub(finite(prediction_of(state)))
+        path = question_report(question, args.graph, spec, prediction, index, Path(args.html))
+        if not args.json:
+            print(f"trajectory view: {path}")
     if args.json:
         _print_json(record)
     else:
@@ -471,17 +482,52 @@ def cmd_eval(args: argparse.Namespace) -> int:
             plan, progress=not args.quiet and sys.stderr.isatty(), on_checked=lambda: announce(notice)
         )
     if args.json:  # the summary.json rows, with where everything was written
-        files = sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json", ".csv", ".png"))
+        files = sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json", ".csv", ".png", ".html"))
         _print_json({"out": str(out), "files": files, "summary": rows})
     else:
         print((out / "summary.md").read_text(encoding="utf-8"))
         if plan.grid:  # the comparison's own table, after the per-setting one
             print((out / f"{plan.grid.strip().lower()}.md").read_text(encoding="utf-8"))
         print(f"predictions, summary and plots: {out}")
+        print(f"report (open in a browser): {out / 'report.html'}")
     failure = failed_everywhere(rows, out)
     if failure:
         print(f"arag: error: {failure}", file=sys.stderr)
         return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag report
+
+
+def _check_html_file(path: Path, flag: str) -> None:
+    """An HTML file to write: refused before any work when it is a directory or its directory is missing."""
+    if path.is_dir():
+        raise AragError(f"{flag} {path} is a directory; give a file name, e.g. {flag} {path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise AragError(f"{flag} {path}: directory {path.parent} does not exist; create it or give another file")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``arag report RUN [RUN_B]``: the HTML report of an evaluation, or of two compared."""
+    from arag_graph.evaluators.html_report import build_report
+    from arag_graph.evaluators.predictions import load_records
+
+    cliargs.require_utf8([("a run directory", run) for run in args.runs] + cliargs.flags(args, "out"))
+    if len(args.runs) > 2:
+        raise AragError("arag report takes one run directory, or two to compare: arag report RUN_A [RUN_B]")
+    if args.out is not None:
+        _check_html_file(Path(args.out), "--out")
+    runs = [Path(run) for run in args.runs]
+    for run in runs:
+        if not run.is_dir():
+            raise AragError(f"{run} is not a directory; give the --out directory of an arag eval run")
+    path = build_report(runs, [load_records(run) for run in runs], Path(args.out) if args.out else None)
+    if args.json:
+        _print_json({"report": str(path)})
+    else:
+        print(f"report: {path}")
     return 0
 
 
@@ -795,6 +841,9 @@ def build_parser() -> argparse.ArgumentParser:
         p, "graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object with the answer and trajectory")
+    p.add_argument(
+        "--html", default=None, metavar="FILE", help="also write the trajectory as a self-contained HTML page"
+    )
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser(
@@ -844,6 +893,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "report", help="write the HTML report of an eval run (report.html), or compare two runs", **common
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="an arag eval --out directory; a second one to compare")
+    p.add_argument(
+        "--out", default=None, help="HTML file (default RUN_DIR/report.html; two runs: RUN_DIR/compare-<RUN_B>.html)"
+    )
+    p.add_argument("--json", action="store_true", help="print where the report went as one JSON object")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
         "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)", **common
