@@ -38,8 +38,8 @@ of the evidence ("Columbus, Ohio"), with the chunk it came from. The rules, in o
    "oldest" / "last", "later", "youngest") picks the name whose evidence's first year is earliest /
    latest; otherwise the name whose evidence holds more of the question's other content words. Yes/no
    asks whether every name's evidence holds all the question's other content words ("Are A and B
-   both film directors?"); "the same X" asks whether the names' evidence shares a name next to X
-   (the two provinces), else any name other than their own.
+   both film directors?"); "the same X" asks whether the names' evidence shares a name given with X
+   ("Jiangsu province", "province of Jiangsu"), else any name other than their own.
 
 5. **Fragments** are completed: the words that follow the fragment's last three words in the
    best sentence containing them; without such a sentence, the best sentence.
@@ -435,7 +435,7 @@ def _yes_no(question: str, sentences: Sequence[Sentence]) -> Answer:
 
 
 def _shared_names(evidence: Sequence[Sequence[Sentence]], names: Sequence[str], noun: str) -> set[str]:
-    """Names both evidences give next to ``noun`` ("Jiangsu province"), else any they share."""
+    """Names both evidences give with ``noun`` ("Jiangsu province", "province of Jiangsu"), else any they share."""
     own = {_norm(n) for n in names}
     near: list[set[str]] = []
     every: list[set[str]] = []
@@ -447,8 +447,8 @@ def _shared_names(evidence: Sequence[Sequence[Sentence]], names: Sequence[str], 
                 if span.kind != "name" or not norm or any(norm in o or o in norm for o in own):
                     continue
                 every_one.add(norm)
-                around = _words(s.text[max(0, span.start - 20) : span.end + 20])
-                if noun in map(_stem, around):
+                after = [_stem(w) for w in _words(s.text[span.end :])[:1]]
+                if after == [noun] or [_stem(w) for w in _before(s.text, span, 2)] == [noun, "of"]:
                     near_one.add(norm)
         near.append(near_one)
         every.append(every_one)

@@ -357,6 +357,7 @@ def extractive_answer(
     *,
     bonus: set[str] | frozenset[str] = frozenset(),
     style: AnswerStyle = "span",
+    titles: Mapping[str, str | None] | None = None,
 ) -> str:
     """``Answer: <answer> [<chunk ID>]`` from the evidence sentences, scored by similarity to the question.
 
@@ -365,13 +366,14 @@ def extractive_answer(
     ``bonus`` (the agent's second hop) get a small bonus (it raised Contain-Acc on HotpotQA-100 from
     20 to 23 points with sentence answers). With ``style="span"`` the answer is the span the
     question asks for (:func:`arag_graph.answer_span.answer_span`, which weighs each candidate by
-    its sentence's score); with ``"sentence"``, the best sentence itself.
+    its sentence's score); with ``"sentence"``, the best sentence itself. ``titles`` names the
+    passages the index does not know (the span rules compare named passages).
     """
     sentences: list[tuple[str, str, str]] = []
     for cid, text in evidence:
         chunk = index.get_chunk(cid) if index is not None else None
         parts = chunk.sentence_texts() if chunk is not None and chunk.sentences else split_sentences(text)
-        title = (chunk.title or "") if chunk is not None else ""
+        title = (chunk.title if chunk is not None else (titles or {}).get(cid)) or ""
         sentences.extend((cid, s.strip(), title) for s in parts if s.strip())
     if not question or not sentences:
         return NOT_FOUND
@@ -550,10 +552,11 @@ class OfflineBackbone(Backbone):
 
     def _extractive(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
         evidence = [(p.chunk_id, p.text) for p in passages]
+        titles = {p.chunk_id: p.title for p in passages}
         style = self.answer_style
 
         def answer() -> AIMessage:
-            return AIMessage(content=extractive_answer(self.index, question, evidence, style=style))
+            return AIMessage(content=extractive_answer(self.index, question, evidence, style=style, titles=titles))
 
         return _rule("answer", answer)
 
