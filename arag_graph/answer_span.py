@@ -109,6 +109,7 @@ _FUNCTION_CAPS = {
     "the", "a", "an", "he", "she", "it", "they", "his", "her", "its", "their", "this", "that", "these", "in",
     "on", "at", "after", "before", "during", "since", "as", "from", "by", "for", "with", "when", "while",
     "there", "however", "although", "following", "i", "we", "you", "if", "but", "and", "or", "of",
+    "between", "among", "besides", "both", "under", "about", "through", "unlike",
 }  # fmt: skip
 _STOPWORDS = _FUNCTION_CAPS | _AUXILIARIES | {
     "who", "what", "which", "when", "where", "why", "how", "whose", "whom", "to", "be", "been", "than",

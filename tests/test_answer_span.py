@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.answer_span import Sentence, answer_span, question_kind
+from arag_graph.answer_span import Sentence, answer_span, compared_names, question_kind
 from arag_graph.answers import exact_match
 from arag_graph.offline import NOT_FOUND, OfflineBackbone, OfflinePolicy, extractive_answer
 from arag_graph.retrievers import Passage
@@ -154,6 +154,19 @@ def test_choices_pick_one_of_the_two_names(question: str, gold: str) -> None:
     titles = ("Sid Haig", "Vic Darchinyan", "Mark King", "Nick Hexum")
     assert question_kind(question) == "choice"
     assert span(question, *passages, titles=titles) == gold
+
+
+def test_the_compared_names_leave_the_words_that_introduce_them() -> None:
+    question = "Between Iain Banks and Irwin Shaw, which writer has had a more diverse career?"
+    assert question_kind(question) == "choice"
+    assert compared_names(question) == ("Iain Banks", "Irwin Shaw")
+    answer = span(
+        question,
+        "Iain Banks was a Scottish writer.",
+        "Irwin Shaw was an American playwright, screenwriter, novelist and short-story author with a diverse career.",
+        titles=("Iain Banks", "Irwin Shaw"),
+    )
+    assert answer == "Irwin Shaw"
 
 
 def test_a_fragment_is_completed_from_the_sentence_it_starts() -> None:
