@@ -17,8 +17,9 @@ of the evidence ("Columbus, Ohio"), with the chunk it came from. The rules, in o
    * *person*: "who / whom / whose", "name the", or "what / which" + a person noun (actress,
      director, singer, father, ...);
    * *name*: any other "what / which" (a title, band, company, ...);
-   * *fragment*: no wh-word and no question mark: a statement to complete (the 2Wiki lookup
-     questions are the first part of a passage's sentence).
+   * *fragment*: no question mark and no wh-word first (a "who" inside a statement asks
+     nothing): a statement to complete (the 2Wiki lookup questions are the first part of a
+     passage's sentence).
 
 2. **Candidates** from every sentence read: runs of capitalised words (connectors such as "of",
    "the", "de" may join them; "Columbus, Ohio" joins a name and the region after its comma), quoted
@@ -186,7 +187,10 @@ def question_kind(question: str) -> Kind:
     """The kind of answer ``question`` asks for (rule 1 of the module docstring)."""
     q = " ".join(question.lower().split())
     words = _words(q)
-    wh = {"who", "whom", "whose", "what", "which", "when", "where", "how"} & set(words)
+    asking = {"who", "whom", "whose", "what", "which", "when", "where", "how"}
+    if not q.endswith("?") and words[:1] and words[0] not in asking | {"name"}:
+        return "fragment"  # "... a Ukrainian peasant who": a "who" inside a statement asks nothing
+    wh = asking & set(words)
     if wh and (_pair(question, "or") or (re.search(r"\bbetween\b", q) and _pair(question, "and"))):
         return "choice"
     counted = wh and re.search(r"\b(?:population|attendance|capacity)\b", q)

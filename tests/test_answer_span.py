@@ -178,6 +178,11 @@ def test_a_fragment_is_completed_from_the_sentence_it_starts() -> None:
     )
     assert question_kind(question) == "fragment"
     assert answer == "International Film Festival awards."
+    # A wh-word inside a statement does not make it a question.
+    statement = "Johann Christoph Bach: Johann Christoph was heavily in debt when"
+    assert question_kind(statement) == "fragment"
+    assert span(statement, "Johann Christoph was heavily in debt when he died at Eisenach.") == "he died at Eisenach."
+    assert question_kind("Who directed the film that was shot in or around Leland in 1986") == "person"
 
 
 # --------------------------------------------------------------------------------------------
