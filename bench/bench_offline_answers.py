@@ -143,6 +143,8 @@ def markdown(report: dict[str, Any]) -> str:
         "retrieved or read. 2Wiki lookup: the first part of a passage's sentence (with its title, or alone),",
         "the rest of that sentence as gold;"
         f" {report['skipped'].get('2wiki-lookup', 0)} of its questions have an empty gold and are left out.",
+        "Its gain comes from the fragment rule (the words after the fragment's end in the sentence read):",
+        "it measures that the reader finds the right sentence and cuts it right, not question answering.",
         "",
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
         f"Python {report['machine']['python']}; "
