@@ -2,13 +2,13 @@
 
 Every question runs through each graph twice with the offline no-LLM policy: once with
 ``answer_style="sentence"`` (the answer before: the best-scoring sentence of what was read) and once
-with ``"span"`` (the answer now: :mod:`arag_graph.answer_span`'s short span). Retrieval does not
+with ``"span"`` (the answer now: :mod:`arag_graph.llm.answer_span`'s short span). Retrieval does not
 depend on the answer style, so both runs must retrieve and read the same chunks: the script checks
 that for every question ("same trajectories"), so evidence recall is unchanged by construction and
 the answer columns compare the two answerers on identical evidence.
 
-Data sets: HotpotQA-100 (``../shared/data/hotpotqa-100``) and the 2Wiki lookup questions
-(``bench/data/2wiki-lookup.json`` on ``../shared/data/2wiki-corpus``; its questions with an empty
+Data sets: HotpotQA-100 (``data/hotpotqa-100``) and the 2Wiki lookup questions
+(``bench/data/2wiki-lookup.json`` on ``data/2wiki-corpus``; its questions with an empty
 gold answer, a sentence cut at its end, are left out and counted). The indexes and gold chunk IDs
 are the ones ``arag eval`` uses (cached, built on first use).
 
@@ -22,23 +22,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchenv import RESULTS, ROOT, SHARED_DATA, machine
+from benchenv import DATA, RESULTS, ROOT, machine
 
-from arag_graph.answers import answer_scores
-from arag_graph.datasets import Question, load_questions
+from arag_graph.evaluators.eval_index import prepare_index
+from arag_graph.evaluators.plan import EvalPlan
 from arag_graph.evaluators.retrieval import evidence_scores
-from arag_graph.evaluators.runner import EvalPlan, prepare_index
-from arag_graph.offline import OfflinePolicy
+from arag_graph.llm.offline import OfflinePolicy
+from arag_graph.qa.answers import answer_scores
+from arag_graph.qa.datasets import Question, load_questions
 from arag_graph.registry import build_graph, config_for
 
-DATA = Path(os.environ.get("ARAG_SHARED_DATA", SHARED_DATA))
 STYLES = ("sentence", "span")
 METRICS = ("contain_acc", "exact_match", "f1", "evidence_recall")
 

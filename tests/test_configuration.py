@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from arag_graph.configuration import (
+from arag_graph.core.errors import AragError
+from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.configuration import (
     TOP_K_MAX,
     AragContext,
     ContextError,
@@ -18,9 +20,7 @@ from arag_graph.configuration import (
     NaiveRagContext,
     SragContext,
 )
-from arag_graph.errors import AragError
-from arag_graph.policy import RunRefused, ServingPolicy
-from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.policy import RunRefused, ServingPolicy
 
 
 def test_text_values_from_forms_are_coerced() -> None:

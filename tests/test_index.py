@@ -22,18 +22,13 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.index import (
-    BUILDS,
-    CURRENT,
-    FORMAT_VERSION,
-    MANIFEST,
-    HierarchicalIndex,
-    build_index,
-    corpus_hash,
-    load_index,
-)
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import FORMAT_VERSION, corpus_hash
 from tests.fakes import NamedFakeEmbeddings, WordHashEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -394,10 +389,10 @@ def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
 
 _BUILD_SCRIPT = """
 import sys
-from arag_graph.index import build_index
+from arag_graph.index.build import build_index
 from tests.fakes import NamedFakeEmbeddings
-from arag_graph.chunking import chunk_documents
-from arag_graph.documents import Document
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.core.documents import Document
 chunk_documents([Document("Loads the token counter. Before the clock starts.", id="warm")])
 print("ready", flush=True)
 build_index(sys.argv[1], sys.argv[2], embeddings=NamedFakeEmbeddings(), progress=False)
@@ -493,7 +488,7 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
     import torch
 
-    from arag_graph.embeddings import SentenceEncoder, default_embeddings
+    from arag_graph.index.embeddings import SentenceEncoder, default_embeddings
 
     encoder = default_embeddings("torch")
     assert isinstance(encoder, SentenceEncoder)

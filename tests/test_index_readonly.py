@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index import HierarchicalIndex
-from arag_graph.sample import sample_questions_path
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.qa.sample import sample_questions_path
 from tests.cli_run import run_cli
 from tests.mounts import CLI_SCRIPT, read_only_bind, require_mount_namespaces, run_in_namespace, subprocess_env
 from tests.reliability import record
