@@ -205,9 +205,14 @@ def test_arag_graph_runs_against_the_server(server_index_dir: Path, sample_index
     assert [s["chunk_ids"] for s in out["trajectory"]] == [s["chunk_ids"] for s in embedded["trajectory"]]
 
 
-def test_graph_takes_the_server_index_from_its_configuration(server_index_dir: Path) -> None:
-    """What a `graphs/` entry point or LangGraph Server run does: `index_path` in the context."""
+def test_graph_takes_the_server_index_from_its_configuration(
+    server_index_dir: Path, chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a `graphs/` entry point or LangGraph Server run does: `index_path` in the context, on a
+    Chroma server the operator allows (a run's index may name no other: tests/test_endpoint_rule.py)."""
     from arag_graph.registry import build_graph
+
+    monkeypatch.setenv("ARAG_ALLOWED_CHROMA_URLS", chroma_server.url)
 
     out = build_graph("arag", model="offline").invoke(
         {"question": QUESTIONS[1]}, context={"index_path": str(server_index_dir)}

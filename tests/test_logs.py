@@ -80,3 +80,16 @@ def test_logging_is_restored_after_the_command() -> None:
     with cli_logging(logging.ERROR, 0, io.StringIO()):
         assert package.level == logging.ERROR
     assert (root.level, package.level, list(root.handlers)) == before
+
+
+def test_log_lines_carry_no_url_credentials_or_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another library's record may quote a request URL or a reply: the command's log lines are redacted."""
+    monkeypatch.setenv("ARAG_API_KEY", "operator-plain-key-in-a-log")
+    stream = io.StringIO()
+    with cli_logging(logging.INFO, stream=stream):
+        logging.getLogger("httpx").warning("GET http://user:urlpass-1234@host/v1?api_key=qparam-5678 failed")
+        logging.getLogger("arag_graph.agent").warning("the model said operator-plain-key-in-a-log")
+    shown = stream.getvalue()
+    assert shown.count("arag: warning:") == 2 and "host/v1" in shown
+    for secret in ("urlpass-1234", "qparam-5678", "operator-plain-key-in-a-log"):
+        assert secret not in shown, shown

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from arag_graph.core.errors import AragError
+from arag_graph.core.safety import redact
 
 ENV = "ARAG_LOG_LEVEL"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -44,14 +45,18 @@ def level_of(verbose: int = 0, quiet: bool = False, env: str | None = None) -> i
 
 
 class _Formatter(logging.Formatter):
-    """``arag: warning: ...`` like the command's own error lines; debug lines name their logger."""
+    """``arag: warning: ...`` like the command's own error lines; debug lines name their logger.
+
+    Every line is redacted (:func:`arag_graph.core.safety.redact`): another library's record may quote a
+    request URL with its credentials, or a reply with a key in it.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         text = " ".join(record.getMessage().split()) if record.levelno >= logging.WARNING else record.getMessage()
         if record.exc_info and record.levelno < logging.WARNING:
             text += "\n" + self.formatException(record.exc_info)
         where = f" [{record.name}]" if record.levelno <= logging.DEBUG else ""
-        return f"arag: {record.levelname.lower()}{where}: {text}"
+        return redact(f"arag: {record.levelname.lower()}{where}: {text}")
 
 
 @contextlib.contextmanager

@@ -1,8 +1,12 @@
-"""Keeping secrets out of outputs and turning model failures into one readable line.
+"""Keeping secrets out of outputs and files, and turning model failures into one readable line.
 
-Errors from model providers can quote request details; predictions, trajectories, logs and traces
-must never carry an API key, so every error text that leaves a graph passes through
-:func:`redact`.
+Errors from model providers can quote request details, and a model (or a proxy in front of it) can
+echo the request's key in its reply; predictions, trajectories, logs, traces and a served run's
+answer, messages and stream must never carry it. So every error text that leaves a graph, every
+reply of a model arag builds (:mod:`arag_graph.llm.openai_chat`, streamed chunks through
+:class:`StreamRedactor`) and every record arag writes (:func:`arag_graph.core.jsonl.dumps`, the index
+manifest, the log lines of the command) passes through :func:`redact`, and every URL arag records
+through :func:`url_without_credentials` (user information and secret query parameters hidden).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ _SECRET_ENV = (
 _KEY_SHAPES = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|lsv2_[A-Za-z0-9_]{8,})")
 # The user-information part of a URL (``http://user:password@host``): credentials of a base URL.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/?#@\s]+@")
+# Query parameters that carry a secret (``?api_key=...``, ``&token=...``, Azure's ``sig=``).
+_SECRET_PARAMS = re.compile(
+    r"(?i)(?<=[?&;])((?:[\w.-]*(?:key|token|secret|password|passwd|pwd|auth|credential|signature))|sig)=[^&#\s\"']+"
+)
 _MIN_SECRET = 6  # shorter values would blank ordinary words wherever they occur
 _remembered: set[str] = set()
 
@@ -45,8 +53,15 @@ def remember_url_credentials(url: str | None) -> None:
 
 
 def url_without_credentials(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced by ``***@``, for files and logs."""
-    return _URL_CREDENTIALS.sub("***@", url)
+    """``url`` (or any text) with every ``user:password@`` replaced by ``***@`` and every secret query
+    parameter's value by ``***``: the one rule for URLs in files and logs."""
+    return _SECRET_PARAMS.sub(r"\1=***", _URL_CREDENTIALS.sub("***@", url))
+
+
+def url_credentials(url: str) -> str | None:
+    """What in ``url`` is a credential (user information, a secret query parameter), or None."""
+    found = _URL_CREDENTIALS.search(url) or _SECRET_PARAMS.search(url)
+    return found.group(0) if found else None
 
 
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
@@ -55,6 +70,42 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
         if secret and secret in text:
             text = text.replace(secret, "***")
     return _KEY_SHAPES.sub("***", url_without_credentials(text))
+
+
+class StreamRedactor:
+    """:func:`redact` over text that arrives in pieces (a streamed reply), each piece as soon as it is safe.
+
+    A secret may be split across pieces, so the end of what has arrived is held back while it could
+    still be the start of one: the longest known secret's length, and any key-shaped or URL-credential
+    text that reaches the end. :meth:`flush` gives the rest once the stream is over. No secret known
+    when the stream starts, and no key-shaped text, is given out in clear, however it is split.
+    """
+
+    _SHAPES = (_KEY_SHAPES, _URL_CREDENTIALS, _SECRET_PARAMS)
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        self.secrets = [s for s in (*secrets_in_env(), *_remembered, *extra) if s]
+        self.hold = max([len(s) for s in self.secrets] + [64]) - 1
+        self.pending = ""
+
+    def feed(self, piece: str) -> str:
+        self.pending += piece
+        cut = max(0, len(self.pending) - self.hold)
+        for secret in self.secrets:  # a secret straddling the cut waits whole
+            start = self.pending.find(secret, max(0, cut - len(secret) + 1))
+            while start != -1 and start < cut:
+                cut = start
+                start = self.pending.find(secret, max(0, cut - len(secret) + 1))
+        for shape in self._SHAPES:  # with the few characters before it that its pattern looks at
+            for match in shape.finditer(self.pending):
+                if match.start() - 3 < cut and (match.end() > cut or match.end() >= len(self.pending)):
+                    cut = max(0, match.start() - 3)
+        out, self.pending = self.pending[:cut], self.pending[cut:]
+        return redact(out, tuple(self.secrets))
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return redact(out, tuple(self.secrets))
 
 
 def _timed_out(exc: BaseException) -> bool:

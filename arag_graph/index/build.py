@@ -30,6 +30,7 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, Document
 from arag_graph.core.errors import AragError
+from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index import integrity
 from arag_graph.index.chroma import (
     COLLECTION_NAME_MAX,
@@ -156,6 +157,12 @@ class BuildOptions:
             raise AragError(f"unknown sentence backend {self.backend!r}; use one of {', '.join(SENTENCE_BACKENDS)}")
         if self.chroma_url and self.backend == "matrix":
             raise AragError("--chroma-url stores the sentences in a Chroma server; drop it or use --backend chroma")
+        if self.chroma_url and url_credentials(self.chroma_url):  # the URL is recorded in the manifest
+            raise AragError(
+                f"--chroma-url {url_without_credentials(self.chroma_url)[:100]!r} carries credentials, which would "
+                "be written into the index; give the URL without them (Chroma's client takes "
+                "CHROMA_CLIENT_AUTH_CREDENTIALS)"
+            )
 
     def with_changes(self, changes: Mapping[str, Any]) -> BuildOptions:
         """These options with ``changes`` (keyword arguments of :func:`build_index`); unknown names refused."""
@@ -352,7 +359,12 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
     try:
         if chroma_cfg["mode"] == "http":
             chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
-        write_atomic(build_dir / SENTENCE_STORE, json.dumps(chroma_cfg))
+        write_atomic(
+            build_dir / SENTENCE_STORE,
+            json.dumps(
+                {**chroma_cfg, **({"url": url_without_credentials(chroma_cfg["url"])} if "url" in chroma_cfg else {})}
+            ),
+        )
         t0 = time.perf_counter()
         stored = _store_sentences(
             chroma_cfg,

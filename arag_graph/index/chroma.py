@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from arag_graph.core.documents import Chunk
+from arag_graph.core.endpoints import check_endpoint
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.sentencematrix import SentenceLayout
 
@@ -268,6 +269,11 @@ class SentenceStore:
         owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
         return np.asarray(got["embeddings"], dtype=np.float32), owners
 
+    @property
+    def endpoint(self) -> str | None:
+        """The Chroma server this store's client calls (None: an embedded store, no network)."""
+        return getattr(self.client, "_arag_endpoint", None) if self.config.get("mode") == "http" else None
+
     def drop(self) -> None:
         """Delete the collection (used for server-side collections of replaced builds)."""
         with self._calls("drop"):
@@ -292,7 +298,9 @@ def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -
 
 
 def _http_client(url: str, timeout: float) -> Any:
-    """A Chroma HTTP client whose every request waits at most ``timeout`` seconds.
+    """A Chroma HTTP client whose every request waits at most ``timeout`` seconds, built only for an
+    endpoint the serving policy allows (:func:`arag_graph.core.endpoints.check_endpoint`; ``client._arag_endpoint``
+    keeps the endpoint it calls, which a served run checks again when it reuses a loaded index).
 
     Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
     sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
@@ -317,6 +325,8 @@ def _http_client(url: str, timeout: float) -> Any:
     port = port or (443 if parsed.scheme == "https" else 8000)
     bound = httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT))
     base = f"{'https' if parsed.scheme == 'https' else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
+    # Before the first request: Chroma's client sends the Chroma credentials with every one of them.
+    check_endpoint("chroma", base, "the sentence store's Chroma server")
     try:
         httpx.get(f"{base}/api/v2/heartbeat", timeout=bound).raise_for_status()
     except Exception as exc:
@@ -339,6 +349,7 @@ def _http_client(url: str, timeout: float) -> Any:
     if "error" in made:
         raise _server_failure(url, made["error"], timeout, "connect") from None
     client = made["client"]
+    client._arag_endpoint = base
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = bound

@@ -11,8 +11,10 @@ A spec is one of
 Nothing is downloaded, ever: a model name that is not in the local cache fails in one line that says
 so (``local_files_only`` underneath), before any corpus is read. Keys come from the environment only
 (``ARAG_API_KEY`` / ``OPENAI_API_KEY``, as for chat models) and are never written to an index; the
-manifest keeps the spec and the endpoint's base URL, which a served run checks against the operator's
-allowed endpoints (:mod:`arag_graph.run.policy`) before any request carries the key there.
+manifest keeps the spec and the endpoint's base URL (a base URL carrying credentials is refused), which
+a served run checks against the operator's allowed endpoints, on the built client
+(:func:`arag_graph.core.endpoints.check_endpoint`, decided by :mod:`arag_graph.run.policy`), before any
+request carries the key there.
 
 Every endpoint request is bounded like a chat request (:mod:`arag_graph.llm.models`): ``timeout`` seconds
 per attempt and ``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
@@ -28,7 +30,9 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.core.endpoints import check_endpoint, client_endpoint
 from arag_graph.core.errors import AragError, ModelSpecError
+from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index.embedding_specs import ENDPOINT_PREFIX, is_endpoint_spec, model_folder
 from arag_graph.index.embeddings import (
     DEFAULT_ENCODER,
@@ -131,6 +135,12 @@ class EndpointEmbeddings(Embeddings):
     def __init__(self, name: str, base_url: str | None, timeout: float, max_retries: int) -> None:
         if not name:
             raise ModelSpecError("--embedding openai: needs a model name, e.g. openai:text-embedding-3-small")
+        if base_url and url_credentials(base_url):
+            # The base URL is recorded in the index's manifest (and eval's cached indexes): no secret in it.
+            raise ModelSpecError(
+                f"--embedding-base-url {url_without_credentials(base_url)[:100]!r} carries credentials, which would "
+                "be written into the index; give the URL without them and the key in ARAG_API_KEY or OPENAI_API_KEY"
+            )
         from arag_graph.core.limits import api_key_from_env
 
         key = api_key_from_env()
@@ -156,6 +166,7 @@ class EndpointEmbeddings(Embeddings):
         if base_url:
             kwargs["base_url"] = base_url
         self._client = OpenAIEmbeddings(**kwargs)
+        check_endpoint("embeddings", client_endpoint(self._client), f"embedding model {self.model_id}")
 
     def _call(self, texts: list[str]) -> list[list[float]]:
         try:

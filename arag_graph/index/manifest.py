@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import IndexDamagedError, IndexMismatchError
+from arag_graph.core.safety import url_without_credentials
 
 FORMAT_VERSION = 1
 CHUNKS = "chunks.jsonl"
@@ -65,7 +66,14 @@ class Manifest:
     for a matrix, whose rows hold vectors only (its checksum covers them)."""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        """The manifest's text, with every URL it records passed through the one rule for URLs in files
+        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already."""
+        record = dataclasses.asdict(self)
+        if record["embedding_base_url"]:
+            record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
+        if isinstance(record["chroma"].get("url"), str):
+            record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+        return json.dumps(record, indent=2, sort_keys=True)
 
     @classmethod
     def from_file(cls, path: Path, root: Path | None = None) -> Manifest:

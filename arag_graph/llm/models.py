@@ -11,6 +11,14 @@ Three ways to give a model, in every graph, the CLI and the evaluation runner:
   (``anthropic:claude-sonnet-4-5``), with that provider's package installed and its key and
   endpoint in the environment (a base URL is never handed to another provider).
 
+Provider prefixes are read in one spelling (:func:`arag_graph.core.endpoints.canonical_model`:
+``OpenAI:x`` is ``openai:x``, the OpenAI-compatible path with the base URL), and every client built
+here has its endpoint checked against the serving policy (:func:`arag_graph.core.endpoints.check_endpoint`,
+a no-op outside a served run), read from the built client itself
+(:func:`arag_graph.core.endpoints.client_endpoint`), so a routing slip cannot send the key to a host
+the operator did not allow. Replies of every model built here are redacted before anyone sees them
+(:mod:`arag_graph.llm.openai_chat`).
+
 Every model request is bounded: ``timeout`` seconds per attempt and ``max_retries`` retries, from
 the arguments, else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a
 server that accepts and never answers ends a run in about 90 s.
@@ -25,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 
+from arag_graph.core.endpoints import canonical_model, check_endpoint, client_endpoint
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.core.limits import (
     DEFAULT_RETRIES,
@@ -98,11 +107,13 @@ def resolve_chat_model(
     if spec == OFFLINE:
         return OfflinePolicy(index=index)
     limits = request_limits(timeout, max_retries)
-    provider, _, name = spec.partition(":")
-    if name and provider != "openai":
+    provider, sep, name = canonical_model(spec).partition(":")
+    if sep and name:
         other = _other_provider(spec, provider, name, temperature, max_tokens, limits)
         if other is not None:
-            return other
+            check_endpoint("model", client_endpoint(other), f"model {spec!r}")
+            return redacting(other)
+    spec = canonical_model(spec) if provider == "openai" or not sep else spec
     match = _SPEC.match(spec)
     if match is None:
         raise ModelSpecError(
@@ -118,7 +129,9 @@ def resolve_chat_model(
                 "OpenAI-compatible server, or use --model offline"
             )
         key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
-    return _chat_openai(match.group("name"), base_url, key, temperature, max_tokens, reasoning_effort or None, limits)
+    model = _chat_openai(match.group("name"), base_url, key, temperature, max_tokens, reasoning_effort or None, limits)
+    check_endpoint("model", client_endpoint(model), f"model {spec!r}")
+    return model
 
 
 def _other_provider(
@@ -132,6 +145,7 @@ def _other_provider(
     """``provider:name`` through LangChain's ``init_chat_model``; None when it knows no such provider.
 
     A prefix it does not know is part of an OpenAI-compatible model name (Ollama's ``llama3:8b``).
+    ``provider`` is already in its canonical spelling, and never ``openai`` (that is our own path).
     """
     from langchain.chat_models import init_chat_model
 
@@ -173,7 +187,7 @@ def _chat_openai(
     Streamed replies that are cut off raise instead of passing as complete (see
     :mod:`arag_graph.llm.openai_chat`).
     """
-    from arag_graph.llm.openai_chat import CompleteReplyChatOpenAI
+    from arag_graph.llm.openai_chat import RedactedChatOpenAI
 
     kwargs: dict[str, Any] = {
         "model": name,
@@ -191,7 +205,16 @@ def _chat_openai(
         kwargs["reasoning_effort"] = reasoning_effort
     elif temperature is not None:
         kwargs["temperature"] = temperature
-    return CompleteReplyChatOpenAI(**kwargs)
+    return RedactedChatOpenAI(**kwargs)
+
+
+def redacting(model: BaseChatModel) -> BaseChatModel:
+    """``model`` with its replies redacted (:class:`arag_graph.llm.openai_chat.RedactedReplies`): the
+    same object, its class swapped for a subclass that adds only the redaction."""
+    from arag_graph.llm.openai_chat import redacting_class
+
+    model.__class__ = redacting_class(type(model))
+    return model
 
 
 def with_settings(

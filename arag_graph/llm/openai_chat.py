@@ -1,4 +1,4 @@
-"""``ChatOpenAI`` that refuses a reply stream cut off before its end.
+"""``ChatOpenAI`` that refuses a reply stream cut off before its end, and replies with no secret in them.
 
 A streamed chat completion ends with a chunk that carries ``finish_reason``; when the connection
 drops or a proxy cuts the event stream before that, the OpenAI client simply stops iterating, and
@@ -10,15 +10,28 @@ would silently become a prediction. Here a stream that ends without any end mark
 output (see :func:`arag_graph.core.safety.describe_model_error`).
 
 The non-streaming path needs nothing: a cut-off JSON body already raises a decoding error.
+
+Secrets: a model server, or a proxy in front of it, may echo the request's ``Authorization``
+header (the operator's key) in its reply. Every model arag builds from a name redacts its replies
+where they leave the model (:class:`RedactedReplies`: text, tool-call arguments, streamed chunks
+through :class:`arag_graph.core.safety.StreamRedactor`), before LangChain's callbacks see them. So the
+answer, the messages in a run's state and thread, the ``messages`` stream of a served run and the
+structured outputs parsed from a reply all carry ``***`` instead: one place for all of them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+
+from arag_graph.core.jsonl import scrub
+from arag_graph.core.safety import StreamRedactor
 
 # Where a last chunk says how the reply ended: ``finish_reason`` (Chat Completions), ``status``
 # (Responses API).
@@ -62,3 +75,111 @@ class CompleteReplyChatOpenAI(ChatOpenAI):
             yield chunk
         if not ended:
             raise _cut_off(received)
+
+
+def redacted_message(message: BaseMessage) -> BaseMessage:
+    """A copy of ``message`` with secrets redacted from its text, tool calls and extra fields."""
+    update: dict[str, Any] = {"content": scrub(message.content), "additional_kwargs": scrub(message.additional_kwargs)}
+    for name in ("tool_calls", "invalid_tool_calls", "tool_call_chunks"):
+        if getattr(message, name, None):
+            update[name] = scrub(getattr(message, name))
+    return message.model_copy(update=update)
+
+
+class _ChunkRedactor:
+    """The redactors of one streamed reply: its text, and each tool call's arguments by index."""
+
+    def __init__(self) -> None:
+        self.text = StreamRedactor()
+        self.args: dict[Any, StreamRedactor] = {}
+
+    def chunk(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
+        message = chunk.message
+        update: dict[str, Any] = {}
+        if isinstance(message.content, str):
+            update["content"] = self.text.feed(message.content)
+        else:  # content blocks (other providers): each block on its own
+            update["content"] = scrub(message.content)
+        sent: dict[Any, str] = {}
+        if isinstance(message, AIMessageChunk) and message.tool_call_chunks:
+            calls = []
+            for call in message.tool_call_chunks:
+                index = call.get("index")
+                sent[index] = self.args.setdefault(index, StreamRedactor()).feed(call.get("args") or "")
+                calls.append({**call, "args": sent[index]})
+            update["tool_call_chunks"] = calls
+        extra = dict(message.additional_kwargs)
+        raw_calls = extra.pop("tool_calls", None)
+        extra = scrub(extra)
+        if isinstance(raw_calls, list):  # the same arguments as tool_call_chunks: the same redacted piece
+            extra["tool_calls"] = [
+                {**c, "function": {**(c.get("function") or {}), "arguments": sent.get(c.get("index"), "")}}
+                if isinstance(c, dict)
+                else c
+                for c in raw_calls
+            ]
+        update["additional_kwargs"] = extra
+        return ChatGenerationChunk(message=message.model_copy(update=update), generation_info=chunk.generation_info)
+
+    def rest(self) -> ChatGenerationChunk | None:
+        """What was held back, as one last chunk (None when nothing was)."""
+        text = self.text.flush()
+        args = {index: redactor.flush() for index, redactor in self.args.items()}
+        args = {index: value for index, value in args.items() if value}
+        if not text and not args:
+            return None
+        calls = [{"index": i, "args": a, "name": None, "id": None, "type": "tool_call_chunk"} for i, a in args.items()]
+        extra = {"tool_calls": [{"index": i, "function": {"arguments": a}} for i, a in args.items()]} if args else {}
+        message = AIMessageChunk(content=text, tool_call_chunks=calls, additional_kwargs=extra)  # type: ignore[arg-type]
+        return ChatGenerationChunk(message=message)
+
+
+class RedactedReplies:
+    """A chat-model mixin: every reply, whole or streamed, leaves the model with its secrets redacted.
+
+    LangChain calls ``_generate``/``_stream`` (and their async forms) for every request and reports
+    each streamed chunk to its callbacks (LangGraph's ``messages`` stream) only after ``_stream``
+    yields it, so redacting here reaches everything downstream.
+    """
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return _redacted_result(super()._generate(*args, **kwargs))  # type: ignore[misc]
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return _redacted_result(await super()._agenerate(*args, **kwargs))  # type: ignore[misc]
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        redactor = _ChunkRedactor()
+        for chunk in super()._stream(*args, **kwargs):  # type: ignore[misc]
+            yield redactor.chunk(chunk)
+        rest = redactor.rest()
+        if rest is not None:
+            yield rest
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        redactor = _ChunkRedactor()
+        async for chunk in super()._astream(*args, **kwargs):  # type: ignore[misc]
+            yield redactor.chunk(chunk)
+        rest = redactor.rest()
+        if rest is not None:
+            yield rest
+
+
+def _redacted_result(result: ChatResult) -> ChatResult:
+    generations = [
+        ChatGeneration(message=redacted_message(g.message), generation_info=g.generation_info)
+        for g in result.generations
+    ]
+    return ChatResult(generations=generations, llm_output=scrub(result.llm_output) if result.llm_output else None)
+
+
+class RedactedChatOpenAI(RedactedReplies, CompleteReplyChatOpenAI):
+    """The OpenAI-compatible client of :func:`arag_graph.llm.models.resolve_chat_model`."""
+
+
+@functools.cache
+def redacting_class(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+    """``cls`` with :class:`RedactedReplies` in front (itself when it has it already)."""
+    if issubclass(cls, RedactedReplies):
+        return cls
+    return type(f"Redacted{cls.__name__}", (RedactedReplies, cls), {"__module__": __name__})

@@ -10,8 +10,15 @@ could make the server open any directory. So the operator decides, in the server
     the default chat model and the comma-separated models a run may pick (default: the default
     model and ``offline``; ``*`` allows any model name, still on the allowed endpoints only).
 ``ARAG_BASE_URL`` / ``ARAG_ALLOWED_BASE_URLS``
-    the default OpenAI-compatible endpoint (else ``OPENAI_BASE_URL``, else the provider's own) and the comma-separated
-    endpoints a run may pick (default: only the default). There is no wildcard.
+    the default OpenAI-compatible endpoint (else ``OPENAI_BASE_URL``, else OpenAI's own API) and the
+    comma-separated endpoints a run may pick (default: only the default). There is no wildcard. These
+    are the only hosts a served run's chat model or embeddings endpoint may reach: another provider's
+    API (``anthropic:...``) must be listed here too.
+``ARAG_CHROMA_URL`` / ``ARAG_ALLOWED_CHROMA_URLS``
+    the Chroma server that replaces the one an index records, and the comma-separated Chroma servers
+    an index a run loads may name besides it (default: none). A list of its own: a Chroma server gets
+    the Chroma credentials (``CHROMA_CLIENT_AUTH_CREDENTIALS``), never the model key, and a model
+    endpoint never the Chroma credentials.
 ``ARAG_INDEX`` / ``ARAG_INDEX_ROOT``
     the default index (empty: the bundled sample) and the directory under which a run may name
     another index; without a root, runs cannot choose an index.
@@ -24,6 +31,17 @@ could make the server open any directory. So the operator decides, in the server
 Anything else is refused before the run starts, with a one-line reason. Keys never come from the
 context. Whoever builds a graph in Python (or runs the CLI) is the operator: the index and model
 given to a builder are not checked.
+
+The endpoint rule is enforced where each client is built, on the endpoint the built client will
+really call (:func:`arag_graph.core.endpoints.check_endpoint`): the chat model
+(:func:`arag_graph.llm.models.resolve_chat_model`), the embeddings endpoint
+(:class:`arag_graph.index.embedding_models.EndpointEmbeddings`) and the Chroma server
+(:mod:`arag_graph.index.chroma`), whatever named the URL (the run's context, the operator's
+environment, an index's manifest, a provider's default). Those builders sit in lower layers, so they
+call the hook in :mod:`arag_graph.core.endpoints`, and a served run installs this policy around them
+(:func:`arag_graph.core.endpoints.serving`, :meth:`ServingPolicy.check_endpoint` deciding); the CLI,
+evaluation, judge and summaries build theirs outside it (the operator's own choices), through the
+same calls.
 """
 
 from __future__ import annotations
@@ -34,9 +52,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from arag_graph.core.endpoints import EndpointKind, canonical_model
 from arag_graph.core.errors import ContextError
 
 OFFLINE = "offline"
+OPENAI_API = "https://api.openai.com/v1"
+"""Where an OpenAI client without a base URL sends its requests: the default when none is configured."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class RunRefused(ContextError):
@@ -47,19 +69,27 @@ def _listed(name: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
 
 
-def normalize_url(url: str) -> str:
-    """An endpoint in one spelling: scheme and host lower-cased, no trailing slash.
+def normalize_url(url: str, what: str = "base_url") -> str:
+    """An endpoint in one spelling: scheme and host lower-cased, the port always written, no trailing
+    slash. Two endpoints are the same when these spellings are equal: scheme, host, port and path.
 
     Refuses URLs that carry credentials (``http://user:pass@host``): a secret in a URL ends up in
     logs and run records, and an endpoint that needs one belongs in the server's environment.
     """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RunRefused(f"base_url {url!r} is not an http(s) URL; give one such as http://localhost:8000/v1")
+    parts = urlsplit(str(url).strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname or port == -1:
+        raise RunRefused(f"{what} {str(url)[:100]!r} is not an http(s) URL; give one such as http://localhost:8000/v1")
     if parts.username or parts.password:
-        raise RunRefused("base_url must not contain credentials; the server's environment provides keys")
-    host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme.lower(), host, parts.path.rstrip("/"), parts.query, ""))
+        raise RunRefused(f"{what} must not contain credentials; the server's environment provides keys")
+    scheme = parts.scheme.lower()
+    host = parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{port or _DEFAULT_PORTS[scheme]}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 @dataclass(frozen=True)
@@ -85,6 +115,8 @@ class ServingPolicy:
     index_root: Path | None
     model_roots: tuple[Path, ...] = ()
     """Where a chosen index's embedding-model folder may be (``ARAG_EMBEDDING_MODEL_ROOTS``)."""
+    allowed_chroma_urls: frozenset[str] = frozenset()
+    """Chroma servers a served run may reach (``ARAG_CHROMA_URL`` and ``ARAG_ALLOWED_CHROMA_URLS``)."""
 
     @classmethod
     def from_env(cls) -> ServingPolicy:
@@ -96,6 +128,7 @@ class ServingPolicy:
         if default_url:
             urls.add(normalize_url(default_url))
         root = os.environ.get("ARAG_INDEX_ROOT", "").strip()
+        chroma = {chroma_endpoint(u) for u in (*_listed("ARAG_ALLOWED_CHROMA_URLS"), *_listed("ARAG_CHROMA_URL"))}
         return cls(
             default_model=default_model,
             allowed_models=allowed_models,
@@ -106,13 +139,15 @@ class ServingPolicy:
             model_roots=tuple(
                 Path(p.strip()) for p in os.environ.get("ARAG_EMBEDDING_MODEL_ROOTS", "").split(os.pathsep) if p.strip()
             ),
+            allowed_chroma_urls=frozenset(chroma),
         )
 
     def model(self, requested: str) -> str:
         requested = (requested or "").strip()
         if not requested:
             return self.default_model
-        if self.allowed_models is not None and requested not in self.allowed_models:
+        allowed = None if self.allowed_models is None else {canonical_model(m) for m in self.allowed_models}
+        if allowed is not None and canonical_model(requested) not in allowed:
             allowed = ", ".join(sorted(self.allowed_models))
             raise RunRefused(
                 f"model {requested!r} is not allowed on this server; choose one of: {allowed} "
@@ -131,6 +166,38 @@ class ServingPolicy:
                 "(the operator sets ARAG_ALLOWED_BASE_URLS)"
             )
         return requested
+
+    def endpoints(self, kind: EndpointKind) -> frozenset[str]:
+        """The endpoints (normalised) a served run's clients of ``kind`` may call.
+
+        Model and embeddings clients share the model key, so they share ``ARAG_ALLOWED_BASE_URLS``
+        and the default endpoint; with no default configured, that is OpenAI's own API, where a
+        client without a base URL goes. Chroma clients get the Chroma list only.
+        """
+        if kind == "chroma":
+            return self.allowed_chroma_urls
+        return self.allowed_base_urls if self.default_base_url else self.allowed_base_urls | {OPENAI_API_NORMAL}
+
+    def allows(self, kind: EndpointKind, url: str) -> bool:
+        """Whether a client of ``kind`` may call ``url``: scheme, host, port and path as allowed."""
+        try:
+            return normalize_url(url) in self.endpoints(kind)
+        except RunRefused:  # not an http(s) URL, or one carrying credentials
+            return False
+
+    def check_endpoint(self, kind: EndpointKind, url: str | None, what: str) -> None:
+        """Refuse ``what`` (a client about to be built) when its endpoint ``url`` is not allowed."""
+        setting = "ARAG_ALLOWED_CHROMA_URLS" if kind == "chroma" else "ARAG_ALLOWED_BASE_URLS"
+        if url is None:
+            raise RunRefused(
+                f"{what}: cannot tell which endpoint it would call, so this server does not build it; the operator "
+                f"may choose another model"
+            )
+        if not self.allows(kind, url):
+            raise RunRefused(
+                f"{what} would send requests to {_shown_url(url)}, an endpoint this server does not allow; the "
+                f"operator may add it to {setting}, or choose another"
+            )
 
     def index_path(self, requested: str) -> str | None:
         requested = (requested or "").strip()
@@ -166,13 +233,9 @@ class ServingPolicy:
         url = getattr(manifest, "embedding_base_url", None)
         if not is_endpoint_spec(model) or not url:
             return
-        try:
-            allowed = normalize_url(str(url)) in self.allowed_base_urls
-        except RunRefused:
-            allowed = False
-        if not allowed:
+        if not self.allows("embeddings", str(url)):
             raise RunRefused(
-                f"this index embeds queries at {str(url)[:100]!r}, an endpoint this server does not allow; the "
+                f"this index embeds queries at {_shown_url(str(url))}, an endpoint this server does not allow; the "
                 "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
             )
 
@@ -197,6 +260,31 @@ class ServingPolicy:
     def resolve(self, model: str, base_url: str, index_path: str) -> RunChoice:
         """Check a run's choices; the defaults fill what it leaves empty."""
         return RunChoice(self.model(model), self.base_url(base_url), self.index_path(index_path))
+
+
+OPENAI_API_NORMAL = normalize_url(OPENAI_API)
+
+
+def chroma_endpoint(url: str) -> str:
+    """A Chroma URL as the client will call it (normalised): ``HOST:PORT`` alone means http, and the
+    port is 8000 by default, as in :func:`arag_graph.index.chroma.connect_sentence_store`."""
+    text = url.strip() if "://" in url else f"http://{url.strip()}"
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.hostname and port is None:
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        text = urlunsplit((parts.scheme, f"{host}:{8000 if parts.scheme != 'https' else 443}", parts.path, "", ""))
+    return normalize_url(text, "Chroma URL")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` for a message: credentials hidden, at most 100 characters."""
+    from arag_graph.core.safety import url_without_credentials
+
+    return repr(url_without_credentials(str(url))[:100])
 
 
 def _same_path(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:

@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from arag_graph.core.endpoints import check_endpoint, client_endpoint, serving
 from arag_graph.core.errors import AragError
 from arag_graph.core.tracing import local_tracing_guard
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -41,13 +42,30 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
     """The index at ``path`` (loaded once per process), or the bundled sample when there is none.
 
     ``served``: a caller's run, so the embedding model the index's manifest names (an endpoint, a
-    model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`).
+    model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`), and
+    every client the index builds (embeddings endpoint, Chroma server) is built under the serving
+    policy (:func:`arag_graph.core.endpoints.serving`). An index already loaded in this process has its
+    clients' endpoints checked again, as if they were built now.
     """
-    if path:
-        policy = ServingPolicy.from_env() if served else None
-        check = None if policy is None else lambda manifest: policy.check_index_models(manifest, path)
-        return load_index(path, cache=True, check_endpoint=check)
-    return ensure_sample_index(progress=False)
+    if not path:
+        return ensure_sample_index(progress=False)
+    policy = ServingPolicy.from_env() if served else None
+    check = None if policy is None else lambda manifest: policy.check_index_models(manifest, path)
+    with serving(policy):
+        index = load_index(path, cache=True, check_endpoint=check)
+        check_index_clients(index)
+    return index
+
+
+def check_index_clients(index: HierarchicalIndex) -> None:
+    """The endpoint rule on the clients a loaded index holds (a no-op outside a served run)."""
+    from arag_graph.index.chroma import SentenceStore
+    from arag_graph.index.embedding_models import EndpointEmbeddings
+
+    if isinstance(index.embeddings, EndpointEmbeddings):
+        check_endpoint("embeddings", client_endpoint(index.embeddings._client), "this index's embedding model")
+    if isinstance(index.sentences, SentenceStore) and index.sentences.config.get("mode") == "http":
+        check_endpoint("chroma", index.sentences.endpoint, "the sentence store's Chroma server")
 
 
 def index_for_context(context: Any) -> HierarchicalIndex:
@@ -110,16 +128,18 @@ def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
     ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
     choice = ctx.choice()
     index = run_index(runtime, bound)
-    model = resolve_chat_model(
-        bound.model if bound.model is not None else choice.model,
-        base_url=choice.base_url,
-        temperature=ctx.temperature,
-        max_tokens=ctx.max_tokens,
-        reasoning_effort=ctx.reasoning_effort or None,
-        timeout=ctx.timeout or None,
-        max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
-        index=index,
-    )
+    caller_chose = bound.model is None and not ctx.is_trusted  # a builder's model is the operator's
+    with serving(ServingPolicy.from_env() if caller_chose else None):  # the endpoint rule on the model
+        model = resolve_chat_model(
+            bound.model if bound.model is not None else choice.model,
+            base_url=choice.base_url,
+            temperature=ctx.temperature,
+            max_tokens=ctx.max_tokens,
+            reasoning_effort=ctx.reasoning_effort or None,
+            timeout=ctx.timeout or None,
+            max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
+            index=index,
+        )
     if isinstance(bound.model, BaseChatModel):
         model = with_settings(model, **explicit_model_settings(ctx))
     return Run(bound.graph, ctx, index, model, backbone_for(model))

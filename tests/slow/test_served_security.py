@@ -8,13 +8,20 @@ run must reach the client as its one-line reason, and the allowed endpoint must 
 
 It also holds one run on a model server that accepts and never answers, and checks that another
 run on the same server finishes meanwhile, and that the hung one ends with a one-line timeout.
+
+The endpoint rule of issue 22 on the same server: an index planted under the operator's index root
+whose manifest names the attacker's Chroma server (a recorder of ``Authorization`` headers) must
+not get the operator's Chroma credentials, and a model endpoint that echoes the key back must not
+reach the caller's answer, stream or thread state with it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,27 +29,53 @@ import pytest
 from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
-from tests.stubs.openai_server import OpenAIStubServer, stall, text
+from tests.stubs._http import RecordedRequest
+from tests.stubs.chroma_recorder import CHROMA_TOKEN_PROVIDER, ChromaRecorder
+from tests.stubs.openai_server import OpenAIStubServer, Reply, stall, text
+from tests.test_endpoint_rule import plant_chroma_index
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 SENTINEL_KEY = sentinel_key("operator-key")
+CHROMA_SECRET = "chroma-operator-token-served-5e2b"
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+
+
+def echo_key(request: RecordedRequest) -> Reply:
+    """A proxy quoting the request's Authorization header back in its reply."""
+    header = request.headers.get("authorization", "")
+    return text(f"Answer: your header was {header}")
+
+
+@pytest.fixture(scope="module")
+def hosts(
+    tmp_path_factory: pytest.TempPathFactory, sample_index: Any
+) -> Iterator[tuple[OpenAIStubServer, ChromaRecorder, Path]]:
+    """An allowed model endpoint that echoes the key, the attacker's Chroma, an index root with a planted index."""
+    root = tmp_path_factory.mktemp("served-index-root")
+    with OpenAIStubServer() as echo, ChromaRecorder() as chroma:
+        echo.script(echo_key)
+        plant_chroma_index(sample_index.path, root / "planted", chroma.root_url)
+        yield echo, chroma, root
 
 
 @pytest.fixture(scope="module")
 def servers(
-    tmp_path_factory: pytest.TempPathFactory, sample_index: Any
+    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, hosts: tuple[OpenAIStubServer, ChromaRecorder, Path]
 ) -> Iterator[tuple[DevServer, OpenAIStubServer, OpenAIStubServer, OpenAIStubServer]]:
+    echo, _, root = hosts
     with OpenAIStubServer() as allowed, OpenAIStubServer() as attacker, OpenAIStubServer() as hung:
         allowed.script([], then=text("Answer: Stephen King"))
         attacker.script([], then=text("Answer: pwned"))
         hung.script([], then=stall(600))
         env = {
             "OPENAI_API_KEY": SENTINEL_KEY,
-            "ARAG_ALLOWED_BASE_URLS": f"{allowed.url},{hung.url}",
+            "ARAG_ALLOWED_BASE_URLS": f"{allowed.url},{hung.url},{echo.url}",
             "ARAG_ALLOWED_MODELS": "gpt-4o-mini",
             "ARAG_INDEX": str(sample_index.path),  # the operator's index, built already
+            "ARAG_INDEX_ROOT": str(root),
+            "CHROMA_CLIENT_AUTH_PROVIDER": CHROMA_TOKEN_PROVIDER,
+            "CHROMA_CLIENT_AUTH_CREDENTIALS": CHROMA_SECRET,
             "ARAG_MODEL_TIMEOUT": "8",
             "ARAG_MODEL_RETRIES": "0",
         }
@@ -142,3 +175,47 @@ def test_a_hung_model_run_does_not_hold_other_runs(servers: Any) -> None:
         error = results["hung"].get("error") or ""
         assert "timed out" in error and "\n" not in error, results["hung"]
     record("served_security", "a hung model run beside an offline run", trials=2, faults=1, survived=1)
+
+
+def test_a_planted_index_gets_no_chroma_credentials(servers: Any, hosts: Any) -> None:
+    """An index under the operator's root names the attacker's Chroma server: refused, nothing sent."""
+    server = servers[0]
+    _, chroma, _ = hosts
+    client = server.client()
+    with server.log_on_failure():
+        for graph in ("naive_rag", "arag"):
+            thread = client.threads.create()
+            try:
+                out: Any = client.runs.wait(
+                    thread["thread_id"], graph, input={"question": QUESTION}, context={"index_path": "planted"}
+                )
+            except Exception as exc:  # the SDK raises the run's error with the server's message
+                message = str(exc)
+            else:
+                message = str(out.get("error") if isinstance(out, dict) else out)
+            assert "ARAG_ALLOWED_CHROMA_URLS" in message and "\n" not in message.strip(), message
+        assert chroma.requests == [], f"the attacker's Chroma got {chroma.authorizations}"
+        assert CHROMA_SECRET not in server.log_tail(200_000)
+    record("served_security", "an index naming the attacker's Chroma server", trials=2, faults=2, survived=2)
+
+
+def test_an_echoed_key_reaches_no_answer_stream_or_thread_state(servers: Any, hosts: Any) -> None:
+    server = servers[0]
+    echo, _, _ = hosts
+    client = server.client()
+    with server.log_on_failure():
+        thread = client.threads.create()
+        parts = client.runs.stream(
+            thread["thread_id"],
+            "naive_rag",
+            input={"question": QUESTION},
+            context={"model": "gpt-4o-mini", "base_url": echo.url},
+            stream_mode=["messages-tuple", "values", "updates", "events"],
+        )
+        streamed = [json.dumps(part.data, default=str) for part in parts]
+        state = json.dumps(client.threads.get_state(thread["thread_id"]), default=str)
+    assert echo.completions and echo.completions[-1].headers["authorization"] == f"Bearer {SENTINEL_KEY}"
+    assert streamed and "your header was Bearer ***" in state, state[:2000]
+    assert not [part for part in streamed if SENTINEL_KEY in part]
+    assert SENTINEL_KEY not in state
+    record("served_security", "a model endpoint echoing the key", trials=1, faults=1, survived=1)
