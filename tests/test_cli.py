@@ -378,13 +378,23 @@ def test_demo_builds_the_sample_index_and_answers_with_citations(
     assert steps and [arrow for arrow, _, _ in steps] == ["->", "<-"] * (len(steps) // 2)
     assert all(steps[i][1] == steps[i + 1][1] for i in range(0, len(steps), 2))  # each result follows its call
     assert "chunk_read" in {tool for _, tool, _ in steps}
-    answer = re.search(r"^  answer: (.+)$", out, flags=re.MULTILINE)
-    cited = re.search(r"^  citations: (.+?)   \(gold answer: ", out, flags=re.MULTILINE)
+    answer = re.search(r"^  answer: (.+)   \(gold answer: (.+)\)$", out, flags=re.MULTILINE)
+    cited = re.search(r"^  citations: (.+)$", out, flags=re.MULTILINE)
     assert answer and cited, out
+    assert answer.group(2) == first["answer"]
     ids = cited.group(1).split(", ")
     assert ids and all(index.get_chunk(i) is not None for i in ids)
     shown = {c for line in out.splitlines() if (m := RESULT.fullmatch(line)) for c in m.group(3).split(", ")}
     assert set(ids) <= shown  # the answer cites chunks the trajectory retrieved
+    # Each gold passage: found when a search (or a read) returned it, read when chunk_read did.
+    read = {c for line in out.splitlines() if (m := RESULT.fullmatch(line)) and m.group(1) == "chunk_read"
+            for c in m.group(3).split(", ")}  # fmt: skip
+    titles = list(dict.fromkeys(title for title, _ in first["supporting_facts"]))
+    for title in titles:
+        gold = index.ids_for_title(title)
+        state = ("found" if set(gold) & shown else "never found") + (", read" if set(gold) & read else ", not read")
+        assert f'  gold passage "{title}" (chunk {", ".join(gold)}): {state}' in out.splitlines(), out
+    assert out.count("  gold passage ") == len(titles)
     assert out.index("  answer: ") > out.rindex("  <- ")
     assert re.search(rf"^  steps: {len(steps) // 2}, retrieved tokens: \d+$", out, flags=re.MULTILINE), out
 

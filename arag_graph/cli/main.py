@@ -607,23 +607,51 @@ def cmd_demo(args: argparse.Namespace) -> int:
     show(f"sample index: {path} (100 HotpotQA passages; built on first run)")
     index = ensure_sample_index(path if args.index else None, progress=not args.quiet and sys.stderr.isatty())
     model = resolve_chat_model("offline", index=index)
-    show("model: offline, a deterministic no-LLM policy (not a language model), so answers are")
-    show("extractive sentences; with an API key, `arag ask --model gpt-4o-mini` runs a real agent.")
+    show("model: offline, a deterministic no-LLM policy (not a language model): its answers are spans")
+    show("that fixed rules extract from the passages it read (arag_graph/llm/answer_span.py); with an API key,")
+    show("`arag ask --model gpt-4o-mini` runs a real agent.")
     questions = load_questions(sample_questions_path())[: args.questions]
     answered: list[dict[str, Any]] = []
     for i, q in enumerate(questions, 1):
         show(f"\n[{i}/{len(questions)}] {q.question}")
         state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=not args.json)
         record = result_record(state, args.graph, "offline")
-        answered.append({"question": q.question, "gold_answers": list(q.answers), **record})
-        show(f"  answer: {record['answer']}")
-        show(f"  citations: {', '.join(record['citations']) or 'none'}   (gold answer: {q.answers[0]})")
+        evidence = gold_evidence(index, q, record)
+        answered.append({"question": q.question, "gold_answers": list(q.answers), "gold_passages": evidence, **record})
+        show(f"  answer: {record['answer']}   (gold answer: {q.answers[0]})")
+        show(f"  citations: {', '.join(record['citations']) or 'none'}")
+        for line in evidence_lines(evidence):
+            show(f"  {line}")
         show(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
         if record["error"]:
             show(f"  error: {record['error']}")
+    # Hook for the HTML report (issue 26 item 1): `answered` holds each question's record, gold
+    # answers and gold passages; the report is written from them here and its path printed.
     if args.json:
         _print_json({"index": str(index.path), "model": "offline", "graph": args.graph, "questions": answered})
     return 0
+
+
+def gold_evidence(index: Any, question: Any, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per gold passage of ``question``: its chunk IDs, whether a search returned it (``found``: in
+    the run's retrieved or read chunks) and whether the run read it in full (``read``)."""
+    retrieved, read = set(record["retrieved_chunks"]), set(record["read_chunks"])
+    out = []
+    for title in dict.fromkeys(question.supporting_titles):
+        ids = list(index.ids_for_title(title))
+        found, in_full = bool((retrieved | read) & set(ids)), bool(read & set(ids))
+        out.append({"title": title, "chunk_ids": ids, "found": found, "read": in_full})
+    return out
+
+
+def evidence_lines(evidence: Sequence[dict[str, Any]]) -> list[str]:
+    """``gold passage "T" (chunk 5): found, read`` lines, one per gold passage."""
+    lines = []
+    for e in evidence:
+        where = f"chunk {', '.join(e['chunk_ids'])}" if e["chunk_ids"] else "not in the index"
+        state = ("found" if e["found"] else "never found") + (", read" if e["read"] else ", not read")
+        lines.append(f'gold passage "{e["title"]}" ({where}): {state}')
+    return lines
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,9 +18,11 @@ two hops:
 
 and then answers. A step whose tool is not bound is skipped (the paper's ablations, A-RAG
 (Naive)), as is a step with nothing to do. Without tools (forced synthesis) it answers
-*extractively*: the sentence of the gathered chunks that is most similar to the question (embedding
-cosine plus word overlap, with a small bonus for second-hop chunks), followed by the chunk ID it
-came from.
+*extractively*: its sentences of the gathered chunks are scored by similarity to the question
+(embedding cosine plus word overlap, with a small bonus for second-hop chunks), and a reader's rules
+(:mod:`arag_graph.llm.answer_span`) take from them the short span the question asks for (a name, place,
+date, number, yes/no), followed by the chunk ID it came from. ``answer_style="sentence"`` keeps the
+earlier answer, the best sentence itself, for comparison (``bench/bench_offline_answers.py``).
 
 The non-agentic graphs (Naive RAG, CoRAG, SRAG, Direct) do not converse with the policy: they ask
 :class:`OfflineBackbone` typed questions (the question, the passages, the chain so far) and it
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -46,6 +48,7 @@ from pydantic import ConfigDict, Field
 
 from arag_graph.core.sentences import split_sentences
 from arag_graph.index.embeddings import embed_query, embed_texts
+from arag_graph.llm.answer_span import Sentence, answer_span
 from arag_graph.llm.backbone import Backbone, Step, Structured
 from arag_graph.llm.prompts import passages_text
 from arag_graph.llm.structured import (
@@ -87,6 +90,9 @@ READS_PER_CALL = 2
 HOP2_BONUS = 0.1
 SAMPLED_HOPS = 8
 """Names a sampled CoRAG chain may hop through (see :func:`offline_reformulation`)."""
+AnswerStyle = Literal["span", "sentence"]
+"""``span``: the short answer the question asks for (:mod:`arag_graph.llm.answer_span`); ``sentence``:
+the best-scoring sentence, the policy's answer before it read like a reader (kept to measure it)."""
 
 
 def _is_capitalised(token: str) -> bool:
@@ -227,6 +233,8 @@ class OfflinePolicy(BaseChatModel):
     index: Any = Field(default=None, exclude=True)
     """The index whose chunks the policy quotes; without one it quotes the text of tool messages."""
     model_name: str = "offline"
+    answer_style: AnswerStyle = "span"
+    """How the final answers are extracted (see :data:`AnswerStyle`); every graph's answer uses it."""
 
     @property
     def _llm_type(self) -> str:
@@ -323,7 +331,8 @@ class OfflinePolicy(BaseChatModel):
         if not evidence:  # no index: quote the chunk blocks of the tool results themselves
             evidence = [(cid, text) for message in turn.texts for cid, text in _blocks(message)]
         second_hop = set(turn.read(("read2", "kw2", "sem2")))
-        return AIMessage(content=extractive_answer(self.index, turn.question, evidence, bonus=second_hop))
+        answer = extractive_answer(self.index, turn.question, evidence, bonus=second_hop, style=self.answer_style)
+        return AIMessage(content=answer)
 
 
 def _chunks(index: Any, ids: Sequence[str]) -> list[tuple[str, Any]]:
@@ -343,26 +352,41 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 
 
 def extractive_answer(
-    index: Any, question: str, evidence: Sequence[tuple[str, str]], *, bonus: set[str] | frozenset[str] = frozenset()
+    index: Any,
+    question: str,
+    evidence: Sequence[tuple[str, str]],
+    *,
+    bonus: set[str] | frozenset[str] = frozenset(),
+    style: AnswerStyle = "span",
+    titles: Mapping[str, str | None] | None = None,
 ) -> str:
-    """``Answer: <sentence> [<chunk ID>]``: the evidence sentence most similar to the question.
+    """``Answer: <answer> [<chunk ID>]`` from the evidence sentences, scored by similarity to the question.
 
     Similarity is embedding cosine (the index's encoder) plus half the share of the question's
     content words it contains. The end of a multi-hop chain is where answers tend to be: chunks in
     ``bonus`` (the agent's second hop) get a small bonus (it raised Contain-Acc on HotpotQA-100 from
-    20 to 23 points).
+    20 to 23 points with sentence answers). With ``style="span"`` the answer is the span the
+    question asks for (:func:`arag_graph.llm.answer_span.answer_span`, which weighs each candidate by
+    its sentence's score); with ``"sentence"``, the best sentence itself. ``titles`` names the
+    passages the index does not know (the span rules compare named passages).
     """
-    sentences: list[tuple[str, str]] = []
+    sentences: list[tuple[str, str, str]] = []
     for cid, text in evidence:
         chunk = index.get_chunk(cid) if index is not None else None
         parts = chunk.sentence_texts() if chunk is not None and chunk.sentences else split_sentences(text)
-        sentences.extend((cid, s.strip()) for s in parts if s.strip())
+        title = (chunk.title if chunk is not None else (titles or {}).get(cid)) or ""
+        sentences.extend((cid, s.strip(), title) for s in parts if s.strip())
     if not question or not sentences:
         return NOT_FOUND
-    scores = _sentence_scores(index, question, [s for _, s in sentences])
-    scores = scores + np.array([HOP2_BONUS if cid in bonus else 0.0 for cid, _ in sentences])
-    cid, sentence = sentences[int(np.argmax(scores))]
-    return f"Answer: {sentence} [{cid}]"
+    scores = _sentence_scores(index, question, [s for _, s, _ in sentences])
+    scores = scores + np.array([HOP2_BONUS if cid in bonus else 0.0 for cid, _, _ in sentences])
+    if style == "sentence":
+        cid, sentence, _ = sentences[int(np.argmax(scores))]
+        return f"Answer: {sentence} [{cid}]"
+    scored = [Sentence(cid, s, float(x), title) for (cid, s, title), x in zip(sentences, scores, strict=True)]
+    found = answer_span(question, scored)
+    assert found is not None  # sentences were read
+    return f"Answer: {found.text} [{found.chunk_id}]"
 
 
 def _sentence_scores(index: Any, question: str, sentences: Sequence[str]) -> np.ndarray:
@@ -522,13 +546,20 @@ class OfflineBackbone(Backbone):
     def __init__(self, policy: OfflinePolicy) -> None:
         super().__init__(policy)
         self.index = policy.index
+        self.answer_style: AnswerStyle = policy.answer_style
 
     def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
         return Step(self.model, list(messages))  # without tools bound the policy answers from what it read
 
     def _extractive(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
         evidence = [(p.chunk_id, p.text) for p in passages]
-        return _rule("answer", lambda: AIMessage(content=extractive_answer(self.index, question, evidence)))
+        titles = {p.chunk_id: p.title for p in passages}
+        style = self.answer_style
+
+        def answer() -> AIMessage:
+            return AIMessage(content=extractive_answer(self.index, question, evidence, style=style, titles=titles))
+
+        return _rule("answer", answer)
 
     def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
         return self._extractive(question, passages)
