@@ -336,6 +336,7 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1500)  # two evaluations in subprocesses, 600 s each at most
 def test_a_full_disk_during_arag_eval_is_one_line_and_a_rerun_resumes(
     sample_index: HierarchicalIndex, tmp_path: Path
 ) -> None:
@@ -375,6 +376,7 @@ def test_a_failed_summary_write_leaves_no_temporary_file(tmp_path: Path) -> None
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(900)  # the first evaluation may wait 300 s for the model, then 300 s to finish
 def test_a_second_evaluation_into_the_same_out_is_refused_while_the_first_runs(
     openai_server: OpenAIStubServer,
     model_env: None,
