@@ -116,6 +116,34 @@ def test_a_caller_cannot_point_the_model_at_another_host(operator_env: Path, mon
         AragContext(base_url="http://user:secret@localhost:8000/v1")
 
 
+def test_allowed_base_urls_are_compared_with_their_path(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README promises an exact comparison (scheme, host, port, path): another path on an allowed
+    host is another endpoint (a proxy's other route, a caller's collector), for runs and for indexes."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", "http://gpu-box:9000/v1")
+    assert AragContext(base_url="http://gpu-box:9000/v1/").choice().base_url == "http://gpu-box:9000/v1/"
+    policy = ServingPolicy.from_env()
+    for other in (
+        "http://gpu-box:9000/v2",
+        "http://gpu-box:9000/",
+        "http://gpu-box:9000",
+        "http://gpu-box:9000/v1/collect",
+        "http://gpu-box:9000/attacker/v1",
+        "http://gpu-box:9000/V1",
+    ):
+        with pytest.raises(RunRefused, match=r"is not allowed on this server") as err:
+            AragContext(base_url=other)
+        assert repr(other) in str(err.value)
+        manifest = SimpleNamespace(embedding_model="openai:text-embedding-3-small", embedding_base_url=other)
+        with pytest.raises(RunRefused, match="an endpoint this server does not allow"):
+            policy.check_index_endpoint(manifest)
+    allowed = SimpleNamespace(
+        embedding_model="openai:text-embedding-3-small", embedding_base_url="http://gpu-box:9000/v1"
+    )
+    policy.check_index_endpoint(allowed)  # the allowed endpoint itself passes
+
+
 def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert AragContext().choice().model == "offline"
     with pytest.raises(RunRefused, match="model 'gpt-4o' is not allowed"):
