@@ -32,7 +32,7 @@ SLOW_TIMEOUT = 1800  # seconds: starting `langgraph dev`, killing builds, fillin
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """tests/slow gets a longer per-test timeout than the project's 300 s (pyproject.toml)."""
+    """tests/slow gets a longer per-test timeout than the project's 600 s (pyproject.toml)."""
     for item in items:
         if item.get_closest_marker("timeout") is None and "tests/slow/" in item.nodeid:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
