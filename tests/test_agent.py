@@ -424,7 +424,7 @@ def test_reasoning_effort_reaches_agent_and_synthesis_requests(
     is in the body of the tool-calling request and of the forced synthesis; without it, neither has one."""
     from arag_graph import models
 
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
     graph = build_arag_graph(sample_index, "gpt-4o-mini")
 
     def run(context: dict[str, Any]) -> list[dict[str, Any]]:

@@ -179,14 +179,14 @@ def fault_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", TIMEOUT)
+    monkeypatch.setenv("ARAG_MODEL_TIMEOUT", str(TIMEOUT))
     models._chat_openai.cache_clear()
     yield
     models._chat_openai.cache_clear()
 
 
 def _arm(server: OpenAIStubServer, fault: Fault, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", fault.retries)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", str(fault.retries))
     models._chat_openai.cache_clear()
     server.script(list(fault.script), then=fault.then())
 

@@ -132,12 +132,14 @@ def test_the_default_index_is_onnx_int8_with_an_exact_matrix(sample_index: Hiera
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
 
 
-def test_auto_switches_to_chroma_above_the_threshold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # 40 sentences: every search fetches all of them, so ties cannot pick different snippets.
+def test_the_chroma_store_answers_as_the_matrix_does(tmp_path: Path) -> None:
+    """What an index over the switch (test_auto_switches_to_chroma_above_100000_sentences) gets: the
+    same answers from Chroma as from the matrix. 40 sentences: every search fetches all of them, so
+    ties cannot pick different snippets."""
     documents = [Document(f"Island {n} has a lighthouse. Ferries call at island {n}.", id=f"i{n}") for n in range(20)]
     small = build_index(documents, tmp_path / "small", embeddings=WordHashEmbeddings(), progress=False)
-    monkeypatch.setattr(index_module, "MATRIX_MAX_SENTENCES", 39)  # one fewer than the corpus has
-    large = build_index(documents, tmp_path / "large", embeddings=WordHashEmbeddings(), progress=False)
+    embeddings = WordHashEmbeddings()
+    large = build_index(documents, tmp_path / "large", embeddings=embeddings, backend="chroma", progress=False)
     assert small.manifest.chroma["mode"] == "matrix" and small.manifest.sentences == 40
     assert large.manifest.chroma["mode"] == "persistent"
     for query in ("lighthouse on island 7", "ferries", "island 12"):
