@@ -13,7 +13,7 @@ through ``arag ask``. What every cell must show:
   ends at exactly the cap;
 - transient faults (one 429 with Retry-After, one 500) are retried and the run answers.
 
-Timeouts and retries are set small (``models.DEFAULT_TIMEOUT``, ``models.DEFAULT_RETRIES``) so the
+Timeouts and retries are set small (``$ARAG_MODEL_TIMEOUT``, ``$ARAG_MODEL_RETRIES``) so the
 matrix stays fast; the behaviour does not depend on their size.
 """
 
