@@ -46,6 +46,19 @@ MODULES: dict[str, list[str]] = {
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {}
 
+# What happened after a module's last run (tests added against its survivors, not yet re-counted).
+MODULE_NOTES: dict[str, str] = {
+    "arag_graph/policy.py": (
+        "After this run, tests/test_configuration.py::test_every_endpoint_refusal_says_what_is_allowed_and_who_sets_it "
+        "was added against the survivors below: exact refusal lines (the message mutants), credentials with only "
+        "a user or only a password (`or` -> `and`), host and scheme spellings, OPENAI_BASE_URL as the default, an "
+        "index endpoint that is not http(s) (`allowed = False` -> `True`). Four of them were planted by hand and "
+        "fail it (see the issue note); the module needs a rerun to count the rest. The 43 not covered are "
+        "`check_index_models`, `resolve` and `_same_path`, which tests/test_embedding_models.py covers; that "
+        "file builds real indexes, too slow for a mutant loop on two cores."
+    ),
+}
+
 # mutmut's exit codes of a mutant's test run
 KILLED, SURVIVED, NO_TESTS, TIMEOUT = {1, 3, 37}, {0}, {5, 33}, {36, 24, -24, 152, 255}
 
@@ -105,7 +118,6 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
             "module": module,
             "tests": tests,
             "command": f"python bench/mutation.py {module} --max-children {max_children}",
-            "mutmut": subprocess.run([mutmut, "--version"], capture_output=True, text=True).stdout.strip(),
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "seconds": round(time.time() - started),
             "generated": len(codes),
@@ -141,7 +153,9 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             f"{r['no_tests']} | {share:.0f}% | {r['finished']}, {r['seconds']} s |"
         )
     for module, r in results.items():
-        lines += ["", f"## {module}", "", f"Command: `{r['command']}` ({r['mutmut']})", ""]
+        lines += ["", f"## {module}", "", f"Command: `{r['command']}` (mutmut 3.8.1)", ""]
+        if module in MODULE_NOTES:
+            lines += [MODULE_NOTES[module], ""]
         for name, diff in r["survivors"].items():
             reason = REASONS.get(name, "not yet triaged: a test to kill it, or the reason it is equivalent, is owed")
             lines += [f"- `{name}`: {reason}", "", "```diff", diff, "```", ""]
@@ -152,12 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all of {', '.join(MODULES)})")
     parser.add_argument("--max-children", type=int, default=2, help="parallel test processes (default 2)")
+    parser.add_argument("--render", action="store_true", help="only rewrite mutation.md from mutation.json")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"unknown module(s) {unknown}; choose from {list(MODULES)}")
     store = RESULTS / "mutation.json"
     results: dict[str, dict[str, Any]] = json.loads(store.read_text()) if store.exists() else {}
+    if args.render:
+        (RESULTS / "mutation.md").write_text(render(results), encoding="utf-8")
+        return 0
     for module in args.modules or list(MODULES):
         print(f"mutating {module} against {' '.join(MODULES[module])}", flush=True)
         results[module] = run_module(module, args.max_children)
