@@ -132,7 +132,8 @@ def make_tiny_model(folder: Path) -> None:
     )  # fmt: skip
     BertModel(config).save_pretrained(raw)
     transformer = st_models.Transformer(str(raw), max_seq_length=64)
-    pooling = st_models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
+    dimension = getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension
+    pooling = st_models.Pooling(dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder))
 
 
