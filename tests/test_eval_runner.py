@@ -583,12 +583,25 @@ def slice_index_other_encoder(hotpot_slice: tuple[Path, Path], tmp_path_factory:
     return out
 
 
+@pytest.fixture(scope="module")
+def slice_index_other_corpus(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The slice's corpus and one more passage, the default encoder: another corpus hash, the same model
+    (and every question's supporting passages still there, so the resume check is what refuses)."""
+    from arag_graph.index import build_index
+
+    folder = tmp_path_factory.mktemp("slice-other-corpus")
+    corpus = json.loads(hotpot_slice[0].read_text(encoding="utf-8"))
+    corpus["Extra passage"] = ["A passage that the first evaluation's corpus did not have."]
+    (folder / "corpus.json").write_text(json.dumps(corpus, ensure_ascii=False), encoding="utf-8")
+    build_index(folder / "corpus.json", folder / "index", progress=False)
+    return folder / "index"
+
+
 @pytest.mark.parametrize("changed", ["corpus_hash", "embedding_model"])
 def test_resuming_with_another_corpus_or_encoder_is_refused(
     changed: str,
     slice_dir: Path,
     hotpot_index: HierarchicalIndex,
-    sample_index: HierarchicalIndex,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -599,7 +612,9 @@ def test_resuming_with_another_corpus_or_encoder_is_refused(
     assert run([*argv, "--index", str(hotpot_index.path)], capsys)[0] == 0
     before = (out / "predictions" / "naive_rag__default.jsonl").read_bytes()
     run_json = (out / "run.json").read_bytes()
-    other = sample_index.path if changed == "corpus_hash" else request.getfixturevalue("slice_index_other_encoder")
+    other = request.getfixturevalue(
+        "slice_index_other_corpus" if changed == "corpus_hash" else "slice_index_other_encoder"
+    )
     line = assert_one_error_line(*run([*argv, "--index", str(other)], capsys))
     assert str(out) in line and changed in line and "--out" in line
     assert (out / "predictions" / "naive_rag__default.jsonl").read_bytes() == before
