@@ -11,15 +11,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AragError": "arag_graph.errors",
-    "Chunk": "arag_graph.documents",
-    "Document": "arag_graph.documents",
-    "HierarchicalIndex": "arag_graph.index",
-    "IndexRetriever": "arag_graph.langchain_retriever",
-    "SearchHit": "arag_graph.documents",
-    "build_index": "arag_graph.index",
-    "load_index": "arag_graph.index",
-    "create_retrieval_tools": "arag_graph.tools",
+    "AragError": "arag_graph.core.errors",
+    "Chunk": "arag_graph.core.documents",
+    "Document": "arag_graph.core.documents",
+    "HierarchicalIndex": "arag_graph.index.hierarchical",
+    "IndexRetriever": "arag_graph.retrieval.langchain_retriever",
+    "make_retriever": "arag_graph.retrieval.langchain_retriever",
+    "SearchHit": "arag_graph.core.documents",
+    "BuildOptions": "arag_graph.index.build",
+    "build_index": "arag_graph.index.build",
+    "load_index": "arag_graph.index.load",
+    "create_retrieval_tools": "arag_graph.agent.tools",
 }
 
 __all__ = sorted(_EXPORTS)

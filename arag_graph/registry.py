@@ -1,66 +1,69 @@
 """Every graph of the package by name, with its builder and its configuration class.
 
 The CLI (``arag ask --graph``), the evaluation runner and ``graphs/`` look graphs up here, so a
-variant is registered once. Builders are imported lazily: listing graphs stays cheap.
+variant is registered once. Builders are held by reference (jump-to-definition works from here and
+from ``graphs/``); this module sits above every graph family in the layer order for that reason.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arag_graph import configuration as c
-from arag_graph.configuration import GraphContext
-from arag_graph.errors import AragError
+from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
+from arag_graph.corag.graph import build_corag_graph
+from arag_graph.core.errors import AragError
+from arag_graph.run import configuration as c
+from arag_graph.run.configuration import GraphContext
+from arag_graph.srag.graph import build_srag_graph
 
 
 @dataclass(frozen=True)
 class GraphSpec:
     name: str
-    builder: str
-    """``module:function`` of the builder; it takes ``index``, ``model`` and ``checkpointer``."""
+    builder: Callable[..., Any]
+    """The graph's builder; it takes ``index``, ``model`` and ``checkpointer``."""
     config: type[GraphContext]
     """The graph's context schema (its Studio form)."""
     description: str
 
     def build(self, **kwargs: Any) -> Any:
-        module, function = self.builder.split(":")
-        return getattr(importlib.import_module(module), function)(**kwargs)
+        return self.builder(**kwargs)
 
 
 GRAPHS: dict[str, GraphSpec] = {
     spec.name: spec
     for spec in (
-        GraphSpec("direct", "arag_graph.baselines:build_direct_graph", c.DirectContext, "Direct answer: no retrieval"),
+        GraphSpec("direct", build_direct_graph, c.DirectContext, "Direct answer: no retrieval"),
         GraphSpec(
             "naive_rag",
-            "arag_graph.baselines:build_naive_rag_graph",
+            build_naive_rag_graph,
             c.NaiveRagContext,
             "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
         ),
         GraphSpec(
             "arag_naive",
-            "arag_graph.agent:build_arag_naive_graph",
+            build_arag_naive_graph,
             c.AragNaiveContext,
             "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
         ),
         GraphSpec(
             "arag",
-            "arag_graph.agent:build_arag_graph",
+            build_arag_graph,
             c.AragContext,
             "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
         ),
         GraphSpec(
             "corag",
-            "arag_graph.corag:build_corag_graph",
+            build_corag_graph,
             c.CoragContext,
             "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
         ),
         GraphSpec(
             "srag",
-            "arag_graph.srag:build_srag_graph",
+            build_srag_graph,
             c.SragContext,
             "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
         ),
@@ -88,7 +91,7 @@ def config_for(name: str, **values: Any) -> GraphContext:
     """The graph's context as the operator sets it (CLI, evaluation runner), with ``values`` set.
 
     Fields the graph does not have are dropped; None leaves a field at its default. A bad value
-    raises the one-line :class:`~arag_graph.configuration.ContextError`.
+    raises the one-line :class:`~arag_graph.run.configuration.ContextError`.
     """
     cls = get_graph_spec(name).config
     return cls.trusted(**{k: v for k, v in values.items() if k in cls.model_fields})

@@ -9,7 +9,7 @@ backends; the comparison with the paper's own build script, with the same thread
 is bench/bench_vs_paper.py.
 
     python bench/bench_build.py --rounds 3      # HotpotQA-100, writes bench/results/build.{json,md}
-    python bench/bench_build.py --data ../shared/data/2wiki-corpus --rounds 2 --name build-2wiki
+    python bench/bench_build.py --data data/2wiki-corpus --rounds 2 --name build-2wiki
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchenv import RESULTS, ROOT
+from benchenv import DATA, RESULTS
 
-from arag_graph.chunking import chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
-from arag_graph.index import build_index, sentence_inputs
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index.text import sentence_inputs
 
-DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
+DEFAULT_DATA = DATA / "hotpotqa-100"
 
 
 def time_build(corpus: Path, work: Path, encoder: str, contextual_headers: bool) -> dict[str, Any]:

@@ -30,17 +30,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchenv import RESULTS, ROOT, machine
+from benchenv import DATA, RESULTS, ROOT, machine
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.cache import cache_dir
-from arag_graph.chunking import chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.datasets import load_questions
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex, build_index, corpus_hash, load_index
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.core.cache import cache_dir
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import corpus_hash
+from arag_graph.qa.datasets import load_questions
 
-DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
+HOTPOT = DATA / "hotpotqa-100"
 SEARCH_TOOLS = ("keyword_search", "semantic_search")
 
 
@@ -219,8 +222,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=Path, default=DATA / "questions.json")
-    parser.add_argument("--corpus", type=Path, default=DATA / "corpus.json")
+    parser.add_argument("--questions", type=Path, default=HOTPOT / "questions.json")
+    parser.add_argument("--corpus", type=Path, default=HOTPOT / "corpus.json")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--no-async", action="store_true", help="threads only")

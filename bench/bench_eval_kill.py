@@ -23,17 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchenv import RESULTS, ROOT
+from benchenv import DATA, RESULTS
 
 from tests.slow.eval_faults import Campaign, run_campaign
 
-SHARED = ROOT.parent / "shared" / "data" / "hotpotqa-100"
+HOTPOT = DATA / "hotpotqa-100"
 
 
 def slice_files(folder: Path, n: int) -> tuple[Path, Path]:
     """The first ``n`` HotpotQA-100 questions and the passages of their contexts."""
-    questions = json.loads((SHARED / "questions.json").read_text(encoding="utf-8"))[:n]
-    corpus = json.loads((SHARED / "corpus.json").read_text(encoding="utf-8"))
+    questions = json.loads((HOTPOT / "questions.json").read_text(encoding="utf-8"))[:n]
+    corpus = json.loads((HOTPOT / "corpus.json").read_text(encoding="utf-8"))
     titles = {title for q in questions for title, _ in q["context"]}
     (folder / "corpus.json").write_text(
         json.dumps({t: s for t, s in corpus.items() if t in titles}, ensure_ascii=False), encoding="utf-8"
@@ -98,8 +98,8 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=4, help="first N HotpotQA-100 questions (default 4)")
     parser.add_argument("--out", default=str(RESULTS / "reliability-eval"), help="results path without suffix")
     args = parser.parse_args()
-    if not (SHARED / "questions.json").exists():
-        print(f"no HotpotQA-100 at {SHARED}", file=sys.stderr)
+    if not (HOTPOT / "questions.json").exists():
+        print(f"no HotpotQA-100 at {HOTPOT}", file=sys.stderr)
         return 2
     command = "python bench/bench_eval_kill.py" + "".join(
         f" --{k} {shlex.quote(str(v))}" for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None
@@ -109,7 +109,7 @@ def main() -> int:
         work = Path(tmp)
         corpus, questions = slice_files(work, args.questions)
         os.environ["ARAG_CACHE_DIR"] = str(work / "cache")
-        from arag_graph.index import build_index
+        from arag_graph.index.build import build_index
 
         build_index(corpus, work / "index", progress=False)
         extra = ["--graphs", "arag,naive_rag", "--max-steps", "1,3", "--limit", str(args.questions), "--workers", "2"]

@@ -40,12 +40,20 @@ import numpy as np
 from bench_keyword import DEFAULT_DATA, make_chunks, passages
 from benchenv import RESULTS
 
-from arag_graph import integrity
-from arag_graph.documents import Chunk
-from arag_graph.index import CHUNKS, ChunkStore, Manifest, _load_files
-from arag_graph.keywords import KeywordIndex, keyword_files
-from arag_graph.sentencematrix import MATRIX_FILE, MATRIX_MAX_SENTENCES, MatrixWriter, SentenceLayout, SentenceMatrix
-from arag_graph.vectorstore import connect_sentence_store
+from arag_graph.core.documents import Chunk
+from arag_graph.index import integrity
+from arag_graph.index.chroma import connect_sentence_store
+from arag_graph.index.hierarchical import ChunkStore
+from arag_graph.index.keywords import KeywordIndex, keyword_files
+from arag_graph.index.load import _load_files
+from arag_graph.index.manifest import CHUNKS, Manifest
+from arag_graph.index.sentencematrix import (
+    MATRIX_FILE,
+    MATRIX_MAX_SENTENCES,
+    MatrixWriter,
+    SentenceLayout,
+    SentenceMatrix,
+)
 
 RECORD_DIM = 384
 

@@ -24,15 +24,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchenv import RESULTS, ROOT
+from benchenv import DATA, RESULTS, ROOT
 from benchenv import machine as machine_facts
 
-from arag_graph.documents import Chunk
-from arag_graph.keywords import KeywordIndex, keyword_score
+from arag_graph.core.documents import Chunk
+from arag_graph.index.keywords import KeywordIndex, keyword_score
 
-DEFAULT_DATA = (
-    Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "2wiki-corpus" / "corpus.json"
-)
+DEFAULT_DATA = DATA / "2wiki-corpus" / "corpus.json"
 TOP_K = 5
 # Words too common to be a model's keyword on their own (two-word spans may still contain them).
 STOPWORDS = frozenset(re.findall(r"\w+", """

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -39,16 +38,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchenv import RESULTS, ROOT
+from benchenv import DATA, RESULTS, ROOT
 
-from arag_graph.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
-from arag_graph.index import HierarchicalIndex, build_index, load_index
-from arag_graph.offline import salient_spans
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.build import build_index
+from arag_graph.index.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
+from arag_graph.llm.offline import salient_spans
+from arag_graph.llm.summarize import summary_writer
 from arag_graph.registry import config_for
-from arag_graph.retrievers import retrieve_passages
-from arag_graph.tokens import count_tokens
+from arag_graph.retrieval.retrievers import retrieve_passages
 
-DEFAULT_DATA = Path(os.environ.get("ARAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "hotpotqa-100"
+DEFAULT_DATA = DATA / "hotpotqa-100"
 TOP_K = 5
 TARGET = 0.76
 BACKEND_TOLERANCE = 0.01  # a faster backend is kept only within one point of the torch recall@5
@@ -182,8 +184,8 @@ def _titled(index: HierarchicalIndex) -> Any:
     rank with contextual headers (measured here before the tool is changed, see the report)."""
     import dataclasses
 
-    from arag_graph.documents import chunk_header
-    from arag_graph.keywords import KeywordIndex
+    from arag_graph.core.documents import chunk_header
+    from arag_graph.index.keywords import KeywordIndex
 
     chunks = [dataclasses.replace(c, text=f"{chunk_header(c)}\n{c.text}") for c in index.store.chunks]
     return KeywordIndex.from_chunks(chunks, match=index.manifest.keyword_match)
@@ -191,7 +193,7 @@ def _titled(index: HierarchicalIndex) -> Any:
 
 def header_options_report(plain: HierarchicalIndex, headed: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict:
     """recall@5 of every retrieval option, on the plain index and the one with contextual headers."""
-    from arag_graph.retrievers import retrieve
+    from arag_graph.retrieval.retrievers import retrieve
 
     titled = _titled(plain)
     rows: dict[str, list[float]] = {}
@@ -435,10 +437,20 @@ def main() -> None:
 
         print("building: document summaries (extractive), plain and with headers", flush=True)
         summarized = build_index(
-            corpus, work / "dsi", embeddings=encoder, contextual_headers=False, summaries="offline", progress=False
+            corpus,
+            work / "dsi",
+            embeddings=encoder,
+            contextual_headers=False,
+            summaries=summary_writer("offline"),
+            progress=False,
         )
         headed_summarized = build_index(
-            corpus, work / "dsi-cch", embeddings=encoder, contextual_headers=True, summaries="offline", progress=False
+            corpus,
+            work / "dsi-cch",
+            embeddings=encoder,
+            contextual_headers=True,
+            summaries=summary_writer("offline"),
+            progress=False,
         )
         result["retrieval_options"] = {
             "plain": options_report(summarized, questions),
@@ -498,7 +510,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         "## keyword_search(salient_spans(question), top_k=5)",
         "",
-        "Keywords: `arag_graph.offline.salient_spans(question)` (quoted strings, capitalised names, years; at "
+        "Keywords: `arag_graph.llm.offline.salient_spans(question)` (quoted strings, capitalised names, years; at "
         f"most 4). {k['questions_without_keywords']} question(s) yield no keyword and count as recall 0 for both.",
         "",
         "| matching rule | recall@5 | some gold in top 5 |",

@@ -40,8 +40,8 @@ import numpy as np
 from benchenv import RESULTS, ROOT
 from benchenv import machine as machine_facts
 
-from arag_graph.sentencematrix import SentenceLayout
-from arag_graph.vectorstore import HNSW_CONFIG, connect_sentence_store
+from arag_graph.index.chroma import HNSW_CONFIG, connect_sentence_store
+from arag_graph.index.sentencematrix import SentenceLayout
 
 DIM = 384
 LATENT = 32  # dimensions of the shared within-topic latent space (the data's intrinsic dimension)

@@ -62,10 +62,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchenv import RESULTS, ROOT, SHARED_DATA
+from benchenv import DATA, RESULTS, ROOT
 from benchenv import machine as machine_facts
 
-DATA = Path(os.environ.get("ARAG_SHARED_DATA", SHARED_DATA))
+DATA = DATA
 TOP_K = 5
 # Targets of issue 16, as ratios ours / paper measured in the same run.
 SEMANTIC_TARGET = 0.8  # semantic_search p50 at 1k, 6k and 200k passages
@@ -236,7 +236,7 @@ def phase_paper_build(directory: Path) -> dict[str, Any]:
 
 
 def phase_ours_build(corpus: Path, out: Path) -> dict[str, Any]:
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
 
     shutil.rmtree(out, ignore_errors=True)
     index = build_index(corpus, out, progress=False)
@@ -257,7 +257,7 @@ def backend_name(config: dict[str, Any]) -> str:
 
 
 def scaled_chunks(base: Sequence[Any], passages: int) -> list[Any]:
-    from arag_graph.documents import Chunk
+    from arag_graph.core.documents import Chunk
 
     return [
         Chunk(id=f"{i // len(base)}-{base[i % len(base)].id}", text=b.text, title=b.title, sentences=b.sentences)
@@ -277,7 +277,7 @@ def passages_for_sentences(base: Sequence[Any], sentences: int) -> int:
 
 def write_scaled_matrix(base_vectors: np.ndarray, base: Sequence[Any], passages: int, path: Path) -> int:
     """The vectors of the repeated corpus: copy 0 is the base, later copies get seeded noise."""
-    from arag_graph.sentencematrix import MatrixWriter
+    from arag_graph.index.sentencematrix import MatrixWriter
 
     per_copy = len(base_vectors)
     counts = [len(c.sentences) for c in base]
@@ -296,8 +296,9 @@ def write_scaled_matrix(base_vectors: np.ndarray, base: Sequence[Any], passages:
 
 
 def phase_ours_scaled(base_dir: Path, passages: int, matrix: Path, out: Path, backend: str) -> dict[str, Any]:
-    from arag_graph.embeddings import DEFAULT_ENCODER, DEFAULT_MODEL_ID, SentenceEncoder
-    from arag_graph.index import build_index, load_index
+    from arag_graph.index.build import build_index
+    from arag_graph.index.embeddings import DEFAULT_ENCODER, DEFAULT_MODEL_ID, SentenceEncoder
+    from arag_graph.index.load import load_index
 
     class Replay(SentenceEncoder):
         """Hands out the rows of a stored matrix in order: an index of known vectors, no encoding."""
@@ -330,7 +331,7 @@ def phase_ours_scaled(base_dir: Path, passages: int, matrix: Path, out: Path, ba
 
 
 def phase_paper_scaled(base_paper: Path, passages: int, matrix: Path, out: Path) -> dict[str, Any]:
-    from arag_graph.documents import Chunk
+    from arag_graph.core.documents import Chunk
 
     meta = json.loads((base_paper / "passages.json").read_text(encoding="utf-8"))
     base = [Chunk(id=i, text=t, sentences=tuple(map(tuple, s))) for i, t, s in zip(*meta.values(), strict=True)]
@@ -356,8 +357,8 @@ def phase_query(spec: dict[str, Any]) -> dict[str, Any]:
     """Both sides loaded in one process, searches interleaved query by query."""
     import torch
 
-    from arag_graph.embeddings import DEFAULT_ENCODER
-    from arag_graph.index import load_index
+    from arag_graph.index.embeddings import DEFAULT_ENCODER
+    from arag_graph.index.load import load_index
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     model = paper_model()
@@ -475,8 +476,8 @@ def base_passages(chunks: Sequence[Any]) -> list[dict[str, str]]:
 
 def build_round_robin(args: argparse.Namespace, name: str, corpus: Path) -> dict[str, Any]:
     """Both builds of one corpus, ``args.rounds`` times, alternating which goes first."""
-    from arag_graph.chunking import chunk_documents
-    from arag_graph.corpus import load_corpus
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.index.corpus import load_corpus
 
     paper_dir = args.workdir / f"paper-{name}"
     ours_dir = args.workdir / f"ours-{name}"
@@ -574,7 +575,7 @@ def main() -> None:
         for name, corpus in corpora.items():
             report["builds"][name] = build_round_robin(args, name, corpus)
 
-    from arag_graph.index import load_index
+    from arag_graph.index.load import load_index
 
     bases = {name: load_index(args.workdir / f"ours-{name}").store.chunks for name in corpora}
     gold = gold_ids(bases["hotpotqa-100"], args.queries)
@@ -678,7 +679,7 @@ def scaled_size(args: argparse.Namespace, label: str, passages: int, base: Seque
 
 def run_phase(phase: str, rest: list[str]) -> dict[str, Any]:
     if phase == "warm-up":
-        from arag_graph.embeddings import default_embeddings
+        from arag_graph.index.embeddings import default_embeddings
 
         t0 = time.perf_counter()
         default_embeddings().encode(["warm up"])

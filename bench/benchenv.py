@@ -15,7 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "data"  # the public QA data, committed with its source and licence
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

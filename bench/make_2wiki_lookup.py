@@ -1,6 +1,6 @@
 """Title-lookup questions for the 2Wiki corpus, derived from its passages by one fixed rule.
 
-The 2Wiki corpus in ../shared/data ships without questions. To measure retrieval on it without
+The 2Wiki corpus in data ships without questions. To measure retrieval on it without
 writing (or tuning) questions by hand, every question comes from a passage by this rule, decided
 before any measurement and never changed after:
 
@@ -24,18 +24,17 @@ import argparse
 import collections
 import json
 import math
-import os
 import random
 from pathlib import Path
 
-from benchenv import ROOT, SHARED_DATA
+from benchenv import DATA, ROOT
 
-from arag_graph.sentences import split_sentences
+from arag_graph.core.sentences import split_sentences
 
 SEED = 14
 N = 200
 FRACTION = 0.6
-DATA = Path(os.environ.get("ARAG_SHARED_DATA", SHARED_DATA))
+DATA = DATA
 OUT = ROOT / "bench" / "data" / "2wiki-lookup.json"
 
 

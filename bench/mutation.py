@@ -6,7 +6,7 @@ tests would let through. The run happens in a copy of the repository's tracked f
 a ``mutants/`` tree next to the sources), so the working tree is never changed.
 
     python bench/mutation.py                      # every module below (hours on two cores)
-    python bench/mutation.py arag_graph/policy.py # some of them
+    python bench/mutation.py arag_graph/run/policy.py # some of them
     python bench/mutation.py --max-children 2 ...
 
 Results go to ``bench/results/mutation.json`` (per module, merged with earlier runs) and are
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,16 +30,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 
-# module -> the fast tests that cover it (no tests/slow, no shared data needed)
+# module -> the fast tests that cover it (no tests/slow; the data sets they read are in data/)
 MODULES: dict[str, list[str]] = {
-    "arag_graph/policy.py": ["tests/test_configuration.py"],
-    "arag_graph/safety.py": ["tests/test_secrets.py", "tests/test_judge.py"],
-    "arag_graph/integrity.py": ["tests/test_index_damage.py"],
-    "arag_graph/tools.py": ["tests/test_tools.py", "tests/test_standard_tools.py"],
-    "arag_graph/index_layout.py": ["tests/test_index.py", "tests/test_index_ownership.py"],
-    "arag_graph/index.py": ["tests/test_index.py", "tests/test_index_damage.py", "tests/test_index_ownership.py"],
-    "arag_graph/keywords.py": ["tests/test_keywords.py"],
-    "evaluators/runner.py": ["tests/test_eval_runner.py", "tests/test_eval_safety.py"],
+    "arag_graph/run/policy.py": ["tests/test_configuration.py"],
+    "arag_graph/core/safety.py": ["tests/test_secrets.py", "tests/test_judge.py"],
+    "arag_graph/index/integrity.py": ["tests/test_index_damage.py"],
+    "arag_graph/agent/tools.py": ["tests/test_tools.py", "tests/test_standard_tools.py"],
+    "arag_graph/index/layout.py": ["tests/test_index.py", "tests/test_index_ownership.py"],
+    "arag_graph/index/build.py": ["tests/test_index.py", "tests/test_index_damage.py", "tests/test_index_ownership.py"],
+    "arag_graph/index/keywords.py": ["tests/test_keywords.py"],
+    "evaluators/predictions.py": ["tests/test_eval_runner.py", "tests/test_eval_safety.py"],
 }
 
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
@@ -48,7 +47,7 @@ REASONS: dict[str, str] = {}
 
 # What happened after a module's last run (tests added against its survivors, not yet re-counted).
 MODULE_NOTES: dict[str, str] = {
-    "arag_graph/policy.py": (
+    "arag_graph/run/policy.py": (
         "After this run, tests/test_configuration.py::test_every_endpoint_refusal_says_what_is_allowed_and_who_sets_it "
         "was added against the survivors below: exact refusal lines (the message mutants), credentials with only "
         "a user or only a password (`or` -> `and`), host and scheme spellings, OPENAI_BASE_URL as the default, an "
@@ -93,13 +92,12 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
         work = Path(tmp)
         copy_repo(work)
         configure(work, module, tests)
-        env = {**os.environ, "ARAG_SHARED_DATA": os.environ.get("ARAG_SHARED_DATA", str(REPO.parent / "shared/data"))}
         started = time.time()
         log = RESULTS / f"mutation-{Path(module).stem}.log"
         RESULTS.mkdir(parents=True, exist_ok=True)
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children)]
-            subprocess.run(command, cwd=work, env=env, stdout=fh, stderr=fh)
+            subprocess.run(command, cwd=work, stdout=fh, stderr=fh)
         meta_path = work / "mutants" / f"{module}.meta"
         codes: dict[str, int | None] = {}
         if meta_path.exists():

@@ -26,10 +26,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import Field
 
-from arag_graph.evaluators.answers import _prediction
-from arag_graph.evaluators.judge import _refuse_offline, data_block, question_of, structured_reply
+from arag_graph.evaluators.fields import prediction_of, question_of
+from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
 from arag_graph.evaluators.similarity import cosine
-from arag_graph.structured import ModelFacing
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = ["GeneratedQuestions", "make_answer_relevance_evaluator"]
 
@@ -60,13 +60,13 @@ def make_answer_relevance_evaluator(
     ``judge`` writes ``n`` questions from the answer; ``embeddings`` (the index's encoder) compares
     them with the question asked, read from the example's ``inputs`` (or ``outputs``/``reference_outputs``).
     """
-    _refuse_offline(judge)
+    refuse_offline(judge)
     system = SystemMessage(_SYSTEM.format(n=n))
 
     def answer_relevance_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        answer, missing = _prediction(outputs)
+        answer, missing = prediction_of(outputs)
         if not any(char.isalnum() for char in answer):
             return {"key": "answer_relevance", "score": 0.0, "comment": missing or "empty answer: addresses nothing"}
         question = question_of(inputs, outputs, reference_outputs)

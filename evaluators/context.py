@@ -11,9 +11,10 @@ IDs only); a snippet the model saw is not recorded, so a chunk's whole text stan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from arag_graph.evaluators.fields import chunk_ids
 from arag_graph.evaluators.judge import data_block
 
 __all__ = ["ChunkSource", "passages_block", "ranked_chunks"]
@@ -23,14 +24,9 @@ MAX_PASSAGE_CHARS = 4_000
 
 
 class ChunkSource(Protocol):
-    """Where chunk texts come from: a :class:`~arag_graph.index.HierarchicalIndex` has this method."""
+    """Where chunk texts come from: a :class:`~arag_graph.index.hierarchical.HierarchicalIndex` has this method."""
 
     def get_chunk(self, chunk_id: str) -> Any: ...
-
-
-def _ids(value: Any) -> Iterable[str]:
-    if isinstance(value, (list, tuple)):
-        yield from (str(item) for item in value if item is not None and str(item) != "")
 
 
 def ranked_chunks(outputs: Mapping[str, Any] | None) -> list[str]:
@@ -39,9 +35,9 @@ def ranked_chunks(outputs: Mapping[str, Any] | None) -> list[str]:
     ranked: dict[str, None] = {}
     for step in outputs.get("trajectory") or []:
         if isinstance(step, Mapping) and not step.get("error"):
-            ranked.update(dict.fromkeys(_ids(step.get("chunk_ids"))))
-    ranked.update(dict.fromkeys(_ids(outputs.get("retrieved_chunks"))))
-    ranked.update(dict.fromkeys(_ids(outputs.get("read_chunks"))))
+            ranked.update(dict.fromkeys(chunk_ids(step.get("chunk_ids"))))
+    ranked.update(dict.fromkeys(chunk_ids(outputs.get("retrieved_chunks"))))
+    ranked.update(dict.fromkeys(chunk_ids(outputs.get("read_chunks"))))
     return list(ranked)
 
 

@@ -29,11 +29,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import Field
 
-from arag_graph.evaluators.answers import _golds
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
-from arag_graph.evaluators.judge import _refuse_offline, data_block, question_of, structured_reply
-from arag_graph.evaluators.retrieval import _ids
-from arag_graph.structured import ModelFacing
+from arag_graph.evaluators.fields import chunk_ids, golds_of, question_of
+from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
     "PassageRelevance",
@@ -119,13 +118,13 @@ def _score(
     ranked = ranked_chunks(outputs)
     if not ranked:
         return {"key": "context_precision", "score": None, "comment": "unavailable: the run retrieved nothing"}
-    gold = set(_ids((reference_outputs or {}).get("gold_chunk_ids")))
+    gold = set(chunk_ids((reference_outputs or {}).get("gold_chunk_ids")))
     if gold:
         relevance = [chunk_id in gold for chunk_id in ranked]
         comment = f"{sum(relevance)} of {len(ranked)} ranked chunks are gold"
     elif judge is not None and chunks is not None:
         question = question_of(inputs, outputs, reference_outputs)
-        judged, comment = _judged_relevance(judge, question, _golds(reference_outputs), ranked, chunks)
+        judged, comment = _judged_relevance(judge, question, golds_of(reference_outputs), ranked, chunks)
         if judged is None:
             return {"key": "context_precision", "score": None, "comment": comment}
         relevance = judged
@@ -151,7 +150,7 @@ def make_context_precision_evaluator(
     if judge is None or chunks is None:
         return context_precision_evaluator
 
-    _refuse_offline(judge)
+    refuse_offline(judge)
 
     def judged(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None

@@ -42,6 +42,8 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from arag_graph.evaluators.fields import chunk_ids
+
 __all__ = [
     "FAILURE_MODES",
     "failure_counts",
@@ -62,12 +64,6 @@ FAILURE_MODES: dict[str, str] = {
     "unscored": "unscored",
 }
 """Mode keys in classification order, with the label tables use."""
-
-
-def _ids(value: Any) -> set[str]:
-    if not isinstance(value, (list, tuple)):
-        return set()
-    return {str(item) for item in value if item is not None and str(item) != ""}
 
 
 def _number(value: Any) -> float | None:
@@ -92,12 +88,12 @@ def failure_details(record: Mapping[str, Any]) -> dict[str, Any]:
     correct, scored_by = (judged, "llm_acc") if judged is not None else (contained, "contain_acc")
     if correct is None:
         scored_by = None
-    gold = _ids(record.get("gold_chunk_ids"))
-    read = _ids(prediction.get("read_chunks"))
-    surfaced = read | _ids(prediction.get("retrieved_chunks"))
+    gold = set(chunk_ids(record.get("gold_chunk_ids")))
+    read = set(chunk_ids(prediction.get("read_chunks")))
+    surfaced = read | set(chunk_ids(prediction.get("retrieved_chunks")))
     for step in prediction.get("trajectory") or []:
         if isinstance(step, Mapping):
-            surfaced |= _ids(step.get("chunk_ids"))
+            surfaced |= set(chunk_ids(step.get("chunk_ids")))
     steps = int(_number(prediction.get("steps")) or 0)
     cap = _step_cap(record)
     chain_steps = _longest_chain(prediction.get("trajectory") or [], steps)

@@ -28,10 +28,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import Field
 
-from arag_graph.evaluators.answers import _prediction
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
-from arag_graph.evaluators.judge import _refuse_offline, data_block, question_of, structured_reply
-from arag_graph.structured import ModelFacing
+from arag_graph.evaluators.fields import prediction_of, question_of
+from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = ["ClaimVerdicts", "Claims", "make_faithfulness_evaluator"]
 
@@ -113,12 +113,12 @@ def make_faithfulness_evaluator(judge: BaseChatModel, chunks: ChunkSource) -> Ca
 
     ``chunks`` (the index) supplies the texts of the chunks the run retrieved.
     """
-    _refuse_offline(judge)
+    refuse_offline(judge)
 
     def faithfulness_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        answer, missing = _prediction(outputs)
+        answer, missing = prediction_of(outputs)
         if not any(char.isalnum() for char in answer):
             return {"key": "faithfulness", "score": None, "comment": missing or "unavailable: empty answer"}
         passages, shown = passages_block(ranked_chunks(outputs), chunks)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arag_graph.errors import AragError
+from arag_graph.core.errors import AragError
 
 __all__ = ["GRIDS", "GridRow", "grid_markdown", "grid_rows", "grid_table", "write_grid"]
 
@@ -219,7 +219,7 @@ def write_grid(
     """Write ``aragog.json`` (the table's entries) and ``aragog.md`` for grid ``name``; returns both paths."""
     from pathlib import Path
 
-    from arag_graph.jsonl import dumps, replace_file
+    from arag_graph.core.jsonl import dumps, replace_file
 
     grid = grid_rows(name)
     table = grid_table(grid, rows, {k: v for k, v in fixed.items() if k in _naive_fields()})

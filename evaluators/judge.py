@@ -40,10 +40,10 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, ValidationError
 
-from arag_graph.errors import ModelSpecError
-from arag_graph.evaluators.answers import _golds, _prediction
-from arag_graph.structured import ModelFacing
-from arag_graph.tracing import local_tracing_guard
+from arag_graph.core.errors import ModelSpecError
+from arag_graph.core.tracing import local_tracing_guard
+from arag_graph.evaluators.fields import golds_of, prediction_of, question_of
+from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
@@ -53,7 +53,6 @@ __all__ = [
     "judge_verdict",
     "local_tracing_guard",
     "make_llm_acc_evaluator",
-    "question_of",
     "resolve_judge",
     "structured_reply",
 ]
@@ -172,7 +171,7 @@ def _verdict_of(result: Any, schema: type[T]) -> tuple[T | None, str | None]:
 
 def _run(runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[T]) -> tuple[T | None, str | None]:
     """Ask for a verdict; retry once on an invalid reply or an error; else (None, why)."""
-    from arag_graph.safety import describe_model_error
+    from arag_graph.core.safety import describe_model_error
 
     problem: str | None = None
     for _attempt in range(2):
@@ -196,22 +195,13 @@ def structured_reply(
     For the other judged metrics (Context Precision without gold ids, Faithfulness, Answer
     Relevance). Returns ``(None, why)`` when no valid reply came; the offline policy is refused.
     """
-    _refuse_offline(judge_model)
+    refuse_offline(judge_model)
     return _run(judge_model.with_structured_output(schema, include_raw=True), messages, schema)
 
 
 def data_block(name: str, text: str) -> str:
     """``text`` as the data element ``name``, escaped so that nothing inside can close it early."""
     return f"<{name}>\n{_escape(text)}\n</{name}>"
-
-
-def question_of(*sources: dict[str, Any] | None) -> str:
-    """The question a run answered: the first non-empty ``question`` of ``sources`` (inputs first)."""
-    for source in sources:
-        value = (source or {}).get("question")
-        if isinstance(value, str) and value.strip():
-            return value
-    return ""
 
 
 def _has_content(prediction: str) -> bool:
@@ -225,7 +215,7 @@ def judge_verdict(
 
     An empty prediction is incorrect without a call.
     """
-    _refuse_offline(judge_model)
+    refuse_offline(judge_model)
     if not _has_content(prediction or ""):
         return JudgeVerdict(reason="empty prediction", correct=False), None
     return _run(_structured(judge_model), judge_prompt(question, gold_answers, prediction), JudgeVerdict)
@@ -239,14 +229,14 @@ def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str
     grades against the gold answers alone. Score 1.0 or 0.0, or ``None`` with a comment when the
     judge gave no valid verdict after one retry.
     """
-    _refuse_offline(judge_model)
+    refuse_offline(judge_model)
     runnable = _structured(judge_model)
 
     def llm_acc_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        prediction, missing = _prediction(outputs)
-        golds = _golds(reference_outputs)
+        prediction, missing = prediction_of(outputs)
+        golds = golds_of(reference_outputs)
         if not _has_content(prediction):
             return {"key": "llm_acc", "score": 0.0, "comment": missing or "empty prediction: incorrect without a call"}
         question = question_of(inputs, outputs, reference_outputs)
@@ -270,10 +260,10 @@ _OFFLINE_REFUSED = (
 )
 
 
-def _refuse_offline(model: Any) -> None:
+def refuse_offline(model: Any) -> None:
     # Checked through sys.modules so this module does not import the offline policy (slow) just to
     # refuse it: an OfflinePolicy instance can only exist once its module is loaded.
-    offline = sys.modules.get("arag_graph.offline")
+    offline = sys.modules.get("arag_graph.llm.offline")
     if offline is not None and isinstance(model, offline.OfflinePolicy):
         raise ModelSpecError(_OFFLINE_REFUSED)
 
@@ -290,15 +280,15 @@ def resolve_judge(
     A spec is an OpenAI-compatible model name, as for ``--model``; the key is ``ARAG_JUDGE_API_KEY``
     if set, else the model's (``ARAG_API_KEY``/``OPENAI_API_KEY``); ``base_url`` (``--base-url``) is
     used for a local server; ``timeout`` and ``max_retries`` bound its requests as the model's are
-    (:func:`arag_graph.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
+    (:func:`arag_graph.llm.models.request_limits`). Raises :class:`ModelSpecError` with one line naming
     ``--judge`` for ``offline``, an unreadable spec or missing credentials, before any question runs.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         return None
     if isinstance(spec, BaseChatModel):
-        _refuse_offline(spec)
+        refuse_offline(spec)
         return spec
-    from arag_graph.models import OFFLINE, api_key_from_env, resolve_chat_model
+    from arag_graph.llm.models import OFFLINE, api_key_from_env, resolve_chat_model
 
     spec = spec.strip()
     if spec.lower() == OFFLINE:

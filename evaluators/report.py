@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arag_graph.datasets import hop_count
+from arag_graph.core.jsonl import dumps, replace_file
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
-from arag_graph.jsonl import dumps, replace_file
+from arag_graph.qa.datasets import hop_count
 
 __all__ = [
     "METRICS",

@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arag_graph.errors import AragError
+from arag_graph.core.errors import AragError
+from arag_graph.evaluators.fields import chunk_ids
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -66,13 +67,6 @@ Prices = Mapping[str, Sequence[float]]
 # --- evidence --------------------------------------------------------------------------------------
 
 
-def _ids(value: Any) -> list[str]:
-    """Distinct chunk IDs as strings, in order; tolerant of None and of numeric IDs from JSON."""
-    if value is None or isinstance(value, (str, bytes)):
-        return [value] if isinstance(value, str) and value else []
-    return list(dict.fromkeys(str(item) for item in value if item is not None and str(item) != ""))
-
-
 def evidence_scores(
     gold_chunk_ids: Iterable[Any], read_chunks: Iterable[Any] = (), retrieved_chunks: Iterable[Any] = ()
 ) -> dict[str, float | None]:
@@ -81,9 +75,9 @@ def evidence_scores(
     >>> evidence_scores(["1", "2"], read_chunks=["2", "7"], retrieved_chunks=["1", "2", "7", "9"])
     {'evidence_recall': 1.0, 'read_recall': 0.5, 'evidence_precision': 0.5}
     """
-    gold = set(_ids(gold_chunk_ids))
-    read = set(_ids(read_chunks))
-    seen = read | set(_ids(retrieved_chunks))
+    gold = set(chunk_ids(gold_chunk_ids))
+    read = set(chunk_ids(read_chunks))
+    seen = read | set(chunk_ids(retrieved_chunks))
     if not gold:
         return {"evidence_recall": None, "read_recall": None, "evidence_precision": None}
     return {
@@ -100,7 +94,7 @@ def _evidence(outputs: Mapping[str, Any] | None, reference_outputs: Mapping[str,
     )
     comment = None
     if scores[key] is None:
-        if not _ids(reference.get("gold_chunk_ids")):
+        if not chunk_ids(reference.get("gold_chunk_ids")):
             comment = "unavailable: the question has no gold supporting chunk ids"
         else:
             comment = "unavailable: the run read no chunk in full, so precision is undefined"

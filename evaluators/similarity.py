@@ -11,7 +11,7 @@ Decisions:
   natural text, and casing or punctuation carries little weight in them anyway.
 * With several gold aliases the best cosine counts, as for the other answer metrics.
 * ``embed_query`` is used rather than ``embed_documents``: the same gold answers come back once per
-  graph and setting, and :class:`arag_graph.embeddings.SentenceEncoder` caches query embeddings.
+  graph and setting, and :class:`arag_graph.index.embeddings.SentenceEncoder` caches query embeddings.
 * An empty prediction scores 0.0 without being embedded (an empty string still has an embedding,
   often close to short answers). A zero vector also scores 0.0 instead of dividing by zero.
 * The raw cosine is reported, in [-1, 1]; normalised sentence encoders rarely go below 0.
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.evaluators.answers import _golds, _prediction
+from arag_graph.evaluators.fields import golds_of, prediction_of
 
 __all__ = ["answer_similarity", "cosine", "make_answer_similarity_evaluator"]
 
@@ -59,8 +59,8 @@ def make_answer_similarity_evaluator(embeddings: Embeddings) -> Callable[..., di
     """A LangSmith evaluator for :func:`answer_similarity`, feedback key ``answer_similarity``."""
 
     def answer_similarity_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
-        prediction, comment = _prediction(outputs)
-        score = answer_similarity(prediction, _golds(reference_outputs), embeddings)
+        prediction, comment = prediction_of(outputs)
+        score = answer_similarity(prediction, golds_of(reference_outputs), embeddings)
         return {"key": "answer_similarity", "score": score, "comment": comment}
 
     return answer_similarity_evaluator

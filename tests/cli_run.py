@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arag_graph.cli import main
+from arag_graph.cli.main import main
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

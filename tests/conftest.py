@@ -27,14 +27,13 @@ for _secret in ("OPENAI_API_KEY", "ARAG_API_KEY", "LANGSMITH_API_KEY", "LANGCHAI
     os.environ.pop(_secret, None)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA = REPO / "data"  # the public QA data the tests use, committed with its source and licence
 
 
-def shared_file(relative: str) -> Path:
-    """A file of ../shared/data, or skip the test when the shared data is not there."""
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(f"no shared data at {path} (set ARAG_SHARED_DATA)")
+def data_file(relative: str) -> Path:
+    """A file of the repository's ``data/`` folder (it is committed, so it is always there)."""
+    path = DATA / relative
+    assert path.is_file(), f"{path} is missing from the repository's data/ folder"
     return path
 
 
@@ -66,7 +65,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def sample_index(_isolated_cache: Path):
     """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache."""
-    from arag_graph.sample import ensure_sample_index
+    from arag_graph.qa.sample import ensure_sample_index
 
     return ensure_sample_index(progress=False)
 
@@ -77,8 +76,8 @@ HOTPOT_SLICE_QUESTIONS = 12
 @pytest.fixture(scope="session")
 def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Corpus and questions files for the first questions of HotpotQA-100 and their passages."""
-    questions = json.loads(shared_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
-    corpus = json.loads(shared_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
+    questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
+    corpus = json.loads(data_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
     picked = questions[:HOTPOT_SLICE_QUESTIONS]
     titles = {title for q in picked for title, _ in q["context"]}
     out = tmp_path_factory.mktemp("hotpot-slice")
@@ -92,7 +91,7 @@ def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
     """A real index of the HotpotQA slice (about 120 passages)."""
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
 
     return build_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index", progress=False)
 
@@ -128,11 +127,8 @@ def langsmith_recorder() -> Iterator[LangSmithRecorder]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Skips are visible and rare: under CI a test that skips for a missing tool or privilege fails.
-
-# Reasons a test may still skip under CI=true. Only the shared data sets (../shared/data): another
-# change commits the data the tests need into the repository, after which this tuple empties.
-SKIPS_ALLOWED_UNDER_CI = ("no shared data at", "shared HotpotQA data not found", "shared HotpotQA corpus not found")
+# Skips are visible and rare: under CI every skip fails (the data sets are in data/, so a skip can only
+# be a missing tool or privilege, which scripts/setup or the CI image must provide).
 
 
 def running_under_ci() -> bool:
@@ -155,8 +151,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     if not report.skipped or hasattr(report, "wasxfail") or not running_under_ci():
         return
-    reason = skip_reason(report)
-    if any(allowed in reason for allowed in SKIPS_ALLOWED_UNDER_CI):
-        return
     report.outcome = "failed"
-    report.longrepr = f"skipped under CI=true, where every test must run: {reason} (install it: scripts/setup)"
+    report.longrepr = (
+        f"skipped under CI=true, where every test must run: {skip_reason(report)} (install it: scripts/setup)"
+    )

@@ -74,7 +74,7 @@ def read_only_bind(path: Path) -> list[str]:
 # each one's exit code, stdout and stderr. Commands come as a JSON list in sys.argv[1].
 CLI_SCRIPT = f"""
 import contextlib, io, json, sys
-from arag_graph.cli import main
+from arag_graph.cli.main import main
 results = []
 for argv in json.loads(sys.argv[1]):
     out, err = io.StringIO(), io.StringIO()

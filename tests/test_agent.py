@@ -14,10 +14,10 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from arag_graph.agent import build_arag_graph, build_arag_naive_graph
-from arag_graph.errors import AragError
-from arag_graph.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
-from arag_graph.tokens import count_tokens
+from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.core.errors import AragError
+from arag_graph.core.tokens import count_tokens
+from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, forever, scripted, tool_call
 from tests.stubs.openai_server import OpenAIStubServer, text
 from tests.stubs.openai_server import tool_call as stub_tool_call
@@ -369,8 +369,8 @@ def test_system_prompt_override_replaces_the_built_in_one_in_every_request(sampl
 @pytest.fixture(scope="module")
 def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A one-passage index (real encoder) with a word the sample does not have."""
-    from arag_graph.documents import Document
-    from arag_graph.index import build_index
+    from arag_graph.core.documents import Document
+    from arag_graph.index.build import build_index
 
     passage = Document(
         "The Quillfeather Lighthouse stands on the island of Varnholm. It was built in 1871 by Edda Morrow.",
@@ -422,7 +422,7 @@ def test_reasoning_effort_reaches_agent_and_synthesis_requests(
 ) -> None:
     """A model spec string resolved by the graph itself (ChatOpenAI over HTTP): the configured effort
     is in the body of the tool-calling request and of the forced synthesis; without it, neither has one."""
-    from arag_graph import models
+    from arag_graph.llm import models
 
     monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
     graph = build_arag_graph(sample_index, "gpt-4o-mini")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from arag_graph.evaluators.grid import ARAGOG
-from arag_graph.index import load_index
+from arag_graph.index.load import load_index
+from arag_graph.llm.summarize import summary_writer
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 
@@ -84,11 +85,11 @@ def test_a_given_index_with_headers_fails_the_grid_before_any_work(
     hotpot_slice: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its base rows would run on headed sentences, so "+ CCH" would compare headers with themselves."""
-    from arag_graph.corpus import load_corpus
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
+    from arag_graph.index.corpus import load_corpus
 
     documents = load_corpus(hotpot_slice[0])[:3]
-    headed = build_index(documents, tmp_path / "headed", summaries="offline", progress=False)
+    headed = build_index(documents, tmp_path / "headed", summaries=summary_writer("offline"), progress=False)
     assert headed.manifest.contextual_headers  # the default
     out = tmp_path / "grid"
     argv = ["eval", "--dataset", str(hotpot_slice[1]), "--model", "offline", "--grid", "aragog", "--limit", "1"]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from arag_graph.documents import Chunk
-from arag_graph.errors import ModelSpecError
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import ModelSpecError
 from arag_graph.evaluators import (
     context_precision,
     context_precision_evaluator,
@@ -26,7 +26,7 @@ from arag_graph.evaluators import (
     make_faithfulness_evaluator,
 )
 from arag_graph.evaluators.context import ranked_chunks
-from arag_graph.evaluators.runner import load_records
+from arag_graph.evaluators.predictions import load_records
 from tests.cli_run import run_cli
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call
@@ -238,7 +238,7 @@ def test_faithfulness_unavailable_cases() -> None:
 
 
 def test_the_offline_policy_is_refused_as_the_judge_of_every_judged_metric(sample_index: Any) -> None:
-    from arag_graph.offline import OfflinePolicy
+    from arag_graph.llm.offline import OfflinePolicy
 
     policy = OfflinePolicy(index=sample_index)
     with pytest.raises(ModelSpecError, match="offline is refused"):
@@ -317,8 +317,8 @@ def test_eval_with_a_judge_behind_an_openai_compatible_server_reports_every_arag
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from arag_graph import models
     from arag_graph.evaluators.similarity import cosine
+    from arag_graph.llm import models
 
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)

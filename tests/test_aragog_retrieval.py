@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.automerge import merge_leaves
+from arag_graph.core.tokens import count_tokens
 from arag_graph.registry import build_graph, config_for
-from arag_graph.retrievers import retrieve_passages
-from arag_graph.tokens import count_tokens
+from arag_graph.retrieval.automerge import merge_leaves
+from arag_graph.retrieval.retrievers import retrieve_passages
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,7 @@ def test_amr_on_hotpotqa_merges_sentences_into_passages(hotpot_index: Any, hotpo
 
 
 def test_merge_threshold_is_bounded_as_in_aragog() -> None:
-    from arag_graph.errors import AragError
+    from arag_graph.core.errors import AragError
 
     for bad in (0.2, 0.8):
         with pytest.raises(AragError, match="merge_threshold"):

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.automerge import merge_leaves
-from arag_graph.documents import Chunk
-from arag_graph.hierarchy import document_groups
-from arag_graph.retrievers import auto_merge
+from arag_graph.core.documents import Chunk
+from arag_graph.index.hierarchy import document_groups
+from arag_graph.retrieval.automerge import merge_leaves
+from arag_graph.retrieval.retrievers import auto_merge
 
 
 def _chunk(chunk_id: str, n: int, title: str) -> Chunk:

@@ -25,11 +25,14 @@ from typing import Any
 import httpx
 import pytest
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.errors import AragError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
-from arag_graph.sample import sample_corpus_path, sample_questions_path
-from arag_graph.vectorstore import CHROMA_URL_ENV, valid_collection_name
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.chroma import CHROMA_URL_ENV, valid_collection_name
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.qa.sample import sample_corpus_path, sample_questions_path
 from tests.cli_run import run_cli
 from tests.fakes import NamedFakeEmbeddings
 
@@ -235,7 +238,7 @@ def test_cli_search_against_the_server(
 def test_rebuild_swaps_collections_only_when_complete(
     chroma_server: ChromaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import arag_graph.index as index_module
+    import arag_graph.index.build as index_module
 
     out = tmp_path / "idx"
     url = chroma_server.url

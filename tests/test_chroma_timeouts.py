@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.documents import Document
-from arag_graph.embeddings import DEFAULT_MODEL_ID
-from arag_graph.errors import AragError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, build_index, load_index
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import itertools
-import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arag_graph.chunking import MIN_CHUNK_SIZE, chunk_documents
-from arag_graph.corpus import load_corpus
-from arag_graph.documents import Chunk, Document
-from arag_graph.errors import CorpusError
-from arag_graph.sentences import sentence_spans
-from arag_graph.tokens import count_tokens
-
-SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from arag_graph.core.chunking import MIN_CHUNK_SIZE, chunk_documents
+from arag_graph.core.documents import Chunk, Document
+from arag_graph.core.errors import CorpusError
+from arag_graph.core.sentences import sentence_spans
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.corpus import load_corpus
+from tests.conftest import data_file
 
 SENTENCES = [f"Sentence number {n} talks about the history of town {n} in some detail." for n in range(60)]
 LONG_TEXT = " ".join(SENTENCES)
@@ -217,18 +214,11 @@ def test_any_documents_chunk_within_limit_without_loss(texts: list[str], size: i
     assert "".join("".join(c.text.split()) for c in chunks) == "".join("".join(t.split()) for t in texts)
 
 
-# --- the shared corpora --------------------------------------------------------------------------
-
-
-def shared(relative: str) -> Path:
-    path = SHARED / relative
-    if not path.is_file():
-        pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
-    return path
+# --- the public corpora in data/ --------------------------------------------------------------------------
 
 
 def test_hotpotqa_corpus_chunks_one_per_passage() -> None:
-    docs = load_corpus(shared("hotpotqa-100/corpus.json"))
+    docs = load_corpus(data_file("hotpotqa-100/corpus.json"))
     chunks = chunk_documents(docs)
     assert len(chunks) == 994
     assert [c.id for c in chunks] == [str(n) for n in range(994)]
@@ -240,7 +230,7 @@ def test_hotpotqa_corpus_chunks_one_per_passage() -> None:
 
 @pytest.mark.parametrize("chunk_size", [1000, 64])
 def test_2wiki_corpus_sentences_are_substrings_of_chunks(chunk_size: int) -> None:
-    docs = load_corpus(shared("2wiki-corpus/corpus.json"))
+    docs = load_corpus(data_file("2wiki-corpus/corpus.json"))
     chunks = chunk_documents(docs, chunk_size=chunk_size)
     assert len(chunks) >= len(docs) == 6119
     # Walk the chunks in order against their documents: each chunk's text is the next stretch of

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index import HierarchicalIndex, load_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.fakes import sentinel_key
@@ -241,7 +242,7 @@ def test_usage_errors_are_one_line_too(argv: list[str], capsys: pytest.CaptureFi
 def _arag(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "arag_graph.cli", *args],
+        [sys.executable, "-m", "arag_graph.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,

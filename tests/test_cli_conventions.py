@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.corpus import CORPUS_FORMATS
-from arag_graph.datasets import QUESTION_FORMATS
-from arag_graph.embeddings import ENCODERS
-from arag_graph.index import HierarchicalIndex
+from arag_graph.index.corpus import CORPUS_FORMATS
+from arag_graph.index.embeddings import ENCODERS
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.qa.datasets import QUESTION_FORMATS
 from arag_graph.registry import graph_names
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run

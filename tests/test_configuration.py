@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from arag_graph.configuration import (
+from arag_graph.core.errors import AragError
+from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.configuration import (
     TOP_K_MAX,
     AragContext,
     ContextError,
@@ -18,9 +20,7 @@ from arag_graph.configuration import (
     NaiveRagContext,
     SragContext,
 )
-from arag_graph.errors import AragError
-from arag_graph.policy import RunRefused, ServingPolicy
-from arag_graph.registry import GRAPHS, config_for
+from arag_graph.run.policy import RunRefused, ServingPolicy
 
 
 def test_text_values_from_forms_are_coerced() -> None:
@@ -152,7 +152,7 @@ def test_every_endpoint_refusal_says_what_is_allowed_and_who_sets_it(
     that are one endpoint, and the default endpoint from OPENAI_BASE_URL."""
     from types import SimpleNamespace
 
-    from arag_graph.policy import normalize_url
+    from arag_graph.run.policy import normalize_url
 
     with pytest.raises(RunRefused) as err:
         normalize_url("ftp://files.example/v1")

@@ -15,19 +15,19 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
-from arag_graph.backbone import ChatBackbone
-from arag_graph.corag import (
+from arag_graph.corag.graph import (
     build_corag_graph,
     context_passages,
     query_similarity,
     rank_passages,
     repeated_query,
 )
-from arag_graph.datasets import Question
-from arag_graph.errors import AragError
-from arag_graph.rejection_sampling import progress_path, rejection_sample
-from arag_graph.retrievers import Passage, retrieve
-from arag_graph.tokens import count_tokens
+from arag_graph.corag.rejection_sampling import progress_path, rejection_sample
+from arag_graph.core.errors import AragError
+from arag_graph.core.tokens import count_tokens
+from arag_graph.llm.backbone import ChatBackbone
+from arag_graph.qa.datasets import Question
+from arag_graph.retrieval.retrievers import Passage, retrieve
 from tests.scripted import (
     FailingChatModel,
     ScriptedChatModel,
@@ -188,7 +188,7 @@ def test_context_cap_keeps_the_best_that_fit() -> None:
 
 def test_by_default_the_answer_sees_the_whole_union() -> None:
     """CoRAG answers from the union of the chain's chunks: no cap unless one is configured."""
-    from arag_graph.configuration import CoragContext
+    from arag_graph.run.configuration import CoragContext
 
     found = [_found(str(i), "word " * 1000) for i in range(15)]  # S=3 x top_k=5 chunks of 1,000 tokens
     chain = [{"chunk_ids": [str(i) for i in range(15)]}]
@@ -209,8 +209,8 @@ def test_prompts_are_free_text_written_for_a_model() -> None:
 
 
 def test_the_offline_policy_answers_typed_requests_never_prompts() -> None:
-    from arag_graph.offline import OfflineBackbone, OfflinePolicy
-    from arag_graph.structured import Sufficiency
+    from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
+    from arag_graph.llm.structured import Sufficiency
 
     question = "Were Scott Derrickson and Ed Wood of the same nationality?"
     found = [Passage("1", "Ed Wood", "Ed Wood was an American filmmaker.\n\nHe was born in 1924.", 1.0)]

@@ -21,13 +21,13 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler, UsageMetadataCallbackHandler
 from langchain_openai import ChatOpenAI
 
-from arag_graph.configuration import ContextError, CoragContext
-from arag_graph.corag import build_corag_graph, chain_penalty, step_penalty
-from arag_graph.offline import bridge_names, offline_reformulation, offline_sub_answer
+from arag_graph.corag.graph import build_corag_graph, chain_penalty, step_penalty
+from arag_graph.core.sentences import split_sentences
+from arag_graph.llm.offline import bridge_names, offline_reformulation, offline_sub_answer
+from arag_graph.llm.structured import NO_RELEVANT_INFORMATION, SubAnswer
 from arag_graph.registry import build_graph, config_for
-from arag_graph.retrievers import Passage
-from arag_graph.sentences import split_sentences
-from arag_graph.structured import NO_RELEVANT_INFORMATION, SubAnswer
+from arag_graph.retrieval.retrievers import Passage
+from arag_graph.run.configuration import ContextError, CoragContext
 from tests import test_model_faults as faults
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, requested_schema
@@ -485,7 +485,7 @@ def test_sampled_chains_of_a_reasoning_model_say_they_were_not_sampled(
 def test_arag_eval_runs_a_decoding_strategy_offline(
     hotpot_index: Any, hotpot_slice: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from arag_graph.cli import main
+    from arag_graph.cli.main import main
 
     out_dir = tmp_path / "run"
     argv = [

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from arag_graph.corpus import CORPUS_FORMATS, detect_format, load_corpus
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, CorpusError
-
-SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, CorpusError
+from arag_graph.index.corpus import CORPUS_FORMATS, detect_format, load_corpus
+from tests.conftest import data_file
 
 
 def write(path: Path, content: str | bytes | Any) -> Path:
@@ -285,18 +283,11 @@ def test_corpus_error_is_an_arag_error() -> None:
     assert issubclass(CorpusError, AragError)
 
 
-# --- the shared corpora --------------------------------------------------------------------------
-
-
-def shared(relative: str) -> Path:
-    path = SHARED / relative
-    if not path.is_file():
-        pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
-    return path
+# --- the public corpora in data/ --------------------------------------------------------------------------
 
 
 def test_load_hotpotqa_corpus() -> None:
-    path = shared("hotpotqa-100/corpus.json")
+    path = data_file("hotpotqa-100/corpus.json")
     docs = load_corpus(path)
     assert detect_format(path) == "hipporag"
     assert len(docs) == 994
@@ -306,7 +297,7 @@ def test_load_hotpotqa_corpus() -> None:
 
 
 def test_load_2wiki_corpus() -> None:
-    path = shared("2wiki-corpus/corpus.json")
+    path = data_file("2wiki-corpus/corpus.json")
     docs = load_corpus(path)
     assert detect_format(path) == "hipporag"
     assert len(docs) == 6119

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import unicodedata
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from arag_graph.datasets import (
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.qa.datasets import (
     QUESTION_FORMATS,
     Question,
     gold_chunk_ids,
@@ -21,11 +22,9 @@ from arag_graph.datasets import (
     missing_support,
     passage_maps,
 )
-from arag_graph.documents import Chunk
-from arag_graph.errors import AragError, DatasetError
+from tests.conftest import DATA
 
-SHARED_DATA = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-HOTPOT = SHARED_DATA / "hotpotqa-100"
+HOTPOT = DATA / "hotpotqa-100"
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -43,15 +42,11 @@ def write_jsonl(path: Path, records: list[Any]) -> Path:
 
 @pytest.fixture(scope="module")
 def hotpot_questions() -> list[Question]:
-    if not (HOTPOT / "questions.json").is_file():
-        pytest.skip(f"shared HotpotQA data not found at {HOTPOT}")
     return load_questions(HOTPOT / "questions.json")
 
 
 @pytest.fixture(scope="module")
 def hotpot_corpus() -> dict[str, list[str]]:
-    if not (HOTPOT / "corpus.json").is_file():
-        pytest.skip(f"shared HotpotQA corpus not found at {HOTPOT}")
     return json.loads((HOTPOT / "corpus.json").read_text(encoding="utf-8"))
 
 
@@ -479,6 +474,6 @@ def test_musique_paragraphs_sharing_a_title_count_only_the_supporting_one(tmp_pa
      ("hop", None), ("", None), (None, None)],
 )  # fmt: skip
 def test_hop_count(question_type: str | None, hops: int | None) -> None:
-    from arag_graph.datasets import hop_count
+    from arag_graph.qa.datasets import hop_count
 
     assert hop_count(question_type) == hops

@@ -181,7 +181,7 @@ DOCKERIGNORE_DROPS = [
     ".git/HEAD",
     ".env",
     ".langgraph_api/store.pckl",
-    "build/lib/arag_graph/index.py",
+    "build/lib/arag_graph/index/hierarchical.py",
     "arag_graph.egg-info/PKG-INFO",
     "arag_graph/__pycache__/index.cpython-311.pyc",
     "tests/test_index.py",

@@ -4,7 +4,7 @@
   hand-built ``ToolNode`` graph, with a checkpointer and several threads: each thread has its own
   read-chunk set, and a chunk read earlier in a thread is "already read" later in that thread;
 - the compiled ``arag`` graph inside a parent ``StateGraph`` that has its own state and its own
-  context schema: added directly as a node, and through :func:`arag_graph.subgraph.as_node`, whose
+  context schema: added directly as a node, and through :func:`arag_graph.run.subgraph.as_node`, whose
   outputs never collide with the parent's keys and whose failures surface.
 """
 
@@ -24,10 +24,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.index import HierarchicalIndex
-from arag_graph.subgraph import SubgraphRunError, as_node
-from arag_graph.tools import create_retrieval_tools
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.agent.tools import create_retrieval_tools
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.run.subgraph import SubgraphRunError, as_node
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, tool_call
 
 CHUNK = "46"

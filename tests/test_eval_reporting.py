@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from arag_graph.evaluators.failures import failure_mode
-from arag_graph.evaluators.runner import load_records
+from arag_graph.evaluators.predictions import load_records
 from tests.cli_run import run_cli
 
 pytestmark = pytest.mark.integration

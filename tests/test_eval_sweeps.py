@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.index import HierarchicalIndex
+from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 

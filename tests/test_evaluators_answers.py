@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from arag_graph.errors import DatasetError
+from arag_graph.core.errors import DatasetError
 from arag_graph.evaluators import (
     ANSWER_EVALUATORS,
     answer_scores,

@@ -16,7 +16,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from arag_graph.errors import AragError, DatasetError
+from arag_graph.core.errors import AragError, DatasetError
 from arag_graph.evaluators import (
     answer_similarity,
     cost_usd,
@@ -345,7 +345,7 @@ class Chunks:
         self.texts = texts
 
     def get_chunk(self, chunk_id: str) -> Any:
-        from arag_graph.documents import Chunk
+        from arag_graph.core.documents import Chunk
 
         text = self.texts.get(chunk_id)
         return None if text is None else Chunk(id=chunk_id, text=text, title=None)

@@ -12,7 +12,8 @@ from typing import Any
 
 from arag_graph.evaluators.answers import contain_acc_evaluator, f1_evaluator
 from arag_graph.evaluators.retrieval import make_usage_evaluator
-from arag_graph.evaluators.runner import feedback_evaluators, score
+from arag_graph.evaluators.scoring import score
+from arag_graph.evaluators.upload import feedback_evaluators
 
 PREDICTION = {"answer": "It is Paris.", "usage": {"input_tokens": 100, "output_tokens": 10}}
 REFERENCE = {"answers": ["Paris"], "gold_chunk_ids": []}

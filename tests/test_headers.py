@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.corpus import load_corpus
-from arag_graph.documents import Chunk, Document
-from arag_graph.errors import AragError
-from arag_graph.index import HEADER_MAX_CHARS, build_index, load_index, sentence_headers, sentence_inputs
-from arag_graph.retrievers import bm25_search
+from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, Document
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.load import load_index
+from arag_graph.index.text import sentence_headers, sentence_inputs
+from arag_graph.retrieval.retrievers import bm25_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings
 
@@ -43,7 +45,7 @@ def embedded(chunks: list[Chunk], limit: int = HEADER_MAX_CHARS) -> dict[str, st
 
 
 def test_markdown_sentences_get_title_and_section_headers(tmp_path: Path) -> None:
-    from arag_graph.chunking import chunk_documents
+    from arag_graph.core.chunking import chunk_documents
 
     chunks = chunk_documents(load_corpus(md_corpus(tmp_path)))
     texts = embedded(chunks)

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.documents import Document
-from arag_graph.index import HierarchicalIndex, build_index
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.core.documents import Document
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, config_for, graph_names
 from tests.fakes import WordHashEmbeddings
 from tests.reliability import record
@@ -136,7 +137,7 @@ def _stub_obedient(ids: Sequence[str]) -> Any:
 def test_an_obedient_model_over_the_wire_is_offered_the_same_three_tools(
     hostile_index: HierarchicalIndex, openai_server: OpenAIStubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph import models
+    from arag_graph.llm import models
 
     monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
     models._chat_openai.cache_clear()

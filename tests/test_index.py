@@ -20,18 +20,13 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.index import (
-    BUILDS,
-    CURRENT,
-    FORMAT_VERSION,
-    MANIFEST,
-    HierarchicalIndex,
-    build_index,
-    corpus_hash,
-    load_index,
-)
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import FORMAT_VERSION, corpus_hash
 from tests.fakes import NamedFakeEmbeddings, WordHashEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -395,7 +390,7 @@ def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
 # "before_switch": as it is about to point CURRENT at the finished build; "after_switch": right after.
 _BUILD_SCRIPT = """
 import os, signal, sys
-from arag_graph.index import build_index
+from arag_graph.index.build import build_index
 from tests.fakes import NamedFakeEmbeddings
 
 where = sys.argv[3]
@@ -486,7 +481,7 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
     import torch
 
-    from arag_graph.embeddings import SentenceEncoder, default_embeddings
+    from arag_graph.index.embeddings import SentenceEncoder, default_embeddings
 
     encoder = default_embeddings("torch")
     assert isinstance(encoder, SentenceEncoder)

@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
@@ -260,7 +263,7 @@ def test_a_manifest_cannot_point_the_matrix_outside_its_build(matrix_copy: Path,
 
 def test_verify_finds_a_changed_matrix_row_without_checksums(matrix_copy: Path) -> None:
     """An index without checksums loads (the shape fits); the full check reads every row."""
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     without_checksums(matrix_copy)
     change_matrix_value(matrix_copy)
@@ -312,7 +315,7 @@ PROBE = "The Eiffel Tower is a wrought-iron lattice tower in Paris."
 def test_sentence_records_pointing_at_another_chunk_never_answer(legacy: bool, copy: Path) -> None:
     """The search that would show the wrong chunk fails, and `verify` finds every such record
     (a collection whose records name their chunk in metadata, as builds before row ids wrote)."""
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     if legacy:
         without_checksums(copy)
@@ -336,7 +339,7 @@ def test_sentence_records_pointing_at_another_chunk_never_answer(legacy: bool, c
 def test_row_numbered_records_find_their_chunk_in_the_chunk_store(copy: Path) -> None:
     """Builds with row ids never read a record's chunk from its metadata, so reassigned metadata
     cannot show the wrong chunk; `verify` still finds it."""
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     reassign_records(copy)
     index = load(copy)
@@ -365,7 +368,7 @@ def test_verify_finds_a_changed_sentence_vector(copy: Path) -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     path = build_of(copy) / "chroma"
     client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
@@ -389,7 +392,7 @@ def test_verify_finds_a_changed_sentence_vector(copy: Path) -> None:
 def test_verify_finds_array_damage_without_checksums(
     case: str, damage: Callable[[Path], None], needle: str, copy: Path
 ) -> None:
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     without_checksums(copy)
     damage(copy)
@@ -413,7 +416,7 @@ def test_out_of_range_keyword_occurrences_are_checked_as_they_are_read(copy: Pat
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_verify_passes_a_sound_index(backend: str, pristines: dict[str, Path]) -> None:
-    from arag_graph.index import verify_index
+    from arag_graph.index.load import verify_index
 
     report = verify_index(load(pristines[backend]))
     assert report["sentences"] == load(pristines[backend]).manifest.sentences == 8 and report["checksums"]
@@ -490,7 +493,7 @@ def test_verify_command_reports_a_sound_index(sample_copy_source: Path, capsys: 
 
 def test_a_checksum_covers_every_byte_of_a_multi_mib_file(tmp_path: Path) -> None:
     """A change anywhere in a file changes its checksum: the last byte of 3 MiB, and one past 1 MiB."""
-    from arag_graph.integrity import check_file, file_checksum
+    from arag_graph.index.integrity import check_file, file_checksum
 
     path = tmp_path / "big.bin"
     data = bytes(range(256)) * (3 * 4096)  # 3 MiB

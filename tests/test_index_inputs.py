@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index import HierarchicalIndex
-from arag_graph.tools import TOP_K_MAX, TOP_K_MIN
+from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN
+from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.mounts import REPO, subprocess_env
 from tests.reliability import record
@@ -75,7 +75,7 @@ def _index_in_a_bounded_process(corpus: str, out: Path, env: dict[str, str]) -> 
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     return subprocess.run(
-        [sys.executable, "-m", "arag_graph.cli", "index", corpus, "--out", str(out), "--quiet"],
+        [sys.executable, "-m", "arag_graph.cli.main", "index", corpus, "--out", str(out), "--quiet"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.documents import Document
-from arag_graph.errors import AragError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, build_index, load_index
-from arag_graph.index_layout import RECORD
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError
+from arag_graph.index.build import build_index
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST, RECORD
+from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
@@ -255,7 +256,7 @@ def test_the_package_imports_without_fcntl() -> None:
 
     script = (
         "import sys; sys.modules['fcntl'] = None\n"  # what Windows has: no fcntl module
-        "import arag_graph, arag_graph.index, arag_graph.cli, arag_graph.sample\n"
+        "import arag_graph, arag_graph.index.hierarchical, arag_graph.cli.main, arag_graph.qa.sample\n"
         "from arag_graph import build_index, load_index\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])

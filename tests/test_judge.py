@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from arag_graph.errors import DatasetError, ModelSpecError
+from arag_graph.core.errors import DatasetError, ModelSpecError
 from arag_graph.evaluators.judge import JudgeVerdict, judge_prompt, judge_verdict, make_llm_acc_evaluator, resolve_judge
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call
@@ -260,7 +260,7 @@ def test_offline_judge_is_refused(spec: str, no_credentials: None) -> None:
 
 
 def test_offline_policy_instance_is_refused() -> None:
-    from arag_graph.offline import OfflinePolicy
+    from arag_graph.llm.offline import OfflinePolicy
 
     with pytest.raises(ModelSpecError, match="refused"):
         make_llm_acc_evaluator(OfflinePolicy())

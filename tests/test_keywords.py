@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arag_graph.documents import Chunk
-from arag_graph.errors import AragError, IndexMismatchError, IndexNotFoundError
-from arag_graph.keywords import KeywordHit, KeywordIndex, ignored_keywords, keyword_score
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index.keywords import KeywordHit, KeywordIndex, ignored_keywords, keyword_score
+from tests.conftest import data_file
 
 MODES = ("word", "substring")
 
@@ -282,14 +282,8 @@ def test_long_chunk_uses_wide_positions() -> None:
 # -- equality with brute force ------------------------------------------------------------------
 
 
-def shared_data() -> Path:
-    return Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
-
-def real_texts(n: int = 300) -> list[str] | None:
-    path = shared_data() / "2wiki-corpus" / "corpus.json"
-    if not path.is_file():
-        return None
+def real_texts(n: int = 300) -> list[str]:
+    path = data_file("2wiki-corpus/corpus.json")
     passages = json.loads(path.read_text(encoding="utf-8"))
     return [p["text"] for p in random.Random(7).sample(passages, n)]
 
@@ -343,8 +337,6 @@ CORPORA = {"synthetic": synthetic_texts(), "real": real_texts()}
 def corpus(request: pytest.FixtureRequest) -> tuple[KeywordIndex, list[Chunk], list[str]]:
     name, mode = request.param
     texts = CORPORA[name]
-    if texts is None:
-        pytest.skip(f"no shared data at {shared_data()} (set ARAG_SHARED_DATA)")
     chunks = make_chunks(texts)
     pool = keyword_pool(texts, random.Random(11), 400)
     return KeywordIndex.from_chunks(chunks, match=mode), chunks, pool
@@ -397,7 +389,7 @@ def test_index_survives_save_and_load_on_a_corpus(
 def test_top_positions_match_a_full_sort_on_large_tied_score_sets(seed: int) -> None:
     """The best ``top_k`` of many scores (the sampled bound prunes before the exact partition) equal
     a full sort's, ties in ascending position, whether few or most scores reach the bound."""
-    from arag_graph.keywords import _top
+    from arag_graph.index.keywords import _top
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(400, 60_000))

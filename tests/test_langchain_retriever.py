@@ -13,10 +13,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from arag_graph.errors import AragError
-from arag_graph.index import HierarchicalIndex
-from arag_graph.langchain_retriever import IndexRetriever
-from arag_graph.retrievers import retrieve
+from arag_graph.core.errors import AragError
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm.summarize import summary_writer
+from arag_graph.retrieval.langchain_retriever import IndexRetriever, make_retriever
+from arag_graph.retrieval.retrievers import retrieve
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,7 @@ class TestHybridRetrieverStandard(_Standard):
 def test_documents_are_the_ranked_chunks_with_id_title_and_score(
     sample_index: HierarchicalIndex, search_type: str, retriever: Any
 ) -> None:
-    docs = sample_index.as_retriever(search_type=search_type, k=4).invoke(QUESTION)
+    docs = make_retriever(sample_index, search_type=search_type, k=4).invoke(QUESTION)
     hits = retrieve(sample_index, QUESTION, 4, retriever)
     assert [d.id for d in docs] == [h.chunk_id for h in hits]  # the ranking naive_rag uses for this setting
     assert len(docs) == 4
@@ -85,9 +86,9 @@ def test_documents_are_the_ranked_chunks_with_id_title_and_score(
 def test_semantic_is_the_default_and_k_defaults_to_five(sample_index: HierarchicalIndex) -> None:
     import arag_graph
 
-    retriever = sample_index.as_retriever()
+    retriever = make_retriever(sample_index)
     assert isinstance(retriever, arag_graph.IndexRetriever) and isinstance(retriever, BaseRetriever)
-    assert sample_index.as_retriever(tags=["mine"]).tags == ["mine"]  # other settings reach the retriever
+    assert make_retriever(sample_index, tags=["mine"]).tags == ["mine"]  # other settings reach the retriever
     docs = retriever.invoke(QUESTION)
     assert [d.id for d in docs] == [h.chunk_id for h in sample_index.semantic_search(QUESTION, 5)]
 
@@ -95,7 +96,7 @@ def test_semantic_is_the_default_and_k_defaults_to_five(sample_index: Hierarchic
 def test_search_types_rank_differently(sample_index: HierarchicalIndex) -> None:
     """The option reaches the ranking: BM25 and dense search do not agree on ten chunks of 100."""
     ranked = {
-        t: [d.id for d in sample_index.as_retriever(search_type=t, k=10).invoke(QUESTION)]
+        t: [d.id for d in make_retriever(sample_index, search_type=t, k=10).invoke(QUESTION)]
         for t in ("semantic", "keyword")
     }
     assert ranked["semantic"] != ranked["keyword"]
@@ -116,18 +117,18 @@ def test_bad_settings_fail_in_one_line_naming_the_fix(
     sample_index: HierarchicalIndex, kwargs: dict[str, Any], fragment: str
 ) -> None:
     with pytest.raises(AragError) as err:
-        sample_index.as_retriever(**kwargs)
+        make_retriever(sample_index, **kwargs)
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_k_given_as_text_or_whole_float_is_accepted(sample_index: HierarchicalIndex) -> None:
-    assert len(sample_index.as_retriever(k="2").invoke(QUESTION)) == 2
-    assert len(sample_index.as_retriever().invoke(QUESTION, k=3.0)) == 3
+    assert len(make_retriever(sample_index, k="2").invoke(QUESTION)) == 2
+    assert len(make_retriever(sample_index).invoke(QUESTION, k=3.0)) == 3
 
 
 def test_bad_call_input_fails_in_one_line(sample_index: HierarchicalIndex) -> None:
-    retriever = sample_index.as_retriever()
+    retriever = make_retriever(sample_index)
     with pytest.raises(AragError, match=r"k=0 is not a number of documents"):
         retriever.invoke(QUESTION, k=0)
     with pytest.raises(AragError, match=r"got a dict, not a query string.*itemgetter\('question'\)"):
@@ -137,11 +138,11 @@ def test_bad_call_input_fails_in_one_line(sample_index: HierarchicalIndex) -> No
 @pytest.mark.parametrize("query", ["", "   \n"])
 def test_empty_query_returns_no_documents(sample_index: HierarchicalIndex, query: str) -> None:
     for search_type in ("semantic", "keyword", "hybrid"):
-        assert sample_index.as_retriever(search_type=search_type).invoke(query) == []
+        assert make_retriever(sample_index, search_type=search_type).invoke(query) == []
 
 
 def test_more_than_the_index_holds_returns_every_chunk_once(sample_index: HierarchicalIndex) -> None:
-    docs = sample_index.as_retriever(k=500).invoke(QUESTION)
+    docs = make_retriever(sample_index, k=500).invoke(QUESTION)
     assert len({d.id for d in docs}) == len(docs) == len(sample_index)
 
 
@@ -157,7 +158,7 @@ def test_works_in_a_plain_lcel_chain(sample_index: HierarchicalIndex) -> None:
     prompt = ChatPromptTemplate.from_messages(
         [("system", "Answer from the context.\n\n{context}"), ("human", "{question}")]
     )
-    retriever = sample_index.as_retriever(search_type="hybrid", k=3)
+    retriever = make_retriever(sample_index, search_type="hybrid", k=3)
     chain = (
         {"context": itemgetter("question") | retriever | format_docs, "question": itemgetter("question")}
         | prompt
@@ -175,7 +176,7 @@ def test_works_in_a_plain_lcel_chain(sample_index: HierarchicalIndex) -> None:
 
 
 async def test_async_chain_gives_the_sync_result(sample_index: HierarchicalIndex) -> None:
-    retriever = sample_index.as_retriever(search_type="keyword", k=3)
+    retriever = make_retriever(sample_index, search_type="keyword", k=3)
     chain = itemgetter("question") | retriever
     docs = await chain.ainvoke({"question": QUESTION})
     assert [d.id for d in docs] == [d.id for d in retriever.invoke(QUESTION)]
@@ -183,20 +184,20 @@ async def test_async_chain_gives_the_sync_result(sample_index: HierarchicalIndex
 
 def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_path: Any) -> None:
     """The retriever hands over what naive_rag's amr and dsi hand its model (one helper, no copy)."""
-    from arag_graph.index import build_index
+    from arag_graph.index.build import build_index
     from arag_graph.registry import config_for
-    from arag_graph.retrievers import retrieve_passages
+    from arag_graph.retrieval.retrievers import retrieve_passages
 
     query = "Who directed the film shot in Leland, North Carolina?"
-    amr = sample_index.as_retriever(search_type="amr", k=5).invoke(query)
+    amr = make_retriever(sample_index, search_type="amr", k=5).invoke(query)
     expected = retrieve_passages(sample_index, query, config_for("naive_rag", retriever="amr"))  # type: ignore[arg-type]
     assert [(d.id, d.page_content) for d in amr] == [(p.chunk_id, p.text) for p in expected]
     assert {d.metadata["search_type"] for d in amr} == {"amr"}
     with pytest.raises(AragError, match="--summaries"):
-        sample_index.as_retriever(search_type="dsi").invoke(query)
+        make_retriever(sample_index, search_type="dsi").invoke(query)
     chunks = sample_index.store.chunks[:20]
-    summarized = build_index(chunks, tmp_path / "dsi", summaries="offline", progress=False)
-    dsi = summarized.as_retriever(search_type="dsi", k=3).invoke(query)
+    summarized = build_index(chunks, tmp_path / "dsi", summaries=summary_writer("offline"), progress=False)
+    dsi = make_retriever(summarized, search_type="dsi", k=3).invoke(query)
     expected = retrieve_passages(summarized, query, config_for("naive_rag", retriever="dsi", top_k=3))  # type: ignore[arg-type]
     assert [d.id for d in dsi] == [p.chunk_id for p in expected] and len(dsi) == 3
 
@@ -206,8 +207,8 @@ def test_the_retriever_inside_an_ensemble_retriever(sample_index: HierarchicalIn
     whole chunks with our metadata, in the order of the fused ranks."""
     from langchain_classic.retrievers import EnsembleRetriever
 
-    semantic = sample_index.as_retriever(k=4)
-    keyword = sample_index.as_retriever(k=4, search_type="keyword")
+    semantic = make_retriever(sample_index, k=4)
+    keyword = make_retriever(sample_index, k=4, search_type="keyword")
     ensemble = EnsembleRetriever(retrievers=[semantic, keyword], weights=[0.5, 0.5])
     query = "Which films were shot in or around Leland, North Carolina?"
     fused = ensemble.invoke(query)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from urllib3.util.retry import Retry
 
-from arag_graph.agent import build_arag_graph
+from arag_graph.agent.graph import build_arag_graph
 from arag_graph.evaluators import default_evaluators
 
 pytestmark = [
@@ -112,7 +112,7 @@ def test_graph_stream_inside_local_tracing_guard_makes_no_connection(
 
     from langsmith import evaluate
 
-    from arag_graph.tracing import local_tracing_guard
+    from arag_graph.core.tracing import local_tracing_guard
 
     graph = build_arag_graph(sample_index, "offline")
 

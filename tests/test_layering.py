@@ -1,5 +1,7 @@
-"""The package's layering, read from the source: no import cycles (function-level imports included),
-the library does not import the evaluation layer, and no private LangGraph or LangSmith module is used.
+"""The package's layering, read from the source: each folder of ``arag_graph`` is a layer, and an
+import points only to its own layer or below; there is no import circle at all (function-level and
+``if TYPE_CHECKING:`` imports included, since a circle of annotations is still a circle a reader
+has to hold in mind); no private LangGraph or LangSmith module is used.
 """
 
 from __future__ import annotations
@@ -7,9 +9,28 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "arag_graph"
-APPLICATION = {"arag_graph.cli"}  # the command line sits on top of everything, evaluation included
+
+# Lowest first. A module may import its own layer and the layers before it, never one after it.
+# The graph families share a rank but are siblings: one family never imports another, except that
+# SRAG's router and CoRAG's HyDE step build on the baselines, which therefore rank below them.
+LAYERS: list[tuple[str, ...]] = [
+    ("core",),
+    ("index",),
+    ("qa",),
+    ("retrieval",),
+    ("llm",),
+    ("run",),
+    ("baselines",),
+    ("agent", "corag", "srag"),
+    ("registry",),
+    ("evaluators",),
+    ("cli",),
+]
+TOP = ("__init__",)  # the package's lazy public names: may name any layer
 
 
 def module_name(path: Path) -> str:
@@ -25,24 +46,23 @@ def sources() -> dict[str, Path]:
     return {module_name(f): f for f in files}
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node but those under ``if TYPE_CHECKING:`` (imports for annotations only, never run)."""
-    nodes: list[ast.AST] = []
-    pending: list[ast.AST] = [tree]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            pending.extend(node.orelse)
-            continue
-        nodes.append(node)
-        pending.extend(ast.iter_child_nodes(node))
-    return nodes
+def layer_of(module: str) -> str:
+    """The folder (or top-level module) of ``arag_graph`` that a module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def rank(layer: str) -> int:
+    for position, names in enumerate(LAYERS):
+        if layer in names:
+            return position
+    raise AssertionError(f"arag_graph.{layer} belongs to no layer: add it to LAYERS in tests/test_layering.py")
 
 
 def imports(path: Path) -> set[str]:
-    """Every module this file imports when it runs, at any depth (function-level imports included)."""
+    """Every module this file imports, at any depth: function-level and TYPE_CHECKING imports included."""
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -56,8 +76,24 @@ def graph() -> dict[str, set[str]]:
     return {name: {m for m in imports(path) if m in modules and m != name} for name, path in modules.items()}
 
 
-def test_no_import_cycles() -> None:
-    edges = graph()
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that points to a higher layer or to a sibling graph family."""
+    found = []
+    for name, targets in edges.items():
+        here = layer_of(name)
+        if here in TOP:
+            continue
+        for target in sorted(targets):
+            there = layer_of(target)
+            if there == here or (there in TOP and target == "arag_graph"):
+                continue
+            if there in TOP or rank(there) >= rank(here):
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def circles(edges: dict[str, set[str]]) -> list[str]:
+    found: list[str] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     stack: list[str] = []
 
@@ -66,9 +102,8 @@ def test_no_import_cycles() -> None:
         stack.append(node)
         for nxt in sorted(edges[node]):
             if state.get(nxt) == 1:
-                cycle = [*stack[stack.index(nxt) :], nxt]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if nxt not in state:
+                found.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
                 visit(nxt)
         stack.pop()
         state[node] = 2
@@ -76,13 +111,50 @@ def test_no_import_cycles() -> None:
     for node in sorted(edges):
         if node not in state:
             visit(node)
+    return found
 
 
-def test_the_library_does_not_import_the_evaluation_layer() -> None:
-    for name, targets in graph().items():
-        if name.startswith("arag_graph.evaluators") or name in APPLICATION:
-            continue
-        assert not {t for t in targets if t.startswith("arag_graph.evaluators")}, name
+def test_every_folder_is_a_declared_layer() -> None:
+    for name in sources():
+        layer = layer_of(name)
+        if layer not in TOP:
+            rank(layer)
+
+
+def test_imports_point_only_to_their_own_layer_or_below() -> None:
+    assert upward_imports(graph()) == []
+
+
+def test_no_import_circles() -> None:
+    assert circles(graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ({"arag_graph.index.build": {"arag_graph.agent.graph"}}, ["arag_graph.index.build -> arag_graph.agent.graph"]),
+        ({"arag_graph.corag.graph": {"arag_graph.srag.graph"}}, ["arag_graph.corag.graph -> arag_graph.srag.graph"]),
+        (
+            {"arag_graph.core.errors": {"arag_graph.evaluators.runner"}},
+            ["arag_graph.core.errors -> arag_graph.evaluators.runner"],
+        ),
+        ({"arag_graph.cli.main": {"arag_graph.evaluators.runner", "arag_graph.core.errors"}}, []),
+        ({"arag_graph.srag.graph": {"arag_graph.baselines.graph"}}, []),
+    ],
+)
+def test_the_layer_rule_catches_a_planted_violation(edges: dict[str, set[str]], expected: list[str]) -> None:
+    """The rule itself, on planted graphs: an index module importing the agent is caught, and so is
+    one family importing another; downward imports pass."""
+    assert upward_imports(edges) == expected
+
+
+def test_a_planted_circle_through_type_checking_is_caught(tmp_path: Path) -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from arag_graph.index.hierarchy import X\n"
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    found = imports(tmp_path / "m.py")
+    assert "arag_graph.index.hierarchy" in found
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    assert circles(edges) == ["a -> b -> c -> a"]
 
 
 def test_no_private_langgraph_or_langsmith_modules() -> None:
@@ -100,8 +172,8 @@ def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    from arag_graph.configuration import DirectContext
-    from arag_graph.runtime import Bound, TracedGraph, traced_graph
+    from arag_graph.run.configuration import DirectContext
+    from arag_graph.run.runtime import Bound, TracedGraph, traced_graph
 
     class State(TypedDict, total=False):
         x: int

@@ -1,4 +1,4 @@
-"""How the command line shows log records (arag_graph.logs): the level from flags or the environment."""
+"""How the command line shows log records (arag_graph.cli.logs): the level from flags or the environment."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from arag_graph.errors import AragError
-from arag_graph.logs import cli_logging, level_of
+from arag_graph.cli.logs import cli_logging, level_of
+from arag_graph.core.errors import AragError
 
 
 def test_quiet_wins_then_verbose_then_the_environment_then_info() -> None:
@@ -26,9 +26,9 @@ def test_an_unknown_level_in_the_environment_is_one_line_naming_the_variable() -
 
 
 def emit_everything() -> None:
-    logging.getLogger("arag_graph.agent").debug("agent detail")
-    logging.getLogger("arag_graph.agent").info("agent fact")
-    logging.getLogger("arag_graph.agent").warning("HyDE failed,\n  searched with the query")
+    logging.getLogger("arag_graph.agent.graph").debug("agent detail")
+    logging.getLogger("arag_graph.agent.graph").info("agent fact")
+    logging.getLogger("arag_graph.agent.graph").warning("HyDE failed,\n  searched with the query")
     logging.getLogger("langsmith.client").info("third-party chatter")
     logging.getLogger("langsmith.client").warning("third-party warning")
     logging.getLogger("langsmith.client").error("third-party error")
@@ -53,7 +53,7 @@ def emit_everything() -> None:
             logging.DEBUG,
             2,
             [
-                "arag: debug [arag_graph.agent]: agent detail",
+                "arag: debug [arag_graph.agent.graph]: agent detail",
                 "arag: info: agent fact",
                 "arag: warning: HyDE failed, searched with the query",
                 "arag: info: third-party chatter",

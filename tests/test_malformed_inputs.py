@@ -28,14 +28,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from arag_graph.chunking import chunk_documents
-from arag_graph.cli import main as cli_main
-from arag_graph.corpus import load_corpus
-from arag_graph.datasets import load_questions
-from arag_graph.documents import Document
-from arag_graph.errors import CorpusError, DatasetError
-from arag_graph.index import build_index, load_index
-from arag_graph.sample import sample_corpus_path
+from arag_graph.cli.main import main as cli_main
+from arag_graph.core.chunking import chunk_documents
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import CorpusError, DatasetError
+from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
+from arag_graph.index.load import load_index
+from arag_graph.qa.datasets import load_questions
+from arag_graph.qa.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
 

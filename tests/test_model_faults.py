@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from arag_graph import models
-from arag_graph.cli import main as cli_main
+from arag_graph.cli.main import main as cli_main
+from arag_graph.llm import models
 from arag_graph.registry import build_graph, config_for, graph_names
 from tests.fakes import sentinel_key
 from tests.reliability import record
@@ -373,7 +373,7 @@ def test_arag_ask_reports_model_faults_in_its_output(
 
 
 def test_a_cut_off_stream_raises_and_a_complete_one_does_not(openai_server: OpenAIStubServer) -> None:
-    from arag_graph.openai_chat import CompleteReplyChatOpenAI, CutOffReplyError
+    from arag_graph.llm.openai_chat import CompleteReplyChatOpenAI, CutOffReplyError
 
     model = CompleteReplyChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key="sk-x", max_retries=0)
     openai_server.script([text("A complete reply."), truncated(text("A reply cut off in the middle of it."))])

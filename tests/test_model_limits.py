@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from arag_graph import models
-from arag_graph.errors import ModelSpecError
-from arag_graph.index import HierarchicalIndex
+from arag_graph.core.errors import ModelSpecError
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.llm import models
+from arag_graph.qa.sample import sample_questions_path
 from arag_graph.registry import build_graph, config_for
-from arag_graph.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import REPO
@@ -121,7 +121,7 @@ def test_unusable_limits_are_one_line(
     ],
 )
 def test_graph_configuration_has_the_limits_with_ranges(values: dict[str, Any], accepted: bool) -> None:
-    from arag_graph.errors import AragError
+    from arag_graph.core.errors import AragError
 
     if accepted:
         cfg = config_for("arag", **values)
@@ -157,7 +157,12 @@ def test_arag_ask_against_a_silent_server_ends_with_one_line(
     argv = ["ask", QUESTION, "--index", str(sample_index.path), "--model", "gpt-4o-mini", "--base-url", silent.url]
     # The limit here only stops a hang of this test; what is checked are the exit, the line and the count.
     done = subprocess.run(
-        [sys.executable, "-m", "arag_graph.cli", *argv], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "arag_graph.cli.main", *argv],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and KEY not in done.stdout + done.stderr
@@ -341,7 +346,7 @@ def test_a_non_utf8_byte_in_an_argument_is_one_line(
 def test_a_non_utf8_question_as_a_process_is_one_line(sample_index: HierarchicalIndex) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [b"ask", b"Who directed caf\xe9?", b"--index", os.fsencode(str(sample_index.path)), b"--model", b"offline"]
-    done = subprocess.run([sys.executable, "-m", "arag_graph.cli", *argv], env=env, cwd=REPO, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "arag_graph.cli.main", *argv], env=env, cwd=REPO, capture_output=True)
     assert done.returncode == 2 and done.stdout == b""
     lines = done.stderr.decode("utf-8", "replace").splitlines()
     assert len(lines) == 1 and lines[0].startswith("arag: error: the question is not UTF-8"), lines

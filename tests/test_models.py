@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from arag_graph import models
-from arag_graph.errors import ModelSpecError
-from arag_graph.models import request_limits, resolve_chat_model
-from arag_graph.openai_chat import CompleteReplyChatOpenAI
+from arag_graph.core.errors import ModelSpecError
+from arag_graph.llm import models
+from arag_graph.llm.models import request_limits, resolve_chat_model
+from arag_graph.llm.openai_chat import CompleteReplyChatOpenAI
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_loading_the_encoder_leaves_the_hosts_hub_settings_alone() -> None:
     """In a fresh process with the hub switches unset: load the packaged encoder, embed, look again."""
     script = (
         "import json, os\n"
-        "from arag_graph.embeddings import default_embeddings\n"
+        "from arag_graph.index.embeddings import default_embeddings\n"
         "vector = default_embeddings().embed_query('hello')\n"
         "print(json.dumps({'dim': len(vector), 'env': {k: os.environ.get(k) for k in "
         "('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE')}}))\n"

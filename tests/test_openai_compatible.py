@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessageChunk
 
-from arag_graph import models
-from arag_graph.agent import build_arag_graph
-from arag_graph.cli import main as cli_main
-from arag_graph.errors import ModelSpecError
-from arag_graph.models import resolve_chat_model
-from arag_graph.prompts import SYNTHESIS_INSTRUCTION
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.cli.main import main as cli_main
+from arag_graph.core.errors import ModelSpecError
+from arag_graph.llm import models
+from arag_graph.llm.models import resolve_chat_model
+from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION
 from tests.fakes import sentinel_key
 from tests.stubs.openai_server import (
     ChatRequest,

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from arag_graph import models
-from arag_graph.cli import main as cli_main
-from arag_graph.sample import sample_questions_path
+from arag_graph.cli.main import main as cli_main
+from arag_graph.llm import models
+from arag_graph.qa.sample import sample_questions_path
 from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.reliability import record
 from tests.stubs._http import RecordedRequest
@@ -132,7 +132,12 @@ def test_arag_ask_as_a_process_shows_no_key(openai_server: OpenAIStubServer, sam
         openai_server.url,
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "arag_graph.cli", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "arag_graph.cli.main", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     key_was_sent(openai_server)
     assert done.returncode == 1, done.stderr

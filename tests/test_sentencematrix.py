@@ -19,16 +19,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arag_graph import embeddings as emb
-from arag_graph import index as index_module
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexNotFoundError
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, HierarchicalIndex, build_index, load_index
-from arag_graph.sample import sample_corpus_path
-from arag_graph.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexNotFoundError
+from arag_graph.index import build as index_module
+from arag_graph.index import embeddings as emb
+from arag_graph.index import text as text_module
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
-from tests.conftest import shared_file
+from tests.conftest import data_file
 from tests.fakes import WordHashEmbeddings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,8 +70,8 @@ def brute_force(index: HierarchicalIndex, query: str, top_k: int = 5) -> list[tu
 @pytest.fixture(scope="module")
 def hotpot_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[HierarchicalIndex, HierarchicalIndex, list[str]]:
     """HotpotQA-100 (994 passages) built twice with the default encoder: matrix and Chroma."""
-    corpus = shared_file("hotpotqa-100/corpus.json")
-    questions = json.loads(shared_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
+    corpus = data_file("hotpotqa-100/corpus.json")
+    questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
     root = tmp_path_factory.mktemp("hotpot-pair")
     matrix = build_index(corpus, root / "matrix", progress=False)
     chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
@@ -170,8 +174,8 @@ class StoreProbe(WordHashEmbeddings):
 @pytest.mark.parametrize("extra", [0, 1], ids=["at-the-limit", "one-over"])
 def test_auto_switches_to_chroma_above_100000_sentences(extra: int, tmp_path: Path) -> None:
     """The switch at its real value, unpatched: 100,000 sentences stay a matrix, 100,001 go to Chroma."""
-    from arag_graph.chunking import chunk_documents
-    from arag_graph.sentencematrix import MATRIX_MAX_SENTENCES
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.index.sentencematrix import MATRIX_MAX_SENTENCES
 
     assert MATRIX_MAX_SENTENCES == 100_000
     ten = " ".join(f"Quay {{n}} has berth {k}." for k in range(10))
@@ -272,7 +276,7 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend: str
 ) -> None:
     block = 64
-    monkeypatch.setattr(index_module, "BUILD_BLOCK", block)
+    monkeypatch.setattr(text_module, "BUILD_BLOCK", block)
     stored: list[int] = []
     for cls in (index_module.MatrixWriter, index_module.SentenceStore):
         method = "add" if cls is index_module.MatrixWriter else "add_rows"
@@ -312,7 +316,7 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
 
 def test_the_real_build_block_is_4096_sentences(tmp_path: Path) -> None:
     """The block size at its real value, unpatched: of 4,200 sentences, 4,096 are stored before the rest."""
-    from arag_graph.index import BUILD_BLOCK
+    from arag_graph.index.text import BUILD_BLOCK
 
     assert BUILD_BLOCK == 4096
     documents = [Document(f"Pier {n} is long. Gulls rest on pier {n}.", id=f"p{n}") for n in range(2100)]
@@ -362,7 +366,7 @@ def test_the_default_encoder_runs_without_torch_once_exported(sample_index: Hier
     assert sample_index.path is not None
     script = (
         "import json, sys\n"
-        "from arag_graph.index import load_index\n"
+        "from arag_graph.index.load import load_index\n"
         f"index = load_index({str(sample_index.path)!r})\n"
         "hits = index.semantic_search('Who directed Maximum Overdrive?', 3)\n"
         "print(json.dumps({'hits': [h.chunk_id for h in hits], "

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arag_graph.sentences import sentence_spans, split_sentences
-
-SHARED = Path(os.environ.get("ARAG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from arag_graph.core.sentences import sentence_spans, split_sentences
+from tests.conftest import data_file
 
 
 def assert_valid_spans(text: str, spans: list[tuple[int, int]]) -> None:
@@ -246,10 +243,7 @@ def test_spans_cover_all_text(text: str) -> None:
 
 
 def _shared_passages() -> list[str]:
-    hotpot = SHARED / "hotpotqa-100" / "corpus.json"
-    wiki = SHARED / "2wiki-corpus" / "corpus.json"
-    if not (hotpot.is_file() and wiki.is_file()):
-        pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
+    hotpot, wiki = data_file("hotpotqa-100/corpus.json"), data_file("2wiki-corpus/corpus.json")
     passages = ["".join(sentences) for sentences in json.loads(hotpot.read_text(encoding="utf-8")).values()]
     passages += [item["text"] for item in json.loads(wiki.read_text(encoding="utf-8"))]
     return passages
@@ -264,9 +258,7 @@ def test_shared_corpora_lose_no_text() -> None:
 
 def test_hotpotqa_gold_sentences_mostly_agree() -> None:
     """HotpotQA ships its own segmentation; it has errors of its own, but we must stay close to it."""
-    path = SHARED / "hotpotqa-100" / "corpus.json"
-    if not path.is_file():
-        pytest.skip(f"no shared data at {SHARED} (set ARAG_SHARED_DATA)")
+    path = data_file("hotpotqa-100/corpus.json")
     corpus = json.loads(path.read_text(encoding="utf-8"))
     agree = sum(split_sentences("".join(gold)) == [s.strip() for s in gold if s.strip()] for gold in corpus.values())
     assert agree / len(corpus) >= 0.92

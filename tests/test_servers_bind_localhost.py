@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.cli import main as cli_main
+from arag_graph.cli.main import main as cli_main
 from arag_graph.registry import build_graph, graph_names
 from tests.reliability import record
 from tests.slow.devserver import LOOPBACK, listening_addresses

@@ -18,7 +18,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from arag_graph.evaluators.judge import JudgeVerdict
-from arag_graph.structured import (
+from arag_graph.llm.structured import (
     Decomposition,
     ModelFacing,
     Reformulation,

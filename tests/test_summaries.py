@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from arag_graph.baselines import build_naive_rag_graph
-from arag_graph.documents import Document
-from arag_graph.errors import AragError, IndexDamagedError
-from arag_graph.hierarchy import documents_of
-from arag_graph.index import build_index, load_index
-from arag_graph.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
-from arag_graph.summarize import resume_path
+from arag_graph.baselines.graph import build_naive_rag_graph
+from arag_graph.core.documents import Document
+from arag_graph.core.errors import AragError, IndexDamagedError
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchy import documents_of
+from arag_graph.index.load import load_index
+from arag_graph.llm.summarize import resume_path, summary_writer
+from arag_graph.retrieval.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import scripted
 from tests.stubs.openai_server import OpenAIStubServer, http_error, text
@@ -50,7 +51,11 @@ CHUNK_SIZE = 30  # several chunks per document, so that documents and chunks dif
 @pytest.fixture(scope="module")
 def dsi_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return build_index(
-        DOCS, tmp_path_factory.mktemp("dsi") / "index", chunk_size=CHUNK_SIZE, summaries="offline", progress=False
+        DOCS,
+        tmp_path_factory.mktemp("dsi") / "index",
+        chunk_size=CHUNK_SIZE,
+        summaries=summary_writer("offline"),
+        progress=False,
     )
 
 
@@ -97,7 +102,9 @@ def test_an_index_without_summaries_asked_for_dsi_names_the_fix(sample_index: An
 
 
 def test_damaged_summaries_refuse_to_load(tmp_path: Path) -> None:
-    built = build_index(DOCS[:2], tmp_path / "idx", chunk_size=CHUNK_SIZE, summaries="offline", progress=False)
+    built = build_index(
+        DOCS[:2], tmp_path / "idx", chunk_size=CHUNK_SIZE, summaries=summary_writer("offline"), progress=False
+    )
     path = built.build_dir / SUMMARIES
     path.write_text(path.read_text().replace("Eiffel", "Eifel"))
     with pytest.raises(IndexDamagedError, match=r"summaries\.jsonl"):
@@ -110,9 +117,12 @@ def test_model_summaries_are_counted_and_a_killed_pass_resumes(openai_server: Op
     openai_server.script([text("A tower in Paris finished in 1889."), http_error(400, "bad request")])
     with pytest.raises(AragError, match="rerun the same command to resume") as caught:
         build_index(
-            DOCS, out, chunk_size=CHUNK_SIZE, summaries="stub-model",
-            summary_options={"base_url": openai_server.url, "workers": 1}, progress=False,
-        )  # fmt: skip
+            DOCS,
+            out,
+            chunk_size=CHUNK_SIZE,
+            summaries=summary_writer("stub-model", {"base_url": openai_server.url, "workers": 1}),
+            progress=False,
+        )
     assert "\n" not in str(caught.value)
     kept = resume_path(out, "stub-model").read_text().splitlines()
     assert len(kept) == 1 and json.loads(kept[0])["summary"] == "A tower in Paris finished in 1889."
@@ -120,9 +130,12 @@ def test_model_summaries_are_counted_and_a_killed_pass_resumes(openai_server: Op
 
     openai_server.script([text("Blue whales are the largest animals."), text("Python is a language from 1991.")])
     built = build_index(
-        DOCS, out, chunk_size=CHUNK_SIZE, summaries="stub-model",
-        summary_options={"base_url": openai_server.url, "workers": 1}, progress=False,
-    )  # fmt: skip
+        DOCS,
+        out,
+        chunk_size=CHUNK_SIZE,
+        summaries=summary_writer("stub-model", {"base_url": openai_server.url, "workers": 1}),
+        progress=False,
+    )
     assert len(openai_server.completions) - first == 2  # the finished document was not paid for twice
     info = built.manifest.extra["summaries"]
     assert info["kind"] == "model" and info["model"] == "stub-model" and info["reused"] == 1

@@ -22,16 +22,17 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from arag_graph.configuration import TOP_K_MAX
-from arag_graph.documents import Document
-from arag_graph.index import HierarchicalIndex, build_index
-from arag_graph.tokens import count_tokens
-from arag_graph.tools import (
+from arag_graph.agent.tools import (
     chunk_read,
     create_retrieval_tools,
     keyword_search,
     semantic_search,
 )
+from arag_graph.core.documents import Document
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.run.configuration import TOP_K_MAX
 from tests.fakes import NamedFakeEmbeddings
 
 _call_ids = itertools.count(1)
@@ -208,7 +209,7 @@ def test_no_match_says_what_to_try(tools: SimpleNamespace) -> None:
 
 
 def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index: HierarchicalIndex) -> None:
-    from arag_graph.index import keyword_chunks
+    from arag_graph.index.text import keyword_chunks
 
     keywords = ["Leland", "North Carolina", "Sanford"]
     patterns = [re.compile(r"(?<!\w)" + re.escape(k.lower())) for k in keywords]
@@ -336,7 +337,7 @@ def test_already_read_and_new_chunks_in_one_call(tools: SimpleNamespace, sample_
 def test_chunks_a_search_only_showed_are_not_read(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
     """C_read holds what a tool returned in full (the artifact's ``read``), never what a search showed
     as snippets (its ``chunk_ids``): reading a chunk after finding it returns its whole text."""
-    from arag_graph.tools import read_in
+    from arag_graph.agent.tools import read_in
 
     found = call(tools.keyword, keywords=["Leland"], top_k=3)
     semantic = call(tools.semantic, query=LELAND_QUERY, top_k=3)

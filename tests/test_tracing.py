@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from langsmith import Client, tracing_context
 
-from arag_graph.agent import build_arag_graph
-from arag_graph.configuration import AragContext
+from arag_graph.agent.graph import build_arag_graph
+from arag_graph.run.configuration import AragContext
 from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun
 
@@ -203,7 +203,7 @@ def test_cli_traces_from_environment_variables_alone(langsmith_recorder: LangSmi
     env = {**inherited, **tracing_env(langsmith_recorder), "PYTHONPATH": str(REPO)}
     argv = ["ask", QUESTION, "--index", str(sample_index.path), "--model", "offline", "--max-steps", str(CAP)]
     done = subprocess.run(
-        [sys.executable, "-m", "arag_graph.cli", *argv, "--json"],
+        [sys.executable, "-m", "arag_graph.cli.main", *argv, "--json"],
         env=env,
         cwd=REPO,
         capture_output=True,

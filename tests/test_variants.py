@@ -23,12 +23,13 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from arag_graph.cli import main
-from arag_graph.configuration import GraphContext, ToolSet
-from arag_graph.index import HierarchicalIndex, build_index
+from arag_graph.cli.main import main
+from arag_graph.core.sentences import sentence_spans, split_sentences
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, get_graph_spec
-from arag_graph.sentences import sentence_spans, split_sentences
-from arag_graph.tokens import count_tokens
+from arag_graph.run.configuration import GraphContext, ToolSet
 
 pytestmark = pytest.mark.integration
 

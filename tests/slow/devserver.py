@@ -9,7 +9,7 @@ is the default one a user gets; tests check that it is localhost.
 No ``--allow-blocking``: the in-memory server flags blocking calls made on its event loop
 (blockbuster) and fails the run. Our graphs comply instead: sync nodes and edges run in LangGraph's
 executor, and the model nodes prepare their call (index loading, token counting) in a worker
-thread before awaiting the model (``arag_graph.nodes.model_node``). Running without the flag is
+thread before awaiting the model (``arag_graph.run.nodes.model_node``). Running without the flag is
 what keeps that true. ``--no-reload`` keeps the file watcher from restarting the server when
 tests write files.
 """

@@ -108,7 +108,7 @@ def eval_command(questions: Path, index: Path, out: Path, extra: Sequence[str] =
     return [
         sys.executable,
         "-m",
-        "arag_graph.cli",
+        "arag_graph.cli.main",
         "eval",
         "--dataset",
         str(questions),

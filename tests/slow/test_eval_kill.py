@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index import HierarchicalIndex
+from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.reliability import record
 from tests.slow.eval_faults import run_campaign
 

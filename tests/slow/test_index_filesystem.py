@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.sample import sample_corpus_path
+from arag_graph.qa.sample import sample_corpus_path
 from tests.mounts import CLI_SCRIPT, RESULT_MARK, read_only_bind, require_mount_namespaces, run_in_namespace
 from tests.mounts import subprocess_env as mount_env
 from tests.reliability import record
@@ -31,7 +31,7 @@ LEFT = [0, 64 << 10, 256 << 10, 640 << 10, 1 << 20, 2 << 20, 3 << 20, 6 << 20]
 FULL_DISK_SCRIPT = f"""
 import contextlib, io, json, os, shutil, sys
 from pathlib import Path
-from arag_graph.cli import main
+from arag_graph.cli.main import main
 
 mnt, corpus, left, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 

@@ -35,8 +35,12 @@ from typing import Any
 
 import pytest
 
-from arag_graph.index import BUILDS, CURRENT, MANIFEST, SENTENCE_STORE, HierarchicalIndex, build_index, load_index
-from arag_graph.sample import sample_corpus_path
+from arag_graph.index.build import build_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
+from arag_graph.index.load import load_index
+from arag_graph.index.manifest import SENTENCE_STORE
+from arag_graph.qa.sample import sample_corpus_path
 from tests.reliability import record
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -83,7 +87,7 @@ def current_of(root: Path) -> str:
 
 def start_index(corpus: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "arag_graph.cli", "index", str(corpus), "--out", str(out), "--quiet", "--json"],
+        [sys.executable, "-m", "arag_graph.cli.main", "index", str(corpus), "--out", str(out), "--quiet", "--json"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.index import load_index
-from arag_graph.summaries import SUMMARIES
-from arag_graph.summarize import resume_path
+from arag_graph.index.load import load_index
+from arag_graph.llm.summarize import resume_path
+from arag_graph.retrieval.summaries import SUMMARIES
 from tests.fakes import sentinel_key
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, stall, text
@@ -33,7 +33,7 @@ DOCS = {f"Topic {n}": f"Topic {n} is a subject. It has {n} facts. Its third sent
 
 def _command(corpus: Path, out: Path, url: str) -> list[str]:
     index = ["index", str(corpus), "--out", str(out), "--summaries", "stub-model", "--base-url", url]
-    return [sys.executable, "-m", "arag_graph.cli", *index, "--model-timeout", "60", "--quiet"]
+    return [sys.executable, "-m", "arag_graph.cli.main", *index, "--model-timeout", "60", "--quiet"]
 
 
 def _summaries(answered: set[int]) -> object:

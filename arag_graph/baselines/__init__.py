@@ -1,0 +1,1 @@
+"""The papers' non-agentic baselines: Direct answer and Naive RAG."""

@@ -1,0 +1,145 @@
+"""The paper's non-agentic baselines: Direct answer and Naive RAG.
+
+    direct:     START -> start -> answer -> finish -> END
+    naive_rag:  START -> start -> retrieve -> answer -> finish -> END
+
+Naive RAG retrieves once (dense, BM25, hybrid, or ARAGOG's AMR and DSI; optionally HyDE and sentence windows)
+and answers from the passages. Both return the same fields as the A-RAG agent, so the evaluators
+compare them directly: a retrieval counts as one step and its passages as retrieved tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Checkpointer
+
+from arag_graph.core.safety import describe_model_error
+from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
+from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
+from arag_graph.run.nodes import Call, model_node
+from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
+from arag_graph.run.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.run.state import InputState, OutputState, RunState, question_of
+
+log = logging.getLogger(__name__)
+
+
+class NaiveRagState(RunState, total=False):
+    passages: list[dict[str, Any]]
+    """What was retrieved for the question (chunk id, title, text, score), shown in Studio."""
+    warnings: list[str]
+    """A HyDE call that failed (the question itself was searched), and the like."""
+
+
+def hyde_vector(
+    run: Run[NaiveRagContext | CoragContext], query: str, config: RunnableConfig | None
+) -> tuple[Sequence[float] | None, str | None]:
+    """HyDE's query vector for ``query`` when the run asks for it, and a warning when the model failed.
+
+    HyDE refines the search; on a model failure the query itself is searched and the run goes on.
+    """
+    if not run.ctx.hyde or run.ctx.retriever == "bm25":
+        return None, None  # BM25 has no query vector to replace
+    try:
+        passage = run.backbone.hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
+    except Exception as exc:
+        warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
+        log.warning(warning)
+        return None, warning
+    return run.index.embeddings.embed_query(passage), None
+
+
+def as_dict(p: Passage) -> dict[str, Any]:
+    return {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score}
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+
+
+def after_start(state: RunState) -> str:
+    return "error" if state.get("error") else "go"
+
+
+def retrieve_once(
+    state: NaiveRagState, runtime: Runtime[NaiveRagContext], config: RunnableConfig, *, bound: Bound
+) -> dict[str, Any]:
+    """Naive RAG's one retrieval with the run's retriever and ARAGOG techniques (``retrieve_passages``)."""
+    run = run_of(runtime, bound)
+    ctx: NaiveRagContext = run.ctx
+    question = question_of(state)
+    vector, warning = hyde_vector(run, question, config)
+    found = retrieve_passages(run.index, question, ctx, query_vector=vector)
+    args = {"query": question, **retrieval_args(run.index, ctx)}
+    update = retrieval_update(state, "retrieve", args, found)
+    update["passages"] = [as_dict(p) for p in found]
+    update["warnings"] = [warning] if warning else []
+    return update
+
+
+def answer_from_passages(state: NaiveRagState, runtime: Runtime[NaiveRagContext], *, bound: Bound) -> Call:
+    run = run_of(runtime, bound)
+    found = [Passage(**p) for p in state.get("passages") or []]
+    return Call(run.backbone.answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model")
+
+
+def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: Bound) -> Call:
+    run = run_of(runtime, bound)
+    return Call(run.backbone.direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
+
+
+def finish(state: RunState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    return finish_update(state, run_index(runtime, bound))
+
+
+# ---------------------------------------------------------------------------------------------
+# The graphs
+
+
+def build_direct_graph(
+    index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
+) -> CompiledStateGraph:
+    """Direct answer: no retrieval. The index is only used to validate citations (there are none)."""
+    bound = Bound("direct", DirectContext, index, model)
+    builder = StateGraph(RunState, context_schema=DirectContext, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("start", start_update)
+    builder.add_node("answer", model_node("answer", functools.partial(answer_directly, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
+    builder.add_edge(START, "start")
+    builder.add_conditional_edges("start", after_start, {"go": "answer", "error": END})
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
+
+
+class NaiveRagOutputState(OutputState, total=False):
+    warnings: list[str]
+
+
+def build_naive_rag_graph(
+    index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
+) -> CompiledStateGraph:
+    """Naive RAG: retrieve ``top_k`` chunks once, answer from them."""
+    bound = Bound("naive_rag", NaiveRagContext, index, model)
+    builder = StateGraph(
+        NaiveRagState, context_schema=NaiveRagContext, input_schema=InputState, output_schema=NaiveRagOutputState
+    )
+    builder.add_node("start", start_update)
+    builder.add_node("retrieve", functools.partial(retrieve_once, bound=bound))
+    builder.add_node("answer", model_node("answer", functools.partial(answer_from_passages, bound=bound)))
+    builder.add_node("finish", functools.partial(finish, bound=bound))
+    builder.add_edge(START, "start")
+    builder.add_conditional_edges("start", after_start, {"go": "retrieve", "error": END})
+    builder.add_edge("retrieve", "answer")
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
+    return traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)

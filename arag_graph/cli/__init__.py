@@ -1,0 +1,1 @@
+"""The ``arag`` command line, on top of everything (evaluation included)."""

@@ -1,0 +1,38 @@
+"""Bounds every network request shares: seconds per attempt, retries, and the operator's API key.
+
+Chat models (:mod:`arag_graph.llm.models`) and embedding endpoints
+(:mod:`arag_graph.index.embedding_models`) are bounded the same way and read the same key, but the
+index layer sits below the model layer; these shared settings live here, in the bottom layer, so
+both read one definition.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from arag_graph.core.errors import ModelSpecError
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 2
+TIMEOUT_RANGE = (0.1, 3600.0)
+RETRIES_RANGE = (0, 10)
+
+
+def number_from_env(name: str, default: float, low: float, high: float) -> float:
+    """``$name`` as a number in ``[low, high]``, ``default`` when unset; one-line error otherwise."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:  # also refuses NaN
+        raise ModelSpecError(f"${name}={text!r} is not usable; give a number from {low:g} to {high:g}")
+    return value
+
+
+def api_key_from_env() -> str | None:
+    """The operator's key for OpenAI-compatible endpoints: ``$ARAG_API_KEY``, else ``$OPENAI_API_KEY``."""
+    return os.environ.get("ARAG_API_KEY") or os.environ.get("OPENAI_API_KEY") or None

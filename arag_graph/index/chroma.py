@@ -1,0 +1,481 @@
+"""The sentence level of large indexes: one Chroma record per sentence, searched by HNSW.
+
+(Indexes up to :data:`arag_graph.index.sentencematrix.MATRIX_MAX_SENTENCES` sentences keep their vectors in
+an exact matrix instead, :mod:`arag_graph.index.sentencematrix`.) Each record's document is the sentence
+and its metadata names the parent chunk and the sentence's position in it. Builds since the matrix
+number the records by row (``"ids": "rows"`` in the manifest), so a query asks Chroma for ids and
+distances only and finds each row's chunk in the index's arrays (a row outside them is damage);
+older collections are read through the metadata and text, as they were written, and each record is
+checked against its chunk. We compute embeddings
+ourselves and pass them explicitly: Chroma's default embedding function would download a model.
+The same code serves an embedded (persistent) Chroma inside the index directory and a Chroma server
+reached over HTTP (``chroma run``), so both modes give the same results.
+
+Server mode keeps only the sentence records (vector, sentence, chunk id and position) in the server;
+the chunk store, the keyword index and the manifest stay in the index directory. Every search reads
+them besides the vectors, they are small next to the vectors, and keeping them on the graph
+workers' disk means the active build still switches atomically with one ``CURRENT`` rename, as in
+embedded mode, while the server holds nothing but collections. Each build writes its own
+collection, ``<prefix>-<build>``, named in its manifest; a rebuild points ``CURRENT`` at the new
+build only once its collection is complete, and then drops the old collection. ``$ARAG_CHROMA_URL``,
+when set, replaces the URL recorded in the manifest on loading (an index built against
+``http://localhost:8000`` and served from a container that reaches Chroma under another name).
+
+Every wait on a server is bounded: ``chroma_timeout`` seconds (``--chroma-timeout``,
+``$ARAG_CHROMA_TIMEOUT``, default 60) for each request, ten at most to connect. A read-only index
+directory (mounted read-only, as deployments do) still answers: Chroma's embedded client writes to
+its database when it opens it, so such an index is opened from a private copy (see
+:func:`connect_sentence_store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, IndexDamagedError
+from arag_graph.index.sentencematrix import SentenceLayout
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+# HNSW settings: ef_search well above the number of sentences we fetch per query (10 * top_k) keeps
+# the approximate search close to exact on the corpora we benchmark (see bench/).
+HNSW_CONFIG: dict[str, Any] = {
+    "space": "cosine",
+    "ef_construction": 200,
+    "ef_search": 200,
+    "max_neighbors": 32,
+}
+
+
+CHROMA_URL_ENV = "ARAG_CHROMA_URL"
+CHROMA_TIMEOUT_ENV = "ARAG_CHROMA_TIMEOUT"
+DEFAULT_CHROMA_TIMEOUT = 60.0
+_CONNECT_TIMEOUT = 10.0
+# Requests Chroma's client sends while it is constructed (identity, tenant, database), each bounded.
+_CONSTRUCTION_REQUESTS = 3
+# The one name a build gives its embedded store's directory; a manifest naming anything else is damaged.
+_STORE_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Chroma's rule for collection names (checked by the server and the embedded client alike).
+COLLECTION_NAME_MAX = 512
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def valid_collection_name(name: str) -> bool:
+    """True when Chroma accepts ``name``: 3-512 of [a-zA-Z0-9._-], alphanumeric ends, no "..", no IP."""
+    if not 3 <= len(name) <= COLLECTION_NAME_MAX or ".." in name or not _COLLECTION_NAME.fullmatch(name):
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    return False
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+def chroma_timeout(seconds: float | None = None) -> float:
+    """The bound on each wait for a Chroma server: ``seconds``, else ``$ARAG_CHROMA_TIMEOUT``, else 60."""
+    source = "--chroma-timeout"
+    if seconds is None:
+        text = os.environ.get(CHROMA_TIMEOUT_ENV, "").strip()
+        if not text:
+            return DEFAULT_CHROMA_TIMEOUT
+        source = f"${CHROMA_TIMEOUT_ENV}"
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise AragError(f"{source} {seconds!r} is not a time limit; give seconds above 0, e.g. 60")
+    return float(seconds)
+
+
+class SentenceStore:
+    """A Chroma collection of sentence embeddings, queried by vector.
+
+    Every call to Chroma goes through :meth:`_calls`, which turns what can go wrong there into one
+    line: a server that does not answer in time, a server that fails, or a damaged embedded store.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        collection: Any,
+        config: dict[str, Any],
+        *,
+        where: str = "",
+        root: Path | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """``where`` names the store in messages; ``root`` is the index directory whose damage a
+        failed read is (None while building); ``timeout`` is the server bound, for messages."""
+        self.client = client
+        self.collection = collection
+        self.config = config
+        self.where = where or str(config.get("url") or "the sentence store")
+        self.root = root
+        self.timeout = timeout
+        # Set by the index when the record ids are row numbers (config "ids": "rows"): a query then
+        # fetches only ids and distances and finds each row's chunk in the layout's arrays.
+        self.layout: SentenceLayout | None = None
+
+    @contextlib.contextmanager
+    def _calls(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except AragError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc, action) from None
+
+    def _failure(self, exc: Exception, action: str) -> AragError:
+        detail = " ".join(str(exc).split())[:200]
+        if self.config.get("mode") == "http":
+            return _server_failure(self.where, exc, self.timeout or DEFAULT_CHROMA_TIMEOUT, action)
+        if action == "store" or self.root is None:
+            return AragError(
+                f"{self.where}: cannot store the sentence vectors ({type(exc).__name__}: {detail}); "
+                "check free disk space and permissions"
+            )
+        return IndexDamagedError(
+            self.root, f"the sentence store {self.where} cannot be read ({type(exc).__name__}: {detail})"
+        )
+
+    def add_rows(self, start: int, layout: SentenceLayout, documents: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert sentence rows ``start`` to ``start + len(vectors)``: one block of a streamed build."""
+        if len(documents) != len(vectors):
+            raise ValueError("sentence documents and vectors differ in length")
+        rows = np.arange(start, start + len(vectors))
+        described = layout.describe(rows, np.zeros(len(rows), dtype=np.float32))
+        with self._calls("store"):
+            batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for offset in range(0, len(rows), batch):
+                end = offset + batch
+                self.collection.add(
+                    ids=[str(r) for r in rows[offset:end].tolist()],
+                    embeddings=vectors[offset:end],
+                    documents=list(documents[offset:end]),
+                    metadatas=[{"chunk_id": c, "position": p} for c, p, _ in described[offset:end]],
+                )
+
+    def add(self, chunks: Sequence[Chunk], documents: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert all sentences of ``chunks`` (in the order of ``documents``/``vectors``)."""
+        ids: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        for chunk in chunks:
+            for position in range(len(chunk.sentences)):
+                ids.append(f"{len(ids)}")
+                metadatas.append({"chunk_id": chunk.id, "position": position})
+        if len(ids) != len(documents) or len(ids) != len(vectors):
+            raise ValueError("sentence ids, documents and vectors differ in length")
+        with self._calls("store"):
+            batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for start in range(0, len(ids), batch):
+                end = start + batch
+                self.collection.add(
+                    ids=ids[start:end],
+                    embeddings=vectors[start:end],
+                    documents=list(documents[start:end]),
+                    metadatas=metadatas[start:end],
+                )
+
+    def query(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
+        """The ``n`` nearest sentences as ``(chunk_id, position, cosine similarity)``, best first.
+
+        Row-numbered collections (:attr:`layout` set) answer from ids and distances alone; a record
+        id that is not a row of the layout is damage. Older collections answer from metadata
+        (:meth:`query_documents`, whose records the index checks against their chunks).
+        """
+        if self.layout is None:
+            return [
+                (chunk_id, position, similarity)
+                for chunk_id, position, similarity, _ in self.query_documents(vector, n)
+            ]
+        with self._calls("query"):
+            found = self.collection.query(
+                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=max(1, n), include=["distances"]
+            )
+            ids = found["ids"][0] if found["ids"] else []
+            distances = np.asarray(found["distances"][0] if found["distances"] else [], dtype=np.float64)
+        try:
+            rows = np.asarray([int(i) for i in ids], dtype=np.int64)
+        except ValueError:
+            rows = np.full(1, -1, dtype=np.int64)
+        if len(rows) != len(distances) or (len(rows) and (rows.min() < 0 or rows.max() >= len(self.layout))):
+            raise self._failure(
+                ValueError(f"record ids {[str(i)[:20] for i in ids[:3]]} are not rows of the index"), "query"
+            )
+        return self.layout.describe(rows, 1.0 - distances)
+
+    def query_documents(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float, str]]:
+        """:meth:`query` with each sentence's stored text, which lets the caller check the record
+        against its chunk (a record pointing at the wrong chunk is damage, not a result)."""
+        with self._calls("query"):
+            result = self.collection.query(
+                query_embeddings=[list(vector)], n_results=max(1, n), include=["metadatas", "distances", "documents"]
+            )
+            metadatas = result["metadatas"][0] if result["metadatas"] else []
+            distances = result["distances"][0] if result["distances"] else []
+            documents = result["documents"][0] if result.get("documents") else [None] * len(metadatas)
+        matches = []
+        for metadata, distance, document in zip(metadatas, distances, documents, strict=False):
+            chunk_id = metadata.get("chunk_id") if isinstance(metadata, dict) else None
+            position = metadata.get("position") if isinstance(metadata, dict) else None
+            if not isinstance(chunk_id, str) or not isinstance(position, int) or not isinstance(document, str):
+                raise self._failure(ValueError(f"a sentence record has metadata {str(metadata)[:80]}"), "query")
+            matches.append((chunk_id, position, 1.0 - float(distance), document))
+        return matches
+
+    def records(self, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], str, np.ndarray]]:
+        """Stored records by ID: ``(metadata, sentence, vector)`` (for ``arag verify``)."""
+        with self._calls("read"):
+            got = self.collection.get(ids=list(ids), include=["metadatas", "documents", "embeddings"])
+            return {
+                record_id: (metadata or {}, document, np.asarray(vector, np.float32))
+                for record_id, metadata, document, vector in zip(
+                    got["ids"], got["metadatas"], got["documents"], got["embeddings"], strict=True
+                )
+            }
+
+    def count(self) -> int:
+        with self._calls("count"):
+            return int(self.collection.count())
+
+    def all_vectors(self) -> tuple[np.ndarray, list[tuple[str, int]]]:
+        """Every stored vector with its ``(chunk_id, position)``, for exact comparisons in tests and
+        benchmarks."""
+        with self._calls("read"):
+            got = self.collection.get(include=["embeddings", "metadatas"])
+        owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
+        return np.asarray(got["embeddings"], dtype=np.float32), owners
+
+    def drop(self) -> None:
+        """Delete the collection (used for server-side collections of replaced builds)."""
+        with self._calls("drop"):
+            self.client.delete_collection(self.collection.name)
+
+
+def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -> AragError:
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return AragError(
+            f"the Chroma server at {url} did not answer within {timeout:g} s ({action} timed out); check the "
+            f"server, or allow more time with --chroma-timeout or ${CHROMA_TIMEOUT_ENV}"
+        )
+    if isinstance(exc, (httpx.TransportError, ConnectionError)):
+        return AragError(
+            f"cannot reach the Chroma server at {url} ({type(exc).__name__}); start it with "
+            "`chroma run --path DIR --port PORT` or fix --chroma-url"
+        )
+    detail = " ".join(str(exc).split())[:200]
+    return AragError(f"the Chroma server at {url} failed ({action}: {type(exc).__name__}: {detail}); check the server")
+
+
+def _http_client(url: str, timeout: float) -> Any:
+    """A Chroma HTTP client whose every request waits at most ``timeout`` seconds.
+
+    Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
+    sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
+    server that accepts and never answers within the limit; the client is constructed in a daemon
+    thread that we stop waiting for after the bound (a server that answers the heartbeat and then
+    stalls leaves that thread blocked, not the caller); and the client's session then gets the
+    bound for every later request. The session is a private attribute of chromadb 1.x; the tests
+    run servers that never answer, so a chromadb that moves it fails them.
+    """
+    from urllib.parse import urlparse
+
+    import chromadb
+    import httpx
+
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        host = port = None
+    if not host:
+        raise AragError(f"cannot read Chroma URL {url!r}; give it as http://HOST:PORT")
+    port = port or (443 if parsed.scheme == "https" else 8000)
+    bound = httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT))
+    base = f"{'https' if parsed.scheme == 'https' else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
+    try:
+        httpx.get(f"{base}/api/v2/heartbeat", timeout=bound).raise_for_status()
+    except Exception as exc:
+        raise _server_failure(url, exc, timeout, "heartbeat") from None
+    made: dict[str, Any] = {}
+
+    def construct() -> None:
+        try:
+            made["client"] = chromadb.HttpClient(
+                host=host, port=port, ssl=parsed.scheme == "https", settings=_settings()
+            )
+        except Exception as exc:  # chromadb raises several types for an unreachable server
+            made["error"] = exc
+
+    worker = threading.Thread(target=construct, name="chroma-connect", daemon=True)
+    worker.start()
+    worker.join(_CONSTRUCTION_REQUESTS * timeout)
+    if worker.is_alive():
+        raise _server_failure(url, httpx.ReadTimeout("no answer"), timeout, "connect")
+    if "error" in made:
+        raise _server_failure(url, made["error"], timeout, "connect") from None
+    client = made["client"]
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = bound
+    return client
+
+
+def check_chroma_server(url: str, timeout: float | None = None) -> None:
+    """Fail now, with the one-line error, when no Chroma server answers at ``url`` in time.
+
+    A build calls this before encoding, which takes hours on a large corpus.
+    """
+    client = _http_client(url, chroma_timeout(timeout))
+    try:
+        client.heartbeat()
+    except Exception as exc:
+        raise _server_failure(url, exc, chroma_timeout(timeout), "heartbeat") from None
+
+
+def _store_path(config: dict[str, Any], build_dir: Path, root: Path) -> Path:
+    """The embedded store's directory, which must be a plain directory inside the build."""
+    name = config.get("path", "chroma")
+    if not isinstance(name, str) or not _STORE_DIR.fullmatch(name) or ".." in name:
+        raise IndexDamagedError(root, f"the manifest puts the sentence store at {str(name)[:60]!r}, outside its build")
+    path = build_dir / name
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK(path.lstat().st_mode):
+            raise IndexDamagedError(root, f"the sentence store {path} is a symbolic link, which arag does not follow")
+    return path
+
+
+def _writable(path: Path) -> bool:
+    """Whether Chroma could write its files in ``path`` (permissions, and a read-only mount even for root)."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return False
+    except (OSError, AttributeError):  # no statvfs (Windows): permissions decide
+        pass
+    database = path / "chroma.sqlite3"
+    return os.access(path, os.W_OK) and (not database.exists() or os.access(database, os.W_OK))
+
+
+def _private_copy(path: Path) -> Path:
+    """A copy of a read-only store in a temporary directory, deleted when the process ends.
+
+    Chroma's embedded client opens its database for writing (and fails on a read-only one), so a
+    read-only index is served from a copy: disk and time in proportion to the store, once per
+    process (``load_index(cache=True)`` shares it between runs).
+    """
+    where = Path(tempfile.mkdtemp(prefix="arag-readonly-"))
+    copy = where / "chroma"
+    try:
+        shutil.copytree(path, copy, symlinks=True)
+        for folder, _, files in os.walk(copy):
+            os.chmod(folder, 0o700)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o600)
+    except OSError as exc:
+        shutil.rmtree(where, ignore_errors=True)
+        raise AragError(
+            f"{path}: the index is read-only and its sentence store could not be copied to {where} "
+            f"({exc.strerror or exc}); give TMPDIR room for it"
+        ) from None
+    return copy
+
+
+def connect_sentence_store(
+    config: dict[str, Any],
+    build_dir: Path,
+    *,
+    create: bool = False,
+    root: Path | None = None,
+    timeout: float | None = None,
+) -> SentenceStore:
+    """Open (or with ``create`` make) the sentence collection a manifest describes.
+
+    ``root`` is the index directory (for the damage error); ``timeout`` bounds each wait for a
+    server (default :func:`chroma_timeout`).
+    """
+    import chromadb
+
+    root = root if root is not None else build_dir.parent.parent
+    if not isinstance(config, dict):
+        raise IndexDamagedError(root, f"the sentence store of {build_dir} is described by {type(config).__name__}")
+    mode = config.get("mode")
+    name = config.get("collection") or "sentences"
+    if not isinstance(name, str) or not valid_collection_name(name):
+        raise IndexDamagedError(root, f"the manifest names the sentence collection {str(name)[:60]!r}")
+    copy: Path | None = None
+    if mode == "http":
+        override = None if create else os.environ.get(CHROMA_URL_ENV, "").strip()
+        url = override or config.get("url")
+        if not isinstance(url, str) or not url:
+            raise IndexDamagedError(root, f"the manifest of {build_dir} names no Chroma server URL")
+        where = url
+        client = _http_client(url, chroma_timeout(timeout))
+    elif mode == "persistent":
+        path = _store_path(config, build_dir, root)
+        where = str(path)
+        if not create and not path.is_dir():
+            raise IndexDamagedError(root, f"the sentence store {path} is missing")
+        if not create and not _writable(path):
+            copy = _private_copy(path)
+        try:
+            client = chromadb.PersistentClient(path=str(copy or path), settings=_settings())
+        except Exception as exc:
+            if create:
+                raise AragError(f"{path}: cannot create the sentence store ({type(exc).__name__}: {exc})") from None
+            raise IndexDamagedError(
+                root, f"the sentence store {path} cannot be opened ({type(exc).__name__}: {exc})"
+            ) from None
+    else:
+        raise IndexDamagedError(
+            root, f"the manifest of {build_dir} names an unknown sentence-store mode {str(mode)[:40]!r}"
+        )
+    chroma_wait = chroma_timeout(timeout) if mode == "http" else None
+    try:
+        if create:
+            collection = client.create_collection(name, configuration={"hnsw": HNSW_CONFIG}, embedding_function=None)
+        else:
+            collection = client.get_collection(name, embedding_function=None)
+    except Exception as exc:
+        if mode == "http" and not _is_missing(exc):
+            raise _server_failure(where, exc, chroma_wait or DEFAULT_CHROMA_TIMEOUT, "open") from None
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        if create:
+            raise AragError(f"{where}: cannot create the sentence collection {name!r} ({detail})") from None
+        raise IndexDamagedError(
+            root, f"the sentence collection {name!r} is unavailable in {where} ({detail})"
+        ) from None
+    store = SentenceStore(client, collection, config, where=where, root=None if create else root, timeout=chroma_wait)
+    if copy is not None:
+        weakref.finalize(store, shutil.rmtree, copy.parent, True)
+    return store
+
+
+def _is_missing(exc: Exception) -> bool:
+    """Whether Chroma said the collection does not exist (rather than failing to answer)."""
+    from chromadb.errors import NotFoundError
+
+    return isinstance(exc, NotFoundError) or (isinstance(exc, ValueError) and "does not exist" in str(exc))

@@ -1,0 +1,188 @@
+"""Any embedding model by a spec string: what ``arag index --embedding`` takes and a manifest records.
+
+A spec is one of
+
+- empty: the packaged all-MiniLM-L6-v2 (:func:`arag_graph.index.embeddings.default_embeddings`);
+- a local directory of a sentence-transformers model (recorded as its absolute path);
+- a sentence-transformers model name (``BAAI/bge-small-en-v1.5``) already in the Hugging Face cache;
+- ``openai:NAME``: an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI itself, or a local server
+  with ``base_url``; vLLM, Ollama, llama.cpp, LM Studio, TEI all speak it).
+
+Nothing is downloaded, ever: a model name that is not in the local cache fails in one line that says
+so (``local_files_only`` underneath), before any corpus is read. Keys come from the environment only
+(``ARAG_API_KEY`` / ``OPENAI_API_KEY``, as for chat models) and are never written to an index; the
+manifest keeps the spec and the endpoint's base URL, which a served run checks against the operator's
+allowed endpoints (:mod:`arag_graph.run.policy`) before any request carries the key there.
+
+Every endpoint request is bounded like a chat request (:mod:`arag_graph.llm.models`): ``timeout`` seconds
+per attempt and ``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
+``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from arag_graph.core.errors import AragError, ModelSpecError
+from arag_graph.index.embedding_specs import ENDPOINT_PREFIX, is_endpoint_spec, model_folder
+from arag_graph.index.embeddings import (
+    DEFAULT_ENCODER,
+    DEFAULT_MODEL_ID,
+    OnnxSentenceEncoder,
+    SentenceEncoder,
+    check_encoder,
+    default_embeddings,
+)
+
+LOCAL_ENCODER = "torch"
+"""The default backend of a model other than the packaged one: exporting an arbitrary architecture
+to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may still be asked for)."""
+
+
+def embedding_limits(timeout: float | None = None, max_retries: int | None = None) -> tuple[float, int]:
+    """Seconds per attempt and retries of an embeddings request: given, else the environment, else defaults."""
+    # Imported here: the chat-model module reaches the index (through the offline policy), which imports this one.
+    from arag_graph.core.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT, RETRIES_RANGE, TIMEOUT_RANGE, number_from_env
+
+    if not timeout or timeout <= 0:
+        timeout = number_from_env("ARAG_EMBEDDING_TIMEOUT", DEFAULT_TIMEOUT, *TIMEOUT_RANGE)
+    if max_retries is None or max_retries < 0:
+        max_retries = int(number_from_env("ARAG_EMBEDDING_RETRIES", DEFAULT_RETRIES, *RETRIES_RANGE))
+    return float(timeout), int(max_retries)
+
+
+def resolve_embeddings(
+    spec: str | Embeddings | None,
+    *,
+    base_url: str | None = None,
+    encoder: str | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+) -> Embeddings:
+    """The ``Embeddings`` a spec names (instances pass through), or a one-line :class:`ModelSpecError`."""
+    if isinstance(spec, Embeddings):
+        if encoder is not None:
+            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
+        return spec
+    text = (spec or "").strip()
+    if base_url and not is_endpoint_spec(text):
+        raise ModelSpecError(
+            f"--embedding-base-url is for an OpenAI-compatible endpoint; give --embedding openai:MODEL with it "
+            f"(got {text or 'the default model'!r})"
+        )
+    if not text or text == DEFAULT_MODEL_ID:
+        return default_embeddings(check_encoder(DEFAULT_ENCODER if encoder is None else encoder))
+    if is_endpoint_spec(text):
+        if encoder is not None:
+            raise ModelSpecError(f"--encoder runs a local model; {text!r} is embedded by its endpoint, drop --encoder")
+        return EndpointEmbeddings(
+            text[len(ENDPOINT_PREFIX) :].strip(), base_url, *embedding_limits(timeout, max_retries)
+        )
+    path, model_id = local_model(text)
+    backend = check_encoder(LOCAL_ENCODER if encoder is None else encoder)
+    if backend == "torch":
+        return SentenceEncoder(path, model_id=model_id)
+    return OnnxSentenceEncoder(path, model_id=model_id, quantized=backend == "onnx-int8")
+
+
+def local_model(spec: str) -> tuple[str, str]:
+    """``(directory, model id)`` of a local sentence-transformers model: a directory as its absolute
+    path, a model name from the Hugging Face cache (``local_files_only``: never the network)."""
+    folder = model_folder(spec)
+    if folder is not None:
+        return str(folder), str(folder)
+    candidate = Path(spec).expanduser()
+    if candidate.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
+        raise ModelSpecError(
+            f"embedding model {spec!r}: no such directory; give the folder of a sentence-transformers model"
+        )
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    try:
+        folder = snapshot_download(spec, local_files_only=True)
+    except Exception:  # not cached, or not a valid repository name: both mean "not on this machine"
+        raise ModelSpecError(
+            f"embedding model {spec!r} is not on this machine (not a directory, not in the Hugging Face cache "
+            f"{HF_HUB_CACHE}) and nothing is downloaded at run time; fetch it once with "
+            f"`huggingface-cli download {spec}` or give its local directory"
+        ) from None
+    return folder, spec
+
+
+def _endpoint_host(base_url: str | None) -> str:
+    return base_url or os.environ.get("OPENAI_BASE_URL") or "the OpenAI API"
+
+
+class EndpointEmbeddings(Embeddings):
+    """An OpenAI-compatible ``/v1/embeddings`` model, L2-normalised, failing in one line.
+
+    Wraps ``langchain_openai.OpenAIEmbeddings`` with its token-length check off (that check tokenises
+    with tiktoken for OpenAI's own models and sends token ids, which local servers do not take).
+    Vectors are normalised here because the index ranks by dot product and not every server
+    normalises. Errors of the endpoint (after the client's own retries) become :class:`AragError`.
+    """
+
+    def __init__(self, name: str, base_url: str | None, timeout: float, max_retries: int) -> None:
+        if not name:
+            raise ModelSpecError("--embedding openai: needs a model name, e.g. openai:text-embedding-3-small")
+        from arag_graph.core.limits import api_key_from_env
+
+        key = api_key_from_env()
+        if key is None:
+            if base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+                raise ModelSpecError(
+                    f"embedding model openai:{name} needs an API key: set OPENAI_API_KEY (never on the command "
+                    "line), or give --embedding-base-url of a local OpenAI-compatible server"
+                )
+            key = "not-needed"  # local servers accept any key
+        from langchain_openai import OpenAIEmbeddings
+
+        self.name = name
+        self.model_id = f"{ENDPOINT_PREFIX}{name}"
+        self.base_url = base_url
+        kwargs: dict[str, Any] = {
+            "model": name,
+            "api_key": key,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "check_embedding_ctx_length": False,
+        }
+        if base_url:
+            kwargs["base_url"] = base_url
+        self._client = OpenAIEmbeddings(**kwargs)
+
+    def _call(self, texts: list[str]) -> list[list[float]]:
+        try:
+            vectors = np.asarray(self._client.embed_documents(texts), dtype=np.float32)
+        except AragError:
+            raise
+        except Exception as exc:  # openai/httpx errors after retries, malformed replies
+            detail = " ".join(str(exc).split())[:200]
+            raise AragError(
+                f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) failed: "
+                f"{type(exc).__name__}: {detail}; check that the server runs and serves this model"
+            ) from None
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            raise AragError(
+                f"embedding endpoint {_endpoint_host(self.base_url)} answered {len(vectors)} vectors for "
+                f"{len(texts)} texts; check the server"
+            )
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return (vectors / np.maximum(norms, 1e-12)).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._call(list(texts)) if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._call([text])[0]
+
+
+def endpoint_base_url(embeddings: Embeddings) -> str | None:
+    """The base URL an index built with ``embeddings`` must record (None: a local model or the default)."""
+    return embeddings.base_url if isinstance(embeddings, EndpointEmbeddings) else None

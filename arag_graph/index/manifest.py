@@ -1,0 +1,106 @@
+"""What a build records about itself (``manifest.json``), and the names of a build's files.
+
+Building writes a :class:`Manifest`; loading reads it back and checks the index against it: the
+embedding model, the settings that shaped the chunks and keywords, the counts, and the checksum of
+every file (:mod:`arag_graph.index.integrity`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from arag_graph.core.documents import Chunk
+from arag_graph.core.errors import IndexDamagedError, IndexMismatchError
+
+FORMAT_VERSION = 1
+CHUNKS = "chunks.jsonl"
+KEYWORDS_DIR = "."
+# Where a build records its sentence store before creating it, so that the collection of a build
+# that fails or is killed before its manifest exists can still be found and dropped in a server.
+SENTENCE_STORE = "sentences.json"
+
+KeywordMatch = Literal["word", "substring"]
+SentenceBackend = Literal["auto", "matrix", "chroma"]
+SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What an index was built from and with; checked when it is loaded."""
+
+    embedding_model: str
+    embedding_dim: int
+    chunk_size: int
+    contextual_headers: bool
+    keyword_match: KeywordMatch
+    corpus_hash: str
+    documents: int
+    chunks: int
+    sentences: int
+    chroma: dict[str, Any]
+    build_seconds: float = 0.0
+    created: str = ""
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+    encoder: str | None = "torch"
+    """The backend that ran the model (``torch``, ``onnx``, ``onnx-int8``; ``None`` for other
+    ``Embeddings``). Loading uses it for queries unless told otherwise; indexes from before this
+    field were built with torch."""
+    header_max_chars: int = 0
+    """The bound on contextual chunk headers the sentences were embedded with (0: no headers)."""
+    embedding_base_url: str | None = None
+    """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).
+    Never a key: keys come from the environment of whoever loads the index."""
+    checksums: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of every file the build wrote, by name (:mod:`arag_graph.index.integrity`), the sentence
+    matrix included; empty in indexes from before checksums, which load unchecked."""
+    sentence_digest: str | None = None
+    """One digest of the Chroma sentence records (chunk, position, text), for ``arag verify``; None
+    for a matrix, whose rows hold vectors only (its checksum covers them)."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_file(cls, path: Path, root: Path | None = None) -> Manifest:
+        """Read and type-check a manifest; anything unusable is the one-line damage error."""
+        from pydantic import TypeAdapter, ValidationError
+
+        where = root if root is not None else path.parent
+        try:
+            data = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise IndexDamagedError(where, f"{path} cannot be read ({exc.strerror or exc})") from None
+        except ValueError:
+            raise IndexDamagedError(where, f"{path} is not JSON") from None
+        if not isinstance(data, dict):
+            raise IndexDamagedError(where, f"{path} is not a JSON object")
+        version = data.get("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise IndexMismatchError(
+                f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
+                f"{FORMAT_VERSION}); rebuild the index with `arag index`"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return TypeAdapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field_name = ".".join(str(part) for part in first["loc"]) or "?"
+            raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
+
+
+def corpus_hash(chunks: Iterable[Chunk]) -> str:
+    """A digest of chunk ids, titles and texts: equal hashes mean the same retrievable corpus."""
+    digest = hashlib.sha256()
+    for c in chunks:
+        for part in (c.id, c.title or "", c.text):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")
+    return digest.hexdigest()

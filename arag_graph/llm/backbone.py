@@ -1,0 +1,220 @@
+"""The backbone: every request a graph makes of its model, as a typed call.
+
+A graph never writes a prompt itself. It asks its backbone for a :class:`Step` ("answer this
+question from these passages", "is this evidence sufficient?") and runs it, sync or async. Two
+backbones implement the same calls:
+
+- :class:`ChatBackbone` writes the prompts of :mod:`arag_graph.llm.prompts` for a real chat model and
+  reads its replies (structured outputs through :mod:`arag_graph.llm.structured`);
+- :class:`arag_graph.llm.offline.OfflineBackbone` answers with the offline policy's documented rules,
+  straight from the typed arguments. It never sees, let alone parses, a prompt, so prompts stay free
+  text written for real models.
+
+The agent loop is the one place where a chat model sees the conversation itself (tool calls and
+their results); there the offline policy is an ordinary tool-calling ``BaseChatModel``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+
+from arag_graph.llm import prompts
+from arag_graph.llm.prompts import chain_text, passages_text
+from arag_graph.llm.structured import (
+    NO_RELEVANT_INFORMATION,
+    Decomposition,
+    Reformulation,
+    Route,
+    SubAnswer,
+    Sufficiency,
+    Triplets,
+    structured_runnable,
+)
+from arag_graph.retrieval.retrievers import Passage
+
+T = TypeVar("T")
+Structured = tuple[T, str | None]
+"""A structured answer and, when the model's reply could not be used, why (the value is then the
+schema's safe fallback)."""
+
+
+@dataclass(frozen=True)
+class Step(Generic[T]):
+    """One request to the model: a runnable and its input, run by the graph sync or async."""
+
+    runnable: Runnable[Any, T]
+    input: Any = None
+
+    def invoke(self, config: RunnableConfig | None = None) -> T:
+        return self.runnable.invoke(self.input, config)
+
+    async def ainvoke(self, config: RunnableConfig | None = None) -> T:
+        return await self.runnable.ainvoke(self.input, config)
+
+
+def bind_one_tool_per_turn(model: BaseChatModel, tools: Sequence[BaseTool]) -> Runnable[Any, Any]:
+    """Bind ``tools``, asking the provider for at most one tool call per turn where it can.
+
+    A-RAG's loop is one action per iteration. Providers that do not know ``parallel_tool_calls``
+    get the tools alone (the graph still runs extra calls in order and counts each); models that
+    cannot bind tools at all (scripted test models) are used as they are.
+    """
+    try:
+        return model.bind_tools(tools, parallel_tool_calls=False)
+    except TypeError:
+        pass
+    except NotImplementedError:
+        return model
+    try:
+        return model.bind_tools(tools)
+    except NotImplementedError:
+        return model
+
+
+class Backbone(ABC):
+    """What the graphs ask of a model (see the module docstring)."""
+
+    def __init__(self, model: BaseChatModel) -> None:
+        self.model = model
+
+    def agent(self, messages: Sequence[AnyMessage], tools: Sequence[BaseTool], system_prompt: str) -> Step[AIMessage]:
+        """The agent's next turn: a tool call or an answer."""
+        bound = bind_one_tool_per_turn(self.model, list(tools))
+        return Step(bound, [SystemMessage(system_prompt), *messages])
+
+    @abstractmethod
+    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+        """The forced final answer once the step cap or token budget is reached (no tools)."""
+
+    @abstractmethod
+    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
+        """An answer from the given passages, citing chunk IDs."""
+
+    @abstractmethod
+    def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
+        """SRAG's answer from a fact table (``facts`` as rendered; ``sources`` the chunks it cites)."""
+
+    @abstractmethod
+    def direct(self, question: str) -> Step[AIMessage]:
+        """An answer from the model's own knowledge."""
+
+    @abstractmethod
+    def hyde(self, question: str) -> Step[str]:
+        """A hypothetical answer passage to embed instead of the question (ARAGOG's HyDE)."""
+
+    @abstractmethod
+    def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
+        """CoRAG's check: do the passages so far suffice to answer?"""
+
+    @abstractmethod
+    def reformulation(
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        chain: Sequence[Mapping[str, Any]],
+        missing: str,
+        *,
+        sample: int = 0,
+    ) -> Step[Structured[Reformulation]]:
+        """CoRAG's next query, aimed at what is missing.
+
+        ``sample`` numbers the sampled chain that asks (0: the greedy one). A chat model is sampled
+        through its temperature and ignores it; the offline policy, which has no temperature,
+        varies its rule by it so that the decoding strategies still see different chains.
+        """
+
+    @abstractmethod
+    def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
+        """CoRAG's sub-answer of one chain step: what the step's documents say about its query."""
+
+    @abstractmethod
+    def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
+        """SRAG's sub-questions with their dependencies."""
+
+    @abstractmethod
+    def route(self, question: str) -> Step[Structured[Route]]:
+        """SRAG's router: does the question need several hops?"""
+
+    @abstractmethod
+    def triplets(self, question: str, passage: Passage) -> Step[Structured[Triplets]]:
+        """SRAG's (subject, predicate, object) facts of one passage that bear on ``question``."""
+
+
+class ChatBackbone(Backbone):
+    """A real chat model, asked with the prompts of :mod:`arag_graph.llm.prompts`."""
+
+    def _ask(self, text: str) -> Step[AIMessage]:
+        return Step(self.model, [HumanMessage(text)])
+
+    def _structured(self, schema: type[Any], question: str, text: str) -> Step[Any]:
+        return Step(structured_runnable(self.model, schema, question), [HumanMessage(text)])
+
+    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+        # The instruction goes to the model only; the thread keeps the conversation as it was.
+        request = [SystemMessage(system_prompt), *messages, HumanMessage(prompts.SYNTHESIS_INSTRUCTION)]
+        return Step(self.model, request)
+
+    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
+        return self._ask(prompts.CONTEXT_ANSWER_PROMPT.format(context=passages_text(passages), question=question))
+
+    def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
+        return self._ask(prompts.FACTS_ANSWER_PROMPT.format(facts=facts, question=question))
+
+    def direct(self, question: str) -> Step[AIMessage]:
+        return self._ask(prompts.DIRECT_ANSWER_PROMPT.format(question=question))
+
+    def hyde(self, question: str) -> Step[str]:
+        reply_text = self.model.with_config(run_name="hyde_model") | (lambda reply: reply.text.strip() or question)
+        return Step(reply_text, [HumanMessage(prompts.HYDE_PROMPT.format(question=question))])
+
+    def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
+        text = prompts.SUFFICIENCY_PROMPT.format(question=question, passages=passages_text(passages))
+        return self._structured(Sufficiency, question, text)
+
+    def reformulation(
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        chain: Sequence[Mapping[str, Any]],
+        missing: str,
+        *,
+        sample: int = 0,
+    ) -> Step[Structured[Reformulation]]:
+        missing = " ".join(missing.split())
+        text = prompts.REFORMULATE_PROMPT.format(
+            question=question,
+            chain=chain_text(chain),
+            missing=f"Still missing: {missing}" if missing else "What is missing was not stated.",
+            passages=passages_text(passages),
+        )
+        return self._structured(Reformulation, question, text)
+
+    def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
+        text = prompts.SUB_ANSWER_PROMPT.format(
+            query=" ".join(query.split()), passages=passages_text(passages), no_information=NO_RELEVANT_INFORMATION
+        )
+        return self._structured(SubAnswer, query, text)
+
+    def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
+        return self._structured(
+            Decomposition, question, prompts.DECOMPOSE_PROMPT.format(question=question, limit=limit)
+        )
+
+    def route(self, question: str) -> Step[Structured[Route]]:
+        return self._structured(Route, question, prompts.ROUTE_PROMPT.format(question=question))
+
+    def triplets(self, question: str, passage: Passage) -> Step[Structured[Triplets]]:
+        text = prompts.EXTRACT_PROMPT.format(
+            question=question,
+            title=" ".join((passage.title or "").split()) or "(untitled)",
+            passage=passage.text.strip(),
+        )
+        return self._structured(Triplets, question, text)

@@ -1,0 +1,139 @@
+"""The index as a LangChain retriever: any chain, agent or ``EnsembleRetriever`` can use it.
+
+A-RAG's own interface is the three tools, which hand a model snippets first and whole chunks on
+request. Most LangChain code instead expects a ``BaseRetriever``: text in, ``Document`` objects out.
+:class:`IndexRetriever` is that view of the same index, without a second copy of anything. It ranks
+chunks with the one-shot retrievers the non-agentic graphs use (:func:`arag_graph.retrieval.retrievers.retrieve`),
+so a retriever and ``naive_rag`` with the same setting return the same chunks:
+
+* ``semantic`` (default): the index's sentence-level semantic search, a chunk scored by its best
+  sentence (cosine similarity), as ``semantic_search`` and ``naive_rag``'s ``dense`` do.
+* ``keyword``: BM25 over chunk text (``naive_rag``'s ``bm25``). A retriever receives a question,
+  not a keyword list; A-RAG's exact keyword score (``index.keyword_search``) needs the keywords
+  picked out first, which is the agent's job.
+* ``hybrid``: both rankings fused by reciprocal rank (``naive_rag``'s ``hybrid``); scores are
+  fusion scores, comparable only within one result list.
+* ``amr``: ARAGOG's auto-merging retrieval (``naive_rag``'s ``amr``, default threshold): the ``k``
+  nearest sentences, handed over whole as their chunk (or document) where more than half of it
+  matched, else as the matched sentences alone.
+* ``dsi``: ARAGOG's document summary index (``naive_rag``'s ``dsi``): the ``k`` best chunks inside
+  the documents whose summaries are nearest; needs an index built with ``--summaries``.
+
+Each document is a whole chunk (``amr``: or the matched sentences of one): ``page_content`` is its
+text, ``id`` and ``metadata["chunk_id"]`` its chunk ID (what ``chunk_read`` and the citations use),
+with ``title``, ``score`` and ``search_type`` in the metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, field_validator
+
+from arag_graph.core.errors import AragError
+from arag_graph.retrieval.retrievers import Passage, Retriever, auto_merge, passages, retrieve
+
+SearchType = Literal["semantic", "keyword", "hybrid", "amr", "dsi"]
+SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
+_RETRIEVER: dict[str, Retriever] = {"semantic": "dense", "keyword": "bm25", "hybrid": "hybrid"}
+
+
+def _check_k(k: Any) -> int:
+    """``k`` as a whole number of at least 1 (``3``, ``3.0`` or ``"3"``).
+
+    Unlike a tool's ``top_k``, which a model writes and which is clamped, ``k`` comes from code or a
+    chain's configuration, so a wrong one is an error rather than a silent change.
+    """
+    error = AragError(f"retriever k={k!r} is not a number of documents; give a whole number of at least 1")
+    if isinstance(k, bool):
+        raise error
+    try:
+        value = int(k)
+    except (TypeError, ValueError):
+        raise error from None
+    if (isinstance(k, float) and value != k) or value < 1:
+        raise error
+    return value
+
+
+class IndexRetriever(BaseRetriever):
+    """Top-``k`` chunks of a :class:`~arag_graph.index.hierarchical.HierarchicalIndex` as LangChain documents.
+
+    Usually made with :func:`make_retriever`; ``invoke(query, k=3)``
+    overrides ``k`` for one call. Thread-safe like the index, so one retriever serves concurrent runs.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Any
+    """The loaded :class:`~arag_graph.index.hierarchical.HierarchicalIndex` whose chunks are returned."""
+    search_type: SearchType = "semantic"
+    """How chunks are ranked: ``semantic`` (default), ``keyword`` (BM25) or ``hybrid`` (both, fused)."""
+    k: int = 5
+    """How many documents to return (fewer when the index has fewer matching chunks)."""
+
+    @field_validator("search_type", mode="before")
+    @classmethod
+    def _known_search_type(cls, value: Any) -> Any:
+        if value not in SEARCH_TYPES:
+            raise AragError(f"retriever search_type={value!r} is unknown; use one of {', '.join(SEARCH_TYPES)}")
+        return value
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _an_index(cls, value: Any) -> Any:
+        if not (hasattr(value, "semantic_search") and hasattr(value, "get_chunk")):
+            raise AragError(f"the retriever needs a loaded index (load_index(DIR)), got {type(value).__name__}")
+        return value
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _positive_k(cls, value: Any) -> int:
+        return _check_k(value)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Any = None
+    ) -> list[Document]:
+        if not isinstance(query, str):
+            raise AragError(
+                f"the retriever got a {type(query).__name__}, not a query string; pass the question text "
+                "(in a chain, pick it out first, e.g. itemgetter('question') | retriever)"
+            )
+        if not query.strip():
+            return []
+        top_k = self.k if k is None else _check_k(k)
+        return [
+            Document(
+                id=passage.chunk_id,
+                page_content=passage.text,
+                metadata={
+                    "chunk_id": passage.chunk_id,
+                    "title": passage.title,
+                    "score": passage.score,
+                    "search_type": self.search_type,
+                },
+            )
+            for passage in self._passages(query, top_k)
+        ]
+
+    def _passages(self, query: str, top_k: int) -> list[Passage]:
+        if self.search_type == "amr":
+            return auto_merge(self.index, query, top_k)
+        if self.search_type == "dsi":
+            from arag_graph.retrieval.summaries import summary_search
+
+            return passages(self.index, summary_search(self.index, query, top_k))
+        return passages(self.index, retrieve(self.index, query, top_k, _RETRIEVER[self.search_type]))
+
+
+def make_retriever(index: Any, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+    """``index`` as a LangChain ``BaseRetriever``; ``search_type``: semantic, keyword, hybrid, amr or dsi.
+
+    Top ``k`` documents; ``kwargs`` go to the retriever (``tags``, ``metadata``). A function of the
+    retrieval layer rather than a method of the index, so that the index never imports what is built
+    on it.
+    """
+    return IndexRetriever(index=index, search_type=search_type, k=k, **kwargs)

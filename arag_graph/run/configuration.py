@@ -1,0 +1,411 @@
+"""Run configuration: one pydantic context schema per graph, which LangGraph Studio renders as a form.
+
+Graphs read it as LangGraph *context* (``graph.invoke(inputs, context={...})``). LangGraph turns a
+mapping into the graph's schema before the first node runs, so a bad value fails there, once, with
+a one-line :class:`~arag_graph.core.errors.ContextError` naming the field and what it accepts. Every field carries its
+description and bounds, which is what ``langgraph dev`` serves to Studio.
+
+Fields that choose a model, an endpoint or an index are the caller's wishes, checked against what
+the operator allows (:mod:`arag_graph.run.policy`). Code that is itself the operator (the CLI, the
+evaluation runner, a Python program building its own context) builds the context with
+:meth:`GraphContext.trusted`, which skips that check.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from arag_graph.core.errors import ContextError
+from arag_graph.retrieval.retrievers import Retriever
+from arag_graph.run.policy import RunChoice, ServingPolicy
+
+TOP_K_MIN, TOP_K_MAX = 1, 20
+"""One rule for ``top_k`` everywhere: configuration and the CLI refuse values outside it, tools called
+by a model clamp them into it."""
+
+ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
+ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
+Decoding = Literal["greedy", "best_of_n", "tree"]
+
+
+def _one_line(error: ValidationError, schema: str) -> str:
+    problems = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "context"
+        given = item.get("input")
+        shown = f"={given!r}" if not isinstance(given, dict) else ""
+        problems.append(f"{where}{shown}: {item.get('msg', 'invalid')}")
+    return f"configuration for {schema} is not valid: {'; '.join(problems)}"
+
+
+_TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_context", default=False)
+"""Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
+
+
+class GraphContext(BaseModel):
+    """Settings every graph understands."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str = Field(
+        default="",
+        description="Chat model for this run, among those the server allows. Empty: the server's default "
+        "($ARAG_MODEL, else `offline`, the deterministic no-LLM policy). `provider:name` uses that "
+        "provider's LangChain package (for example `anthropic:claude-sonnet-4-5`).",
+        max_length=200,
+    )
+    base_url: str = Field(
+        default="",
+        description="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, LM Studio), among those the server "
+        "allows. Empty: the server's default endpoint.",
+        max_length=2000,
+    )
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, allow_inf_nan=False, description="Sampling temperature of the chat model."
+    )
+    max_tokens: int = Field(
+        default=16384,
+        ge=1,
+        le=1_000_000,
+        description="Upper bound on tokens the model may write per call (the A-RAG paper uses at least 16,384).",
+    )
+    reasoning_effort: ReasoningEffort = Field(
+        default="",
+        description="Reasoning effort for reasoning models (for example GPT-5); empty leaves the provider default.",
+    )
+    timeout: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="Seconds to wait for one model reply before giving up; 0: the server's default "
+        "($ARAG_MODEL_TIMEOUT, else 30).",
+    )
+    max_retries: int = Field(
+        default=-1,
+        ge=-1,
+        le=10,
+        description="Retries of a model request that failed or timed out; -1: the server's default "
+        "($ARAG_MODEL_RETRIES, else 2).",
+    )
+    index_path: str = Field(
+        default="",
+        description="Index directory, under the index root the server allows ($ARAG_INDEX_ROOT; a relative "
+        "path is taken from there). Empty: the server's index ($ARAG_INDEX, else the bundled sample).",
+        max_length=4000,
+    )
+    top_k: int = Field(default=5, ge=TOP_K_MIN, le=TOP_K_MAX, description="Chunks per search (the A-RAG paper uses 5).")
+
+    _trusted: bool = PrivateAttr(default=False)
+
+    def __init__(self, **data: Any) -> None:
+        """A caller's context (what LangGraph builds from a run's mapping): checked, then policed.
+
+        Raises one line naming the field instead of pydantic's multi-line report, and refuses a
+        model, endpoint or index the operator does not allow, before any node runs. Both errors
+        are :class:`~arag_graph.core.errors.ContextError`, a ``ValueError``, so a LangGraph server
+        returns the line to its client.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ContextError(_one_line(exc, type(self).__name__)) from None
+        self._trusted = _TRUSTING.get()
+        self.choice()
+
+    @classmethod
+    def trusted(cls, **values: Any) -> Any:
+        """The context as the operator sets it (CLI, evaluation runner, your own program): not policed.
+
+        ``None`` values are left out, so callers can pass optional flags straight through. Unlike a
+        caller's context, a field this graph does not have is an error: an operator's typo.
+        """
+        unknown = sorted(set(values) - set(cls.model_fields))
+        if unknown:
+            raise ContextError(
+                f"unknown configuration field(s) {unknown} for {cls.__name__}; valid: {sorted(cls.model_fields)}"
+            )
+        token = _TRUSTING.set(True)
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None})
+        finally:
+            _TRUSTING.reset(token)
+
+    @classmethod
+    def of_run(cls, context: Any) -> Any:
+        """This graph's context from whatever the run carries.
+
+        A context of another type (a parent graph's own schema, reaching a subgraph) is not ours:
+        the defaults apply. A mapping is validated as a caller's request.
+        """
+        if isinstance(context, cls):
+            return context
+        if isinstance(context, GraphContext):  # another graph's settings: keep what both share
+            shared = {name: getattr(context, name) for name in GraphContext.model_fields}
+            return cls.trusted(**shared) if context._trusted else cls(**shared)
+        if isinstance(context, dict):
+            return cls(**context)
+        return cls()
+
+    @property
+    def is_trusted(self) -> bool:
+        """Whether the operator made this context (CLI, Python) rather than a served run's caller."""
+        return self._trusted
+
+    def choice(self) -> RunChoice:
+        """Model, endpoint and index of this run: checked against the operator's policy unless trusted."""
+        policy = ServingPolicy.from_env()
+        if self._trusted:
+            return RunChoice(
+                self.model.strip() or policy.default_model,
+                self.base_url.strip() or policy.default_base_url,
+                self.index_path.strip() or policy.default_index,
+            )
+        return policy.resolve(self.model, self.base_url, self.index_path)
+
+    def settings(self) -> dict[str, Any]:
+        """The graph's own settings, for trace metadata and records (no endpoint, no prompt text)."""
+        skip = {"base_url", "system_prompt"}
+        return {k: v for k, v in self.model_dump().items() if k not in skip}
+
+
+class AragContext(GraphContext):
+    """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations).
+
+    :class:`AragNaiveContext` has the same agent settings but fixes ``tools`` and ``snippet_window``
+    (as properties, so they are typed attributes of every agent context without being form fields).
+    """
+
+    max_steps: int = Field(
+        default=15,
+        ge=1,
+        le=500,
+        description="Step cap L: tool calls allowed before the agent must answer from what it has gathered.",
+    )
+    message_token_budget: int = Field(
+        default=128_000,
+        ge=1,
+        le=10_000_000,
+        description="Force the final answer once the conversation is longer than this many o200k tokens "
+        "(the paper's released code: 128k).",
+    )
+    tools: ToolSet = Field(
+        default="full",
+        description="Tool set: all three tools, or one of the paper's ablations (without chunk_read, searches "
+        "return whole chunks).",
+    )
+    system_prompt: str = Field(
+        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
+    )
+    hyde: bool = Field(
+        default=False,
+        description="semantic_search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
+    )
+    dedupe_search_chunks: bool = Field(
+        default=False,
+        description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
+        "one-line notice instead of its text again. Off, as in the paper, whose Naive variant pays for repeats.",
+    )
+    snippet_window: int = Field(
+        default=1,
+        ge=1,
+        le=41,
+        description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
+        "1 shows the matched sentence alone, as A-RAG does.",
+    )
+
+
+class AragNaiveContext(GraphContext):
+    """A-RAG (Naive): the agent loop with a single embedding search that returns whole chunks."""
+
+    max_steps: int = Field(default=15, ge=1, le=500, description="Step cap L: searches allowed before answering.")
+    message_token_budget: int = Field(
+        default=128_000,
+        ge=1,
+        le=10_000_000,
+        description="Force the final answer once the conversation is longer than this many o200k tokens.",
+    )
+    system_prompt: str = Field(
+        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
+    )
+    hyde: bool = Field(
+        default=False,
+        description="The search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
+    )
+    dedupe_search_chunks: bool = Field(
+        default=False,
+        description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
+        "the paper).",
+    )
+
+    @property
+    def tools(self) -> Literal["naive"]:
+        """A-RAG (Naive) has one tool, the embedding search that returns whole chunks."""
+        return "naive"
+
+    @property
+    def snippet_window(self) -> int:
+        """Its search returns whole chunks: there are no snippets to widen."""
+        return 1
+
+
+AgentContext = AragContext | AragNaiveContext
+"""The context of either agent graph: both have every setting the agent reads."""
+
+
+class DirectContext(GraphContext):
+    """Direct answer: the model answers from its own knowledge, no retrieval."""
+
+
+class RetrievalContext(GraphContext):
+    """How the one-shot graphs (Naive RAG, CoRAG, SRAG) retrieve: the retriever and ARAGOG's techniques.
+
+    One set of fields for every graph that retrieves through :func:`arag_graph.retrieval.retrievers.retrieve_passages`,
+    so a technique is switched the same way everywhere (``--set retriever=amr``, ``--grid aragog``).
+    """
+
+    retriever: Retriever = Field(
+        default="dense",
+        description="dense (sentence embeddings, best sentence per chunk), bm25 (rank-bm25), hybrid (reciprocal "
+        "rank fusion of both), amr (ARAGOG's auto-merging: top_k sentences merged into their chunk or document) or "
+        "dsi (ARAGOG's document summary index: the best documents by summary, then the top_k chunks inside them; "
+        "needs an index built with --summaries).",
+    )
+    sentence_window: bool = Field(
+        default=False,
+        description="ARAGOG's sentence-window retrieval: the top_k sentences, each inside its window, instead of "
+        "whole chunks (with amr: the sentences that did not merge).",
+    )
+    window: int = Field(
+        default=3,
+        ge=1,
+        le=41,
+        description="Sentences in each window, centred on the matched sentence (ARAGOG's window: 3, the best in "
+        "its comparison, is the sentence with one neighbour on each side; 7 is three on each side).",
+    )
+    merge_threshold: float = Field(
+        default=0.5,
+        ge=0.3,
+        le=0.7,
+        allow_inf_nan=False,
+        description="amr: a chunk (document) replaces its retrieved sentences (chunks) when more than this share "
+        "of its children were retrieved (ARAGOG tunes it in 0.3-0.7).",
+    )
+    summary_documents: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="dsi: documents kept by their summary's similarity before the top_k chunks are picked inside them.",
+    )
+
+
+class NaiveRagContext(RetrievalContext):
+    """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
+
+    hyde: bool = Field(
+        default=False,
+        description="Embed a model-written hypothetical answer passage instead of the question (every retriever "
+        "but bm25).",
+    )
+
+
+class CoragContext(RetrievalContext):
+    """CoRAG: chain of retrieval with query reformulation, a sub-answer and a sufficiency check per step,
+    decoded greedily, best-of-N or by tree search (the paper's test-time scaling knobs: ``max_steps``,
+    ``n``, ``beam``)."""
+
+    max_steps: int = Field(
+        default=3,
+        ge=1,
+        le=50,
+        description="Step cap S: retrievals before answering (S=1 is one-shot RAG; the paper finds S=3 gives most "
+        "of the gain).",
+    )
+    hyde: bool = Field(
+        default=False,
+        description="Embed a model-written hypothetical answer passage for each query (dense and hybrid).",
+    )
+    loop_similarity: float = Field(
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="A reformulated query this similar (token Jaccard) to an earlier one counts as a loop and stops "
+        "the chain.",
+    )
+    max_context_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole "
+        "union, as in CoRAG.",
+    )
+    decoding: Decoding = Field(
+        default="greedy",
+        description="CoRAG's decoding strategy: greedy (one chain), best_of_n (n chains, the one with the lowest "
+        "penalty answers) or tree (a beam search over sampled reformulations).",
+    )
+    n: int = Field(
+        default=4,
+        ge=1,
+        le=16,
+        description="best_of_n: chains sampled per question (the first at the run's temperature, the others at "
+        "sample_temperature). Each costs a whole chain of retrievals and model calls.",
+    )
+    beam: int = Field(
+        default=1, ge=1, le=4, description="tree: paths kept at each step (the beam's width; the paper uses 1)."
+    )
+    expand: int = Field(
+        default=4,
+        ge=1,
+        le=8,
+        description="tree: candidate next queries sampled for each kept path at each step (the paper uses 4).",
+    )
+    rollouts: int = Field(
+        default=2,
+        ge=0,
+        le=4,
+        description="tree: chains rolled out (at most 2 more steps) from each candidate to score it by their "
+        "average penalty (the paper uses 2); 0 scores a candidate by its own penalty, much cheaper.",
+    )
+    sample_temperature: float = Field(
+        default=0.7,
+        gt=0.0,
+        le=2.0,
+        allow_inf_nan=False,
+        description="Temperature of the sampled reformulations of best_of_n and tree (the paper uses 0.7).",
+    )
+
+
+class SragContext(RetrievalContext):
+    """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
+
+    decompose: bool = Field(
+        default=True,
+        description="Split the question into sub-questions (off: the question is its only sub-question; paper "
+        "ablation).",
+    )
+    structured_extraction: bool = Field(
+        default=True,
+        description="Extract (subject, predicate, object) triplets (off: answer from the raw passages; paper "
+        "ablation).",
+    )
+    table_aggregation: bool = Field(
+        default=True,
+        description="Aggregate triplets into one Subject | Predicate | Object | Source table (off: per-passage fact "
+        "lists; paper ablation).",
+    )
+    relevance_threshold: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Triplets less relevant than this to their sub-question are dropped.",
+    )
+    route: bool = Field(default=False, description="Send questions the router judges single-hop to naive_rag instead.")
+    max_sub_questions: int = Field(
+        default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
+    )

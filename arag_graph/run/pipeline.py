@@ -1,0 +1,226 @@
+"""Steps every graph shares: starting a question, finishing with an answer and citations, and
+keeping the message history valid for providers.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, TypeGuard
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+from arag_graph.core.citations import parse_final_answer
+from arag_graph.core.tokens import count_tokens
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.run.state import RunState, question_of
+
+
+def start_update(state: RunState) -> dict[str, Any]:
+    """Reset per-question fields and turn a plain ``question`` input into a human message.
+
+    The ``question`` field is consumed (set to empty) so that a follow-up question given as
+    ``messages`` on the same thread is not confused with the previous one.
+    """
+    given = state.get("question")
+    question = given.strip() if isinstance(given, str) else ""
+    update: dict[str, Any] = {
+        "question": "",
+        "steps": 0,
+        "retrieved_tokens": 0,
+        "trajectory": [],
+        "answer": "",
+        "citations": [],
+        "error": None,
+        "warnings": [],  # a graph with no warnings channel ignores the key
+    }
+    if given is not None and not isinstance(given, str):
+        update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
+    elif question:
+        update["messages"] = [HumanMessage(question)]
+    elif not question_of(state):
+        update["error"] = "empty question: give a non-empty `question` or a human message in `messages`"
+    return update
+
+
+def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
+    """Read the answer and its citations from the last AI message.
+
+    A reply that still asks for tools (a model ignoring the synthesis request) has its calls
+    answered with "not run" notices, so the thread stays valid for a follow-up question.
+    """
+    messages = state.get("messages") or []
+    closing = not_run_messages(messages[-1] if messages else None, "the run has ended.")
+    update: dict[str, Any] = {"messages": closing} if closing else {}
+    if state.get("error"):
+        return update
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    text = last.text if last is not None else ""
+    answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
+    update.update({"answer": answer, "citations": citations})
+    if not answer:
+        update["error"] = (
+            "the model gave no answer: it asked for tool calls where it had to answer (after the step cap, "
+            "or in a graph that offers no tools)"
+            if closing
+            else "the model returned an empty answer"
+        )
+    return update
+
+
+def _text(message: AnyMessage) -> str:
+    return message.text if isinstance(message.content, (str, list)) else str(message.content)
+
+
+def message_tokens(messages: Sequence[AnyMessage]) -> int:
+    """o200k tokens of the conversation (each message's count is cached)."""
+    return sum(_cached_count(_text(m)) for m in messages)
+
+
+def over_token_budget(messages: Sequence[AnyMessage], budget: int) -> bool:
+    """Whether the conversation has reached ``budget`` tokens.
+
+    A token is at least one character, so a conversation shorter than ``budget`` characters cannot
+    have reached it: the common case costs one pass of ``len`` instead of tokenizing.
+    """
+    if sum(len(_text(m)) for m in messages) < budget:
+        return False
+    return message_tokens(messages) >= budget
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_count(text: str) -> int:
+    return count_tokens(text)
+
+
+def pending_tool_calls(message: AnyMessage | None) -> list[dict[str, Any]]:
+    """Tool calls of an AI message, including those whose arguments were not valid JSON."""
+    if not isinstance(message, AIMessage):
+        return []
+    calls = [dict(c) for c in message.tool_calls]
+    for bad in message.invalid_tool_calls:
+        calls.append(
+            {
+                "name": bad.get("name") or "",
+                "args": None,
+                "id": bad.get("id"),
+                "raw": bad.get("args"),
+                "invalid": True,
+            }
+        )
+    return calls
+
+
+NOT_RUN = {"not_run": True}
+"""The artifact of a tool message that answers a call without running it (not a step)."""
+
+
+def not_run_message(call: dict[str, Any], reason: str) -> ToolMessage:
+    """Answer a tool call without running it (providers require an answer to every call)."""
+    return ToolMessage(
+        f"Not run: {reason}",
+        tool_call_id=call.get("id") or "",
+        name=call.get("name") or "unknown",
+        status="error",
+        artifact=dict(NOT_RUN),
+    )
+
+
+def not_run_messages(message: AnyMessage | None, reason: str) -> list[ToolMessage]:
+    """Answer every tool call of ``message`` without running it."""
+    return [not_run_message(c, reason) for c in pending_tool_calls(message)]
+
+
+def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
+    """The messages since the question of this turn (the last human message)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return messages[i + 1 :]
+    return messages
+
+
+def _is_step(message: AnyMessage) -> TypeGuard[ToolMessage]:
+    """A tool message that answers a call that ran (or was refused as malformed): one step."""
+    if not isinstance(message, ToolMessage):
+        return False
+    return not (isinstance(message.artifact, dict) and message.artifact.get("not_run"))
+
+
+def turn_steps(messages: Sequence[AnyMessage]) -> int:
+    """The steps of this turn, as :func:`turn_progress` counts them, without building the rest.
+
+    The step cap is checked before every tool call and after every tool turn; counting alone keeps
+    that check from rebuilding the whole trajectory each time.
+    """
+    return sum(1 for message in current_turn(messages) if _is_step(message))
+
+
+def turn_progress(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+    """Steps, retrieved tokens, trajectory, chunks and warnings of this turn, read off its tool messages.
+
+    Every tool call that ran (or was refused as malformed) is a step; a call answered "not run"
+    (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
+    what the call returned, so these figures are derived from the conversation rather than kept
+    beside it, and stay right whoever executed the tools.
+    """
+    calls: dict[str, dict[str, Any]] = {}
+    trajectory: list[dict[str, Any]] = []
+    read: list[str] = []
+    shown: list[str] = []
+    warnings: list[str] = []
+    for message in current_turn(messages):
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id") or "": c for c in pending_tool_calls(message)})
+            continue
+        if not _is_step(message):
+            continue
+        artifact = message.artifact if isinstance(message.artifact, dict) else {}
+        call = calls.get(message.tool_call_id, {})
+        chunk_ids = [str(i) for i in artifact.get("chunk_ids") or []]
+        trajectory.append(
+            {
+                "tool": message.name or call.get("name") or "",
+                "args": artifact.get("args") or call.get("args") or {},
+                "tokens": int(artifact.get("tokens") or 0),
+                "chunk_ids": chunk_ids,
+                "error": bool(artifact.get("error")) or message.status == "error",
+            }
+        )
+        read.extend(str(i) for i in artifact.get("read") or [])
+        shown.extend(chunk_ids)
+        if artifact.get("warning"):
+            warnings.append(f"step {len(trajectory)}: {artifact['warning']}")
+    return {
+        "steps": len(trajectory),
+        "retrieved_tokens": sum(step["tokens"] for step in trajectory),
+        "trajectory": trajectory,
+        "read_chunks": list(dict.fromkeys(read)),
+        "retrieved_chunks": list(dict.fromkeys(shown)),
+        "warnings": warnings,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval steps and answering from passages (the non-agentic graphs)
+
+
+def retrieval_update(
+    state: RunState, tool: str, args: dict[str, Any], passages: Sequence[Any], *, note: str = ""
+) -> dict[str, Any]:
+    """Account for one retrieval step the way the agent's tool node does.
+
+    Each passage's text counts as corpus tokens handed to the model; its chunk joins both the
+    retrieved and the read sets (its text is given in full, as if read).
+    """
+    tokens = sum(count_tokens(p.text) for p in passages)
+    ids = list(dict.fromkeys(p.chunk_id for p in passages))
+    step: dict[str, Any] = {"tool": tool, "args": args, "tokens": tokens, "chunk_ids": ids, "error": False}
+    if note:
+        step["note"] = note
+    return {
+        "steps": state.get("steps", 0) + 1,
+        "retrieved_tokens": state.get("retrieved_tokens", 0) + tokens,
+        "trajectory": [*(state.get("trajectory") or []), step],
+        "read_chunks": ids,
+        "retrieved_chunks": ids,
+    }

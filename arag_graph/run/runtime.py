@@ -1,0 +1,230 @@
+"""What a node works with in one run: the run's context, its index, its model and backbone.
+
+A graph builder may fix the index and the model (:class:`Bound`, the operator's choice); what it
+leaves open comes from each run's context, so one compiled graph serves Studio users who pick
+another index or model in the form, within what the operator allows (:mod:`arag_graph.run.policy`).
+Indexes are loaded once per process and shared by concurrent runs.
+
+Tracing: every run of a graph, the top-level one included, carries the graph's name as a tag and
+its model and settings as metadata; see :class:`TracedGraph` for how the top-level run gets them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+
+from arag_graph.core.errors import AragError
+from arag_graph.core.tracing import local_tracing_guard
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.load import load_index
+from arag_graph.llm.backbone import Backbone, ChatBackbone
+from arag_graph.llm.models import resolve_chat_model, with_settings
+from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
+from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
+from arag_graph.run.configuration import GraphContext
+from arag_graph.run.policy import ServingPolicy
+
+IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
+C = TypeVar("C", bound=GraphContext)
+"""A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
+
+
+def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False) -> HierarchicalIndex:
+    """The index at ``path`` (loaded once per process), or the bundled sample when there is none.
+
+    ``served``: a caller's run, so the embedding model the index's manifest names (an endpoint, a
+    model folder) must be one the operator allows (:meth:`ServingPolicy.check_index_models`).
+    """
+    if path:
+        policy = ServingPolicy.from_env() if served else None
+        check = None if policy is None else lambda manifest: policy.check_index_models(manifest, path)
+        return load_index(path, cache=True, check_endpoint=check)
+    return ensure_sample_index(progress=False)
+
+
+def index_for_context(context: Any) -> HierarchicalIndex:
+    """The index a run's context names, as a graph without a fixed index would pick it."""
+    ctx = GraphContext.of_run(context)
+    return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
+
+
+def backbone_for(model: BaseChatModel) -> Backbone:
+    """The offline policy answers typed requests by rule; every other model through prompts."""
+    return OfflineBackbone(model) if isinstance(model, OfflinePolicy) else ChatBackbone(model)
+
+
+def model_label(model: BaseChatModel | str | None, ctx: GraphContext) -> str:
+    """The model's name as traces and records show it."""
+    if isinstance(model, BaseChatModel):
+        return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
+    return str(model or ctx.choice().model)
+
+
+@dataclass(frozen=True)
+class Bound(Generic[C]):
+    """What a graph's builder fixed; left as None, each run's context decides."""
+
+    graph: str
+    context_schema: type[C]
+    index: IndexLike = None
+    model: BaseChatModel | str | None = None
+
+
+@dataclass(frozen=True)
+class Run(Generic[C]):
+    """One run's resources, resolved from the builder's choices and the run's context."""
+
+    graph: str
+    ctx: C
+    index: HierarchicalIndex
+    model: BaseChatModel
+    backbone: Backbone
+
+
+def run_index(runtime: Any, bound: Bound[Any]) -> HierarchicalIndex:
+    """The run's index: the builder's, else the one the run's context names."""
+    if isinstance(bound.index, HierarchicalIndex):
+        return bound.index
+    if bound.index:
+        return load_run_index(bound.index)
+    ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
+    return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
+
+
+def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
+    """Resolve a run: its context (ours, or the defaults when it carries another graph's), index, model.
+
+    A model instance fixed by the builder gets the model settings the run's context sets
+    (:func:`explicit_model_settings`: ``reasoning_effort``, ``temperature``, ``max_tokens``) where
+    it has those fields (:func:`~arag_graph.llm.models.with_settings`); a model named by a string is
+    created with them.
+    """
+    ctx = bound.context_schema.of_run(getattr(runtime, "context", None))
+    choice = ctx.choice()
+    index = run_index(runtime, bound)
+    model = resolve_chat_model(
+        bound.model if bound.model is not None else choice.model,
+        base_url=choice.base_url,
+        temperature=ctx.temperature,
+        max_tokens=ctx.max_tokens,
+        reasoning_effort=ctx.reasoning_effort or None,
+        timeout=ctx.timeout or None,
+        max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
+        index=index,
+    )
+    if isinstance(bound.model, BaseChatModel):
+        model = with_settings(model, **explicit_model_settings(ctx))
+    return Run(bound.graph, ctx, index, model, backbone_for(model))
+
+
+_MODEL_SETTINGS = ("temperature", "reasoning_effort", "max_tokens")
+
+
+def explicit_model_settings(ctx: GraphContext) -> dict[str, Any]:
+    """The model settings a run's context sets itself, for a model instance the builder was given.
+
+    Only those the context names: a model built with its own temperature keeps it unless the run
+    asks for another, rather than being reset to the context's default of 0.
+    """
+    return {name: getattr(ctx, name) for name in _MODEL_SETTINGS if name in ctx.model_fields_set}
+
+
+def index_label(bound: Bound, ctx: GraphContext) -> str:
+    """The index a run will use, as trace metadata names it, without loading it.
+
+    The top-level run is created before any node runs, and loading an index there would be
+    blocking I/O on the caller's event loop.
+    """
+    if isinstance(bound.index, HierarchicalIndex):
+        return str(bound.index.path)
+    path = bound.index or ctx.choice().index_path
+    return str(Path(path)) if path else str(default_sample_index_path())
+
+
+def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
+    """Trace metadata of a run: the graph, its model and index, and every setting of its context."""
+    ctx = bound.context_schema.of_run(context)
+    return {
+        "graph": bound.graph,
+        **ctx.settings(),
+        "model": model_label(bound.model, ctx),
+        "index": index_label(bound, ctx),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The top-level run
+
+
+class TracedGraph(CompiledStateGraph):
+    """A compiled graph whose top-level run carries the run's trace metadata (model, settings, index).
+
+    LangGraph creates the top-level run from the ``config`` of ``stream``/``astream`` before any
+    node runs, and a node cannot change its parent run's metadata. The model, settings and (for a
+    graph built without an index) the index come from the run's context, which LangGraph does not
+    trace, so they are unknown when the graph is compiled and ``with_config`` cannot carry them.
+    This class therefore adds them to the config at the call: ``invoke``, ``ainvoke``,
+    ``stream_events``/``astream_events`` and the LangGraph server all go through ``stream`` or
+    ``astream``. Every run below (nodes, models, tools) inherits the same metadata.
+
+    The values are this graph's own and win over metadata of the same keys from the caller. A
+    context the graph would refuse adds nothing here: the run then fails as it would untraced.
+    """
+
+    def __init__(self, *, run_metadata: Callable[[Any], dict[str, Any]] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run_metadata = run_metadata  # an attribute, so copy() and with_config() keep it
+
+    def _traced(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
+        if self.run_metadata is None:
+            return config
+        try:
+            metadata = self.run_metadata(context)
+        except (AragError, TypeError, ValueError):
+            return config
+        return {**(config or {}), "metadata": {**((config or {}).get("metadata") or {}), **metadata}}
+
+    # Plain methods returning LangGraph's own iterators (not generators wrapping them), so closing
+    # or cancelling the stream reaches LangGraph directly.
+    def stream(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        return super().stream(input, self._traced(config, context), context=context, **kwargs)
+
+    def astream(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        return super().astream(input, self._traced(config, context), context=context, **kwargs)
+
+    # langsmith.evaluate(graph, ..., upload_results=False) calls invoke under LangSmith's local
+    # tracing mode, in which langchain-core would still post every node's run to the client's URL
+    # (arag_graph.core.tracing): the guard keeps the plain call offline. stream() cannot take it (its
+    # callbacks are set up when iteration starts, outside this call).
+    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        with local_tracing_guard():
+            return super().invoke(input, config, context=context, **kwargs)
+
+    async def ainvoke(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Any:
+        with local_tracing_guard():
+            return await super().ainvoke(input, config, context=context, **kwargs)
+
+
+def traced_graph(graph: CompiledStateGraph, bound: Bound) -> TracedGraph:
+    """``graph`` (just compiled) named and tagged after its graph, every run carrying its metadata.
+
+    Rebuilt the way ``Pregel.copy`` rebuilds a graph (from its attributes); a test pins that this
+    keeps every attribute, should LangGraph change its constructor.
+    """
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    traced = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
+    return traced.with_config(run_name=bound.graph, tags=[bound.graph], metadata={"graph": bound.graph})

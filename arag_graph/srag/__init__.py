@@ -1,0 +1,1 @@
+"""SRAG: decomposition into sub-questions, triplet tables, and answers from the table."""

@@ -1,0 +1,170 @@
+"""The index an evaluation runs on: built once per corpus and reused while its corpus hash matches.
+
+``--cch-index`` gives a built index with contextual headers for the settings that need one; DSI's
+document summaries are written once and reused by later builds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.evaluators.plan import EvalPlan, find_corpus, needs_summaries, settings_for, slug
+from arag_graph.llm.summarize import summary_writer
+from arag_graph.qa.datasets import Question, gold_chunk_ids, missing_support, passage_maps
+
+log = logging.getLogger(__name__)
+
+
+def reuses_built_index(plan: EvalPlan) -> bool:
+    """True when ``--index`` names a built index and no ``--corpus`` asks for another build."""
+    return plan.index is not None and plan.corpus is None and (plan.index / "CURRENT").exists()
+
+
+def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool) -> tuple[Any, dict[str, list[str]]]:
+    """Load or build the index and map every question to its gold chunk IDs.
+
+    The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
+    reported before any index is built.
+    """
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
+    from arag_graph.index.build import build_index
+    from arag_graph.index.corpus import load_corpus
+    from arag_graph.index.embedding_models import resolve_embeddings
+    from arag_graph.index.embeddings import embedding_model_id
+    from arag_graph.index.load import load_index
+    from arag_graph.index.manifest import corpus_hash
+    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
+
+    summaries = needs_summaries(plan).get("", False)
+    if reuses_built_index(plan):
+        index = load_index(plan.index, cache=True)
+        _check_embedding_matches(plan, index)
+        chunks = index.store.chunks
+        if summaries and not has_summaries(index):  # before any question is paid for
+            raise missing_summaries_error(index)
+        if plan.grid and index.manifest.contextual_headers:
+            # The grid's rows without CCH must run on bare sentences, or "+ CCH" compares CCH with itself.
+            raise AragError(
+                f"--index {plan.index}: built with contextual headers, but the grid's base rows need bare "
+                "sentences; build it with --no-contextual-headers (and give the headed one as --cch-index)"
+            )
+    else:
+        corpus = find_corpus(plan.dataset, plan.corpus)
+        chunks = chunk_documents(load_corpus(corpus))
+        index = None
+    title_to_ids, text_to_ids = passage_maps(chunks)
+    missing = missing_support(questions, title_to_ids, text_to_ids)
+    if missing:
+        qid, what = missing[0]
+        raise DatasetError(
+            f"the corpus lacks supporting passages of {len({q for q, _ in missing})} question(s), e.g. question "
+            f"{qid}: {what[:80]!r}; give the corpus these questions were written for (--corpus)"
+        )
+    if index is None:
+        digest = corpus_hash(chunks)
+        embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
+        model_id = embedding_model_id(embeddings)
+        name = slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{slug(model_id)[-40:]}")
+        # A grid compares techniques with and without contextual headers (its CCH rows get their own
+        # index), so its base index has none; otherwise the package's default applies.
+        headers = False if plan.grid else DEFAULT_CONTEXTUAL_HEADERS
+        name += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
+        target = plan.index or cache_dir() / "indexes" / f"{name}-{digest[:12]}"
+        with contextlib.suppress(AragError):
+            existing = load_index(target, cache=True)
+            if (
+                existing.manifest.corpus_hash == digest
+                and existing.manifest.embedding_model == model_id
+                and existing.manifest.contextual_headers == headers
+                and _has_wanted_summaries(existing, plan, summaries)
+            ):
+                index = existing
+        if index is None:
+            options = _summary_options(plan, summaries)
+            build_index(chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, **options)
+            index = load_index(target, cache=True)
+    gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
+    return index, gold
+
+
+def _check_embedding_matches(plan: EvalPlan, index: Any) -> None:
+    """``--embedding`` with a built ``--index``: an index answers with the model it was built with, so a
+    different one is refused rather than silently ignored."""
+    from arag_graph.index.embedding_models import resolve_embeddings
+    from arag_graph.index.embeddings import embedding_model_id
+
+    if plan.embedding is None and plan.embedding_base_url is None:
+        return
+    wanted = embedding_model_id(resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url))
+    built = index.manifest.embedding_model
+    if wanted != built:
+        raise AragError(
+            f"--index {plan.index} was built with the embedding model {built!r}, not {wanted!r}; drop --embedding "
+            "to use the index as built, or give a new --index (with --corpus) to build one with that model"
+        )
+
+
+def _summary_options(plan: EvalPlan, wanted: bool, reuse: Any = None) -> dict[str, Any]:
+    """``build_index`` arguments for the document summaries a plan's DSI settings need (none when none do)."""
+    if not wanted:
+        return {}
+    options: dict[str, Any] = {"base_url": plan.base_url, "timeout": plan.timeout, "max_retries": plan.max_retries}
+    if reuse is not None:
+        options["reuse"] = reuse
+    return {"summaries": summary_writer(plan.summaries or "offline", options)}
+
+
+def _has_wanted_summaries(index: Any, plan: EvalPlan, wanted: bool) -> bool:
+    """Whether a cached index can serve the plan: summaries by the plan's summariser when DSI needs them."""
+    if not wanted:
+        return True
+    info = (index.manifest.extra or {}).get("summaries") or {}
+    return info.get("model") == (plan.summaries or "offline")
+
+
+def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
+    """The grid's index with contextual chunk headers (CCH rows), of the same chunks; None when no row needs it.
+
+    ``--cch-index`` gives a built one (checked: headers on, same corpus, summaries when DSI needs
+    them) or where to build it; without it the index is built in the cache beside the other.
+    """
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.index.build import build_index
+    from arag_graph.index.load import load_index
+    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
+
+    if not any(s.index == "cch" for s in settings_for(plan)):
+        return None
+    summaries = needs_summaries(plan).get("cch", False)
+    digest = index.manifest.corpus_hash
+    given = plan.cch_index
+    if given is not None and (given / "CURRENT").exists():
+        cch = load_index(given, cache=True)
+        if not cch.manifest.contextual_headers:
+            raise AragError(
+                f"--cch-index {given}: built without contextual headers; build it with --contextual-headers"
+            )
+        if cch.manifest.corpus_hash != digest:
+            raise AragError(f"--cch-index {given}: another corpus than the evaluation's index; build it from the same")
+        if summaries and not has_summaries(cch):
+            raise missing_summaries_error(cch)
+        return cch
+    target = given or cache_dir() / "indexes" / f"{slug(plan.dataset.parent.name)}-{digest[:12]}-cch"
+    with contextlib.suppress(AragError):
+        existing = load_index(target, cache=True)
+        if (
+            existing.manifest.corpus_hash == digest
+            and existing.manifest.contextual_headers
+            and _has_wanted_summaries(existing, plan, summaries)
+        ):
+            return existing
+    reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
+    options = _summary_options(plan, summaries, reuse)
+    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, **options)
+    return load_index(target, cache=True)
