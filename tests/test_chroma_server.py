@@ -318,13 +318,13 @@ def test_unreachable_server_is_one_error_line(
 ) -> None:
     corpus = write_corpus(tmp_path / "c.jsonl", PASSAGES)
     out = tmp_path / "idx"
-    started = time.perf_counter()
+    # No timed bound here: a client that retried for ever fails this test by its per-test timeout.
     code, stdout, err = run_cli(
         ["index", str(corpus), "--out", str(out), "--chroma-url", "http://127.0.0.1:1", "--quiet"], capsys
     )
     assert code == 2 and stdout == "" and len(err.splitlines()) == 1, err
     assert err.startswith("arag: error: ") and "http://127.0.0.1:1" in err and "chroma run" in err
-    assert "Traceback" not in err and time.perf_counter() - started < 30
+    assert "Traceback" not in err
     assert not (out / CURRENT).exists()
 
     # Loading a server index whose server is gone (here: redirected to a closed port)

@@ -74,7 +74,7 @@ def test_fifty_concurrent_model_runs_keep_their_read_sets_apart(
     how: str, openai_server: OpenAIStubServer, sample_index: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every run reads the same shared chunk at the same time, through ``ChatOpenAI`` and HTTP."""
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
     models._chat_openai.cache_clear()
     ids = [c.id for c in sample_index.store.chunks]
     shared, own = ids[0], ids[1 : RUNS + 1]

@@ -118,6 +118,93 @@ def test_a_caller_cannot_point_the_model_at_another_host(operator_env: Path, mon
         AragContext(base_url="http://user:secret@localhost:8000/v1")
 
 
+def test_allowed_base_urls_are_compared_with_their_path(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README promises an exact comparison (scheme, host, port, path): another path on an allowed
+    host is another endpoint (a proxy's other route, a caller's collector), for runs and for indexes."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", "http://gpu-box:9000/v1")
+    assert AragContext(base_url="http://gpu-box:9000/v1/").choice().base_url == "http://gpu-box:9000/v1/"
+    policy = ServingPolicy.from_env()
+    for other in (
+        "http://gpu-box:9000/v2",
+        "http://gpu-box:9000/",
+        "http://gpu-box:9000",
+        "http://gpu-box:9000/v1/collect",
+        "http://gpu-box:9000/attacker/v1",
+        "http://gpu-box:9000/V1",
+    ):
+        with pytest.raises(RunRefused, match=r"is not allowed on this server") as err:
+            AragContext(base_url=other)
+        assert repr(other) in str(err.value)
+        manifest = SimpleNamespace(embedding_model="openai:text-embedding-3-small", embedding_base_url=other)
+        with pytest.raises(RunRefused, match="an endpoint this server does not allow"):
+            policy.check_index_endpoint(manifest)
+    allowed = SimpleNamespace(
+        embedding_model="openai:text-embedding-3-small", embedding_base_url="http://gpu-box:9000/v1"
+    )
+    policy.check_index_endpoint(allowed)  # the allowed endpoint itself passes
+
+
+def test_every_endpoint_refusal_says_what_is_allowed_and_who_sets_it(
+    operator_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killing bench/mutation.py's survivors in policy.py: each refusal's exact line (what was asked,
+    what is allowed, the setting that allows more), credentials in any part of the URL, the spellings
+    that are one endpoint, and the default endpoint from OPENAI_BASE_URL."""
+    from types import SimpleNamespace
+
+    from arag_graph.run.policy import normalize_url
+
+    with pytest.raises(RunRefused) as err:
+        normalize_url("ftp://files.example/v1")
+    assert str(err.value) == (
+        "base_url 'ftp://files.example/v1' is not an http(s) URL; give one such as http://localhost:8000/v1"
+    )
+    for no_host in ("http:///v1", "https://"):
+        with pytest.raises(RunRefused, match=r"is not an http\(s\) URL"):
+            normalize_url(no_host)
+    for secret in ("http://user@host:1/v1", "http://:pw@host:1/v1", "http://user:pw@host:1/v1"):
+        with pytest.raises(RunRefused) as err:
+            normalize_url(secret)
+        assert str(err.value) == "base_url must not contain credentials; the server's environment provides keys"
+    assert normalize_url(" HTTPS://GPU-Box.Example:9000/v1/ ") == "https://gpu-box.example:9000/v1"
+    assert normalize_url("http://h/v1?x=1") == "http://h/v1?x=1" and normalize_url("http://h/v1#frag") == "http://h/v1"
+    assert normalize_url("http://h/v1") == "http://h/v1"  # no port stays no port
+
+    with pytest.raises(RunRefused) as err:
+        ServingPolicy.from_env().base_url("http://elsewhere/v1")
+    assert str(err.value) == (
+        "base_url 'http://elsewhere/v1' is not allowed on this server; allowed: none besides the default "
+        "(the operator sets ARAG_ALLOWED_BASE_URLS)"
+    )
+    monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", "http://b:2/v1,http://a:1/v1")
+    with pytest.raises(RunRefused) as err:
+        ServingPolicy.from_env().base_url("http://elsewhere/v1")
+    assert "; allowed: http://a:1/v1, http://b:2/v1 (the operator sets ARAG_ALLOWED_BASE_URLS)" in str(err.value)
+
+    monkeypatch.delenv("ARAG_ALLOWED_BASE_URLS")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://openai-proxy:8080/v1")
+    policy = ServingPolicy.from_env()
+    assert policy.default_base_url == "http://openai-proxy:8080/v1" and policy.base_url("") == policy.default_base_url
+    assert policy.base_url("http://OPENAI-PROXY:8080/v1/") == "http://OPENAI-PROXY:8080/v1/"
+
+    long_url = "http://collector.example/" + "x" * 200
+    manifest = SimpleNamespace(embedding_model="openai:text-embedding-3-small", embedding_base_url=long_url)
+    with pytest.raises(RunRefused) as err:
+        policy.check_index_endpoint(manifest)
+    assert str(err.value) == (
+        f"this index embeds queries at {long_url[:100]!r}, an endpoint this server does not allow; the "
+        "operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another index"
+    )
+    not_http = SimpleNamespace(embedding_model="openai:e", embedding_base_url="file:///etc/passwd")
+    with pytest.raises(RunRefused, match="an endpoint this server does not allow"):
+        policy.check_index_endpoint(not_http)
+    policy.check_index_endpoint(SimpleNamespace(embedding_model="openai:e", embedding_base_url=None))  # env's own
+    policy.check_index_endpoint(SimpleNamespace(embedding_model="/models/minilm", embedding_base_url=long_url))
+    policy.check_index_endpoint(SimpleNamespace(embedding_base_url=long_url))  # no model named: the default one
+
+
 def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert AragContext().choice().model == "offline"
     with pytest.raises(RunRefused, match="model 'gpt-4o' is not allowed"):

@@ -90,6 +90,92 @@ def test_a_folder_that_is_not_a_model_fails_in_one_line_before_any_work(
 
 
 # ---------------------------------------------------------------------------------------------
+# A model name from the local Hugging Face cache
+
+TINY_WORDS = [
+    "the",
+    "a",
+    "is",
+    "in",
+    "of",
+    "and",
+    "to",
+    "river",
+    "sea",
+    "flows",
+    "into",
+    "tower",
+    "paris",
+    "iron",
+    "prize",
+    "physics",
+    "won",
+    "which",
+    "reaches",
+]
+
+
+def make_tiny_model(folder: Path) -> None:
+    """A sentence-transformers model made here (a 1-layer BERT of width 16, seeded), nothing downloaded."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models as st_models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    raw = folder.parent / "raw-bert"
+    raw.mkdir(parents=True)
+    vocab = raw / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *TINY_WORDS]) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(raw)
+    torch.manual_seed(27)
+    config = BertConfig(
+        vocab_size=5 + len(TINY_WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=128,
+    )  # fmt: skip
+    BertModel(config).save_pretrained(raw)
+    transformer = st_models.Transformer(str(raw), max_seq_length=64)
+    dimension = getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension
+    pooling = st_models.Pooling(dimension(), pooling_mode="mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder))
+
+
+def hf_cache_with(home: Path, name: str) -> Path:
+    """``$HF_HOME`` holding ``name`` as the hub cache lays a download out: refs/main naming a snapshot."""
+    repo = home / "hub" / f"models--{name.replace('/', '--')}"
+    commit = "27" * 20
+    make_tiny_model(repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit, encoding="utf-8")
+    return repo / "snapshots" / commit
+
+
+def test_a_model_name_from_the_local_hugging_face_cache_indexes_and_searches(tmp_path: Path) -> None:
+    """``--embedding NAME`` loads NAME from the Hugging Face cache (``$HF_HOME``), in a fresh process
+    whose hub endpoint is a recording stand-in that must see no request."""
+    name = "acme/tiny-embedder"
+    hf_cache_with(tmp_path / "hf", name)
+    with OpenAIStubServer() as hub:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env |= {"HF_ENDPOINT": hub.root_url, "HF_HOME": str(tmp_path / "hf"), "ARAG_CACHE_DIR": str(tmp_path / "c")}
+        env |= {"PYTHONPATH": str(REPO)}
+        out = tmp_path / "index"
+
+        def arag(*argv: str) -> dict[str, Any]:
+            done = subprocess.run(
+                [sys.executable, "-m", "arag_graph.cli.main", *argv], capture_output=True, text=True, env=env, cwd=REPO
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            return json.loads(done.stdout)
+
+        summary = arag("index", str(write_corpus(tmp_path)), "--out", str(out), "--embedding", name, "--json")
+        hits = arag("search", "--index", str(out), "--query", "Which river flows into the sea?", "--json")
+        assert hub.requests == []
+    assert summary["embedding_model"] == name and manifest_of(out)["embedding_model"] == name
+    assert manifest_of(out)["embedding_dim"] == 16  # the tiny model's vectors, not the packaged MiniLM's 384
+    assert hits["results"] if isinstance(hits, dict) and "results" in hits else hits, hits
+
+
+# ---------------------------------------------------------------------------------------------
 # A model that is not on this machine: one line, no download attempt
 
 

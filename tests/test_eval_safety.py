@@ -354,6 +354,7 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1500)  # two evaluations in subprocesses, 600 s each at most
 def test_a_full_disk_during_arag_eval_is_one_line_and_a_rerun_resumes(
     sample_index: HierarchicalIndex, tmp_path: Path
 ) -> None:
@@ -393,6 +394,7 @@ def test_a_failed_summary_write_leaves_no_temporary_file(tmp_path: Path) -> None
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(900)  # the first evaluation may wait 300 s for the model, then 300 s to finish
 def test_a_second_evaluation_into_the_same_out_is_refused_while_the_first_runs(
     openai_server: OpenAIStubServer,
     model_env: None,
@@ -554,12 +556,43 @@ def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypat
     assert json.loads(dumps({"v": float("-inf")})) == {"v": None}
 
 
-def test_both_writers_use_the_one_json_lines_writer() -> None:
-    """Neither the runner nor rejection sampling opens files for appending itself any more."""
-    for relative in ("evaluators/runner.py", "arag_graph/corag/rejection_sampling.py"):
-        source = (REPO / relative).read_text(encoding="utf-8")
-        assert "JsonLinesFile" in source or "prediction_file" in source, relative
-        assert 'open("a' not in source and "open('a" not in source, relative
+def _sample_chains(path: Path) -> Any:
+    from arag_graph.corag.rejection_sampling import open_outputs
+
+    return open_outputs(path)[0]
+
+
+WRITERS = {
+    "eval predictions": (_predictions, "p.jsonl", "question_id", GOOD),
+    "sample-chains chains": (_sample_chains, "chains.jsonl", "id", {"id": "q1", "chain": [], "final_answer": "A"}),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_every_writer_recovers_refuses_and_scrubs_alike(
+    writer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both output files that a kill may cut (eval's predictions, sample-chains' chains) behave as the
+    one JSON Lines writer: a cut line is dropped and the next record starts clean, a foreign line is a
+    one-line refusal that changes nothing, secrets and NaN never reach the file."""
+    open_file, name, key, good = WRITERS[writer]
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = tmp_path / name
+    path.write_text(json.dumps(good) + f'\n{{"{key}": "q2", "cut', encoding="utf-8")
+    file = open_file(path)
+    assert [r[key] for r in file.records] == ["q1"]
+    file.add({**good, key: "q3", "note": f"x {KEY} y", "nan": float("nan")})
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)[key] for line in lines] == ["q1", "q3"]
+    assert KEY not in lines[1] and json.loads(lines[1])["nan"] is None
+    assert [r[key] for r in open_file(path).records] == ["q1", "q3"]  # read back as written
+
+    foreign = tmp_path / f"foreign-{name}"
+    data = b'{"something": "else"}\n'
+    foreign.write_bytes(data)
+    with pytest.raises(AragError, match="line 1 is not") as caught:
+        open_file(foreign)
+    assert "\n" not in str(caught.value) and str(foreign) in str(caught.value) and foreign.read_bytes() == data
 
 
 def test_the_rejected_file_is_not_read_as_predictions(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_the_header_limit_is_recorded_and_checked(tmp_path: Path, capsys: pytest
     docs = [Document("The lamp burned paraffin.", id="a.md", title="Lamps")]
     index = build_index(docs, tmp_path / "i", embeddings=WordHashEmbeddings(), contextual_headers=True, progress=False)
     assert index.manifest.header_max_chars == HEADER_MAX_CHARS
-    with pytest.raises(AragError):
+    with pytest.raises(AragError, match=r"^header length -1: give 0 to 1000 characters"):
         build_index(docs, tmp_path / "j", embeddings=WordHashEmbeddings(), header_max_chars=-1, progress=False)
     code, out, err = run_cli(
         ["index", str(md_corpus(tmp_path)), "--out", str(tmp_path / "k"), "--header-max-chars", "5000"], capsys

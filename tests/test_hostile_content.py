@@ -139,7 +139,7 @@ def test_an_obedient_model_over_the_wire_is_offered_the_same_three_tools(
 ) -> None:
     from arag_graph.llm import models
 
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
     models._chat_openai.cache_clear()
     ids = [c.id for c in hostile_index.store.chunks]
     openai_server.script(_stub_obedient(ids))

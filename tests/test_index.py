@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -387,16 +385,38 @@ def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
     assert sorted(p.name for p in (root / BUILDS).iterdir()) == [active_build(root).name]
 
 
+# A rebuild in a subprocess that SIGKILLs itself at a named point (sys.argv[3]): no clock decides
+# where a kill lands. "encoding": on its first embedding call (a build directory half written);
+# "before_switch": as it is about to point CURRENT at the finished build; "after_switch": right after.
 _BUILD_SCRIPT = """
-import sys
+import os, signal, sys
 from arag_graph.index.build import build_index
 from tests.fakes import NamedFakeEmbeddings
-from arag_graph.core.chunking import chunk_documents
-from arag_graph.core.documents import Document
-chunk_documents([Document("Loads the token counter. Before the clock starts.", id="warm")])
-print("ready", flush=True)
-build_index(sys.argv[1], sys.argv[2], embeddings=NamedFakeEmbeddings(), progress=False)
-print("done", flush=True)
+
+where = sys.argv[3]
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+class DyingEmbeddings(NamedFakeEmbeddings):
+    def embed_documents(self, texts):
+        if where == "encoding":
+            die()
+        return super().embed_documents(texts)
+
+real_replace = os.replace
+
+def replace(src, dst, *args, **kwargs):
+    switching = os.path.basename(os.fspath(dst)) == "CURRENT"
+    if switching and where == "before_switch":
+        die()
+    real_replace(src, dst, *args, **kwargs)
+    if switching and where == "after_switch":
+        die()
+
+os.replace = replace
+build_index(sys.argv[1], sys.argv[2], embeddings=DyingEmbeddings(), progress=False)
+print("not killed", flush=True)
 """
 
 
@@ -411,72 +431,45 @@ def _big_corpus(path: Path, n: int) -> Path:
     return path
 
 
-def test_a_killed_rebuild_leaves_the_previous_index_loadable(tmp_path: Path) -> None:
-    """SIGKILL a rebuild at random moments: the index loads and answers as before (or, when the
+@pytest.mark.parametrize(
+    ("where", "survivor"), [("encoding", "old"), ("before_switch", "old"), ("after_switch", "new")]
+)
+def test_a_killed_rebuild_leaves_the_previous_index_loadable(where: str, survivor: str, tmp_path: Path) -> None:
+    """SIGKILL a rebuild at each step that matters: the index loads and answers as before (or, when the
     kill came after the switch, as the finished new build), and the next build clears leftovers."""
     root = tmp_path / "index"
     old_docs = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
     build_index(old_docs, root, embeddings=NamedFakeEmbeddings(), progress=False)
     probe = (["Paris", "Harbour 3"], "It flows into the Mediterranean Sea.")
     old = load_index(root, embeddings=NamedFakeEmbeddings())
-    old_hash, old_answers = old.manifest.corpus_hash, answers(old, *probe)
-    first_answers = old_answers
+    expected = {"old": (old.manifest.corpus_hash, answers(old, *probe))}
+    old_build = active_build(root).name
 
-    corpus = _big_corpus(tmp_path / "big.jsonl", 1200)
-    started = time.perf_counter()
+    corpus = _big_corpus(tmp_path / "big.jsonl", 300)
     new = build_index(corpus, tmp_path / "reference", embeddings=NamedFakeEmbeddings(), progress=False)
-    duration = time.perf_counter() - started
-    new_hash, new_answers = new.manifest.corpus_hash, answers(new, *probe)
-    assert new_answers != old_answers
+    expected["new"] = (new.manifest.corpus_hash, answers(new, *probe))
+    assert expected["new"] != expected["old"]
 
     script = tmp_path / "build.py"
     script.write_text(_BUILD_SCRIPT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    rng = random.Random()
-    outcomes: list[str] = []
-    partial = 0
-    trials = 3
-    for trial in range(trials):
-        # Stratified random kill times from "still loading the corpus" to "just finished" (the
-        # subprocess starts its build later than the in-process reference did, hence the 1.8).
-        span = 1.8 * duration / trials
-        delay = rng.uniform(trial * span, (trial + 1) * span)
-        proc = subprocess.Popen(
-            [sys.executable, str(script), str(corpus), str(root)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            time.sleep(delay)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        where = f"trial {trial}, killed after {delay:.2f}s of a {duration:.2f}s build"
-        partial += len(list((root / BUILDS).iterdir())) > 1  # the killed build's leftovers
-        loaded = load_index(root, embeddings=NamedFakeEmbeddings())
-        got = answers(loaded, *probe)
-        if loaded.manifest.corpus_hash == old_hash:
-            assert got == old_answers, where
-            outcomes.append("old")
-        else:
-            assert loaded.manifest.corpus_hash == new_hash, where
-            assert got == new_answers and loaded.manifest.chunks == 1200, where
-            outcomes.append("new")
-            old_hash, old_answers = new_hash, new_answers  # the next trial replaces this one
-    assert partial, f"no kill landed during a build: {outcomes}"
-    assert "old" in outcomes, f"no kill landed before the switch: {outcomes}"
+    done = subprocess.run(
+        [sys.executable, str(script), str(corpus), str(root), where],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr[-2000:])
+    builds = sorted(p.name for p in (root / BUILDS).iterdir())
+    assert len(builds) == 2, (
+        builds
+    )  # the active build and one leftover: the killed one, or the old one after the switch
+    loaded = load_index(root, embeddings=NamedFakeEmbeddings())
+    assert (loaded.manifest.corpus_hash, answers(loaded, *probe)) == expected[survivor]
+    assert (active_build(root).name == old_build) == (survivor == "old")
 
     build_index(old_docs, root, embeddings=NamedFakeEmbeddings(), progress=False)
     assert sorted(p.name for p in (root / BUILDS).iterdir()) == [active_build(root).name]
     assert not list(root.glob(f".{CURRENT}.*"))
-    assert answers(load_index(root, embeddings=NamedFakeEmbeddings()), *probe) == first_answers
+    assert answers(load_index(root, embeddings=NamedFakeEmbeddings()), *probe) == expected["old"][1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -660,3 +660,44 @@ def test_verify_reports_an_overflowing_vector_without_a_numpy_warning(
         with pytest.raises(AragError) as caught:
             verify_index(index)
     assert "vector of sentence record 2" in damaged_line(caught.value, copy)
+
+
+# Files larger than the checksum's read block (1 MiB)
+
+
+def test_a_checksum_covers_every_byte_of_a_multi_mib_file(tmp_path: Path) -> None:
+    """A change anywhere in a file changes its checksum: the last byte of 3 MiB, and one past 1 MiB."""
+    from arag_graph.index.integrity import check_file, file_checksum
+
+    path = tmp_path / "big.bin"
+    data = bytes(range(256)) * (3 * 4096)  # 3 MiB
+    path.write_bytes(data)
+    recorded = file_checksum(path)
+    for at in (len(data) - 1, (1 << 20) + 17, (2 << 20) + 3):
+        path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+        assert file_checksum(path) != recorded, at
+        with pytest.raises(AragError, match="checksum mismatch"):
+            check_file(tmp_path, tmp_path, "big.bin", recorded)
+    path.write_bytes(data)
+    check_file(tmp_path, tmp_path, "big.bin", recorded)  # the same bytes pass
+
+
+def test_damage_past_the_first_mib_of_the_vectors_file_is_refused_at_load(tmp_path: Path) -> None:
+    """A 1.6 MB sentences.npy (400 sentences of 1,024 dimensions) changed 1.5 MB in never answers."""
+    docs = [
+        Document(f"Lighthouse {i} stands on cape {i % 13}. Its lamp was lit in {1800 + i}.", id=f"l{i}", title=f"L{i}")
+        for i in range(200)
+    ]
+    wide = NamedFakeEmbeddings(size=1024, model_id="test/fake-hash-1024")
+    root = tmp_path / "index"
+    build_index(docs, root, embeddings=wide, backend="matrix", progress=False)
+    path = matrix_file(root)
+    data = path.read_bytes()
+    assert len(data) > 3 * (1 << 19)  # over 1.5 MiB
+    at = len(data) - 4 * 1024 * 50 + 1  # a low mantissa byte of sentence 350's vector, 1.4 MiB in
+    assert at > 1 << 20
+    path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+    with pytest.raises(AragError) as caught:
+        load_index(root, embeddings=wide)
+    assert "sentences.npy differs from what the build wrote" in damaged_line(caught.value, root)
+    record("index_damage", "load: matrix changed past its first MiB", faults=1, survived=1)

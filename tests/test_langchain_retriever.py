@@ -200,3 +200,25 @@ def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_p
     dsi = make_retriever(summarized, search_type="dsi", k=3).invoke(query)
     expected = retrieve_passages(summarized, query, config_for("naive_rag", retriever="dsi", top_k=3))  # type: ignore[arg-type]
     assert [d.id for d in dsi] == [p.chunk_id for p in expected] and len(dsi) == 3
+
+
+def test_the_retriever_inside_an_ensemble_retriever(sample_index: HierarchicalIndex) -> None:
+    """The README names LangChain's ``EnsembleRetriever``: two of our retrievers fused by it return
+    whole chunks with our metadata, in the order of the fused ranks."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    semantic = make_retriever(sample_index, k=4)
+    keyword = make_retriever(sample_index, k=4, search_type="keyword")
+    ensemble = EnsembleRetriever(retrievers=[semantic, keyword], weights=[0.5, 0.5])
+    query = "Which films were shot in or around Leland, North Carolina?"
+    fused = ensemble.invoke(query)
+    each = [semantic.invoke(query), keyword.invoke(query)]
+    rrf: dict[str, float] = {}  # weighted reciprocal rank fusion, as EnsembleRetriever documents it
+    for docs in each:
+        for rank, doc in enumerate(docs, 1):
+            cid = doc.metadata["chunk_id"]
+            rrf[cid] = rrf.get(cid, 0.0) + 0.5 / (rank + ensemble.c)
+    assert [d.metadata["chunk_id"] for d in fused] == sorted(rrf, key=lambda cid: -rrf[cid])
+    for doc in fused:
+        chunk = sample_index.get_chunk(doc.metadata["chunk_id"])
+        assert chunk is not None and doc.page_content == chunk.text

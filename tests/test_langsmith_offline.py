@@ -99,3 +99,29 @@ def test_plain_aevaluate_of_a_graph_makes_no_connection(sample_index: Any, refus
     scores = _scores(asyncio.run(run()))
     assert refused_connections == []
     assert scores["steps"] > 0
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "unguarded"])
+def test_graph_stream_inside_local_tracing_guard_makes_no_connection(
+    guarded: bool, sample_index: Any, refused_connections: list[Any]
+) -> None:
+    """The README's advice for a target that calls ``graph.stream(...)`` (which the graphs' own
+    ``invoke`` guard does not cover): inside ``local_tracing_guard()`` it stays offline; without it
+    the same target tries to post runs (what the guard is for, and what shows this test can fail)."""
+    import contextlib
+
+    from langsmith import evaluate
+
+    from arag_graph.core.tracing import local_tracing_guard
+
+    graph = build_arag_graph(sample_index, "offline")
+
+    def target(inputs: dict[str, Any]) -> dict[str, Any]:
+        with local_tracing_guard() if guarded else contextlib.nullcontext():
+            updates = list(graph.stream(inputs, stream_mode="updates"))
+        return updates[-1]["finish"]
+
+    results = evaluate(target, data=_examples(), evaluators=[], client=_client(), upload_results=False)
+    (row,) = list(results)
+    assert row["run"].outputs["answer"]  # the streamed graph ran to its answer
+    assert (refused_connections == []) is guarded, refused_connections

@@ -13,7 +13,7 @@ through ``arag ask``. What every cell must show:
   ends at exactly the cap;
 - transient faults (one 429 with Retry-After, one 500) are retried and the run answers.
 
-Timeouts and retries are set small (``models.DEFAULT_TIMEOUT``, ``models.DEFAULT_RETRIES``) so the
+Timeouts and retries are set small (``$ARAG_MODEL_TIMEOUT``, ``$ARAG_MODEL_RETRIES``) so the
 matrix stays fast; the behaviour does not depend on their size.
 """
 
@@ -179,14 +179,14 @@ def fault_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", TIMEOUT)
+    monkeypatch.setenv("ARAG_MODEL_TIMEOUT", str(TIMEOUT))
     models._chat_openai.cache_clear()
     yield
     models._chat_openai.cache_clear()
 
 
 def _arm(server: OpenAIStubServer, fault: Fault, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", fault.retries)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", str(fault.retries))
     models._chat_openai.cache_clear()
     server.script(list(fault.script), then=fault.then())
 

@@ -52,8 +52,8 @@ def openai_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in ("OPENAI_BASE_URL", "ARAG_BASE_URL", "ARAG_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 2)
-    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", 20.0)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "2")
+    monkeypatch.setenv("ARAG_MODEL_TIMEOUT", "20.0")
     models._chat_openai.cache_clear()
     yield KEY
     models._chat_openai.cache_clear()
@@ -253,13 +253,13 @@ def test_rate_limit_with_retry_after_is_retried_transparently(
 def test_model_that_keeps_failing_ends_the_run_with_a_one_line_error(
     openai_server: OpenAIStubServer, openai_env: str, sample_index: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 1)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "1")
     models._chat_openai.cache_clear()
     openai_server.script([], then=http_error(500, "upstream exploded"))
     graph = build_arag_graph(sample_index, model="gpt-4o-mini")
     out = graph.invoke({"question": QUESTION}, context={"base_url": openai_server.url})
 
-    assert len(openai_server.completions) == 1 + models.DEFAULT_RETRIES
+    assert len(openai_server.completions) == 1 + 1  # the first attempt and the one retry ARAG_MODEL_RETRIES allows
     error = out["error"]
     assert isinstance(error, str) and "\n" not in error
     assert "HTTP 500" in error and "upstream exploded" in error

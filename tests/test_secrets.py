@@ -48,8 +48,8 @@ def sentinel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("LANGSMITH_API_KEY", LANGSMITH_KEY)
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
-    monkeypatch.setattr(models, "DEFAULT_RETRIES", 0)
-    monkeypatch.setattr(models, "DEFAULT_TIMEOUT", 5.0)
+    monkeypatch.setenv("ARAG_MODEL_RETRIES", "0")
+    monkeypatch.setenv("ARAG_MODEL_TIMEOUT", "5.0")
     models._chat_openai.cache_clear()
     yield
     models._chat_openai.cache_clear()

@@ -137,18 +137,56 @@ def test_the_default_index_is_onnx_int8_with_an_exact_matrix(sample_index: Hiera
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
 
 
-def test_auto_switches_to_chroma_above_the_threshold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # 40 sentences: every search fetches all of them, so ties cannot pick different snippets.
+def test_the_chroma_store_answers_as_the_matrix_does(tmp_path: Path) -> None:
+    """What an index over the switch (test_auto_switches_to_chroma_above_100000_sentences) gets: the
+    same answers from Chroma as from the matrix. 40 sentences: every search fetches all of them, so
+    ties cannot pick different snippets."""
     documents = [Document(f"Island {n} has a lighthouse. Ferries call at island {n}.", id=f"i{n}") for n in range(20)]
     small = build_index(documents, tmp_path / "small", embeddings=WordHashEmbeddings(), progress=False)
-    monkeypatch.setattr(index_module, "MATRIX_MAX_SENTENCES", 39)  # one fewer than the corpus has
-    large = build_index(documents, tmp_path / "large", embeddings=WordHashEmbeddings(), progress=False)
+    embeddings = WordHashEmbeddings()
+    large = build_index(documents, tmp_path / "large", embeddings=embeddings, backend="chroma", progress=False)
     assert small.manifest.chroma["mode"] == "matrix" and small.manifest.sentences == 40
     assert large.manifest.chroma["mode"] == "persistent"
     for query in ("lighthouse on island 7", "ferries", "island 12"):
         assert [(h.chunk_id, h.snippets) for h in large.semantic_search(query, 5)] == [
             (h.chunk_id, h.snippets) for h in small.semantic_search(query, 5)
         ]
+
+
+class _StoreSeen(Exception):
+    """Raised by :class:`StoreProbe` to end a build once its sentence store is chosen."""
+
+
+class StoreProbe(WordHashEmbeddings):
+    """Stops a build at its first embedding call, noting which sentence store it opened by then:
+    the real threshold is tested on a real corpus without encoding 100,000 sentences."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(dim=8)
+        self.root = root
+        self.store = ""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        (build,) = (self.root / BUILDS).iterdir()
+        self.store = "chroma" if (build / "chroma").exists() else "matrix"
+        raise _StoreSeen
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-limit", "one-over"])
+def test_auto_switches_to_chroma_above_100000_sentences(extra: int, tmp_path: Path) -> None:
+    """The switch at its real value, unpatched: 100,000 sentences stay a matrix, 100,001 go to Chroma."""
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.index.sentencematrix import MATRIX_MAX_SENTENCES
+
+    assert MATRIX_MAX_SENTENCES == 100_000
+    ten = " ".join(f"Quay {{n}} has berth {k}." for k in range(10))
+    documents = [Document(ten.format(n=n), id=f"q{n}") for n in range(10_000)]
+    documents += [Document(f"Buoy {n} is red.", id=f"b{n}") for n in range(extra)]
+    assert sum(len(c.sentences) for c in chunk_documents(documents)) == MATRIX_MAX_SENTENCES + extra
+    probe = StoreProbe(tmp_path / "index")
+    with pytest.raises(_StoreSeen):
+        build_index(documents, probe.root, embeddings=probe, progress=False)
+    assert probe.store == ("chroma" if extra else "matrix")
 
 
 def test_bad_backend_values_fail_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,6 +313,23 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
         assert [h["score"] for h in got] == pytest.approx([h["score"] for h in expected], abs=1e-6)
         if backend == "matrix":  # exact and deterministic: the snippets too
             assert got == expected
+
+
+def test_the_real_build_block_is_4096_sentences(tmp_path: Path) -> None:
+    """The block size at its real value, unpatched: of 4,200 sentences, 4,096 are stored before the rest."""
+    from arag_graph.index.text import BUILD_BLOCK
+
+    assert BUILD_BLOCK == 4096
+    documents = [Document(f"Pier {n} is long. Gulls rest on pier {n}.", id=f"p{n}") for n in range(2100)]
+    root = tmp_path / "index"
+    encoder = RecordingEncoder(root)
+    index = build_index(documents, root, embeddings=encoder, backend="matrix", progress=False)
+    assert index.manifest.sentences == 4200
+    assert encoder.calls == [512] * 8 + [104]  # embed_texts' own batches of 512 within each block
+    # The first block (4,096 rows of 64 float32) was written before the 4,097th sentence was encoded.
+    row_bytes = 64 * 4
+    assert encoder.on_disk[:8] == [0] * 8, encoder.on_disk
+    assert 4096 * row_bytes <= encoder.on_disk[8] < 4097 * row_bytes, encoder.on_disk
 
 
 def test_every_build_phase_shows_a_progress_bar(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -334,6 +334,24 @@ def test_already_read_and_new_chunks_in_one_call(tools: SimpleNamespace, sample_
     assert "[chunk 5] already read" in message.content
 
 
+def test_chunks_a_search_only_showed_are_not_read(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
+    """C_read holds what a tool returned in full (the artifact's ``read``), never what a search showed
+    as snippets (its ``chunk_ids``): reading a chunk after finding it returns its whole text."""
+    from arag_graph.agent.tools import read_in
+
+    found = call(tools.keyword, keywords=["Leland"], top_k=3)
+    semantic = call(tools.semantic, query=LELAND_QUERY, top_k=3)
+    shown = list(dict.fromkeys(artifact(found)["chunk_ids"] + artifact(semantic)["chunk_ids"]))
+    assert shown and artifact(found)["read"] == [] and artifact(semantic)["read"] == []
+    assert read_in(_conversation.messages) == set()
+    message = call(tools.read, chunk_ids=shown)
+    facts = artifact(message)
+    assert facts["read"] == shown and "already read" not in message.content
+    texts = [sample_index.get_chunk(cid).text for cid in shown]  # type: ignore[union-attr]
+    assert facts["tokens"] == sum(count_tokens(t) for t in texts)
+    assert read_in(_conversation.messages) == set(shown)
+
+
 def test_unknown_ids_are_named_with_a_hint(tools: SimpleNamespace) -> None:
     message = call(tools.read, chunk_ids=["zz", "999"])
     facts = artifact(message)

@@ -26,3 +26,13 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory, served_model: OpenAIStu
     env = {"ARAG_ALLOWED_BASE_URLS": served_model.url, "ARAG_ALLOWED_MODELS": "gpt-4o-mini"}
     with running_dev_server(tmp_path_factory.mktemp("langgraph-dev"), env) as server:
         yield server
+
+
+SLOW_TIMEOUT = 1800  # seconds: starting `langgraph dev`, killing builds, filling disks on a loaded machine
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/slow gets a longer per-test timeout than the project's 600 s (pyproject.toml)."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None and "tests/slow/" in item.nodeid:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))

@@ -6,8 +6,10 @@ recording server plays the attacker's host. Remote callers (``langgraph_sdk``) t
 combination a hostile caller would try; the attacker's host must see zero requests, each refused
 run must reach the client as its one-line reason, and the allowed endpoint must still work.
 
-It also holds one run on a model server that accepts and never answers, and checks that another
-run on the same server finishes meanwhile, and that the hung one ends with a one-line timeout.
+It also holds one run on a model server that accepts and does not answer until the test releases
+it, and checks that another run on the same server finishes meanwhile (if runs waited for each
+other, that run could never finish: the test fails by its timeout, whatever the machine's speed),
+then that the held run, dropped, ends with a one-line error.
 
 The endpoint rule of issue 22 on the same server: an index planted under the operator's index root
 whose manifest names the attacker's Chroma server (a recorder of ``Authorization`` headers) must
@@ -31,13 +33,26 @@ from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
 from tests.stubs._http import RecordedRequest
 from tests.stubs.chroma_recorder import CHROMA_TOKEN_PROVIDER, ChromaRecorder
-from tests.stubs.openai_server import OpenAIStubServer, Reply, stall, text
+from tests.stubs.openai_server import OpenAIStubServer, Reply, disconnect, text
 from tests.test_endpoint_rule import plant_chroma_index
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 SENTINEL_KEY = sentinel_key("operator-key")
 CHROMA_SECRET = "chroma-operator-token-served-5e2b"
+RELEASE_HUNG = threading.Event()
+
+
+def held_until(release: threading.Event) -> Any:
+    """A responder that holds each request until ``release`` is set, then drops the connection."""
+
+    def responder(request: Any) -> Any:
+        release.wait(900)  # a bound only so a failed test leaves no thread behind for ever
+        return disconnect()
+
+    return responder
+
+
 QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
 
 
@@ -67,7 +82,7 @@ def servers(
     with OpenAIStubServer() as allowed, OpenAIStubServer() as attacker, OpenAIStubServer() as hung:
         allowed.script([], then=text("Answer: Stephen King"))
         attacker.script([], then=text("Answer: pwned"))
-        hung.script([], then=stall(600))
+        hung.script([], then=held_until(RELEASE_HUNG))
         env = {
             "OPENAI_API_KEY": SENTINEL_KEY,
             "ARAG_ALLOWED_BASE_URLS": f"{allowed.url},{hung.url},{echo.url}",
@@ -76,7 +91,8 @@ def servers(
             "ARAG_INDEX_ROOT": str(root),
             "CHROMA_CLIENT_AUTH_PROVIDER": CHROMA_TOKEN_PROVIDER,
             "CHROMA_CLIENT_AUTH_CREDENTIALS": CHROMA_SECRET,
-            "ARAG_MODEL_TIMEOUT": "8",
+            # longer than any test here: the held run ends when the test releases it, not by the clock
+            "ARAG_MODEL_TIMEOUT": "3600",
             "ARAG_MODEL_RETRIES": "0",
         }
         with running_dev_server(tmp_path_factory.mktemp("langgraph-dev-security"), env) as server:
@@ -145,7 +161,8 @@ def test_the_allowed_endpoint_gets_the_key_and_answers(servers: Any) -> None:
 
 
 def test_a_hung_model_run_does_not_hold_other_runs(servers: Any) -> None:
-    """One run waits on a server that never answers; another run on the same server finishes first."""
+    """One run is held on a model server until this test releases it; another run on the same
+    server must finish meanwhile. No clock decides the order: the held run cannot end first."""
     server, _, _, hung = servers
     client = server.client()
     results: dict[str, Any] = {}
@@ -156,24 +173,27 @@ def test_a_hung_model_run_does_not_hold_other_runs(servers: Any) -> None:
             thread["thread_id"], "naive_rag", input={"question": QUESTION},
             context={"model": "gpt-4o-mini", "base_url": hung.url},
         )  # fmt: skip
-        results["hung_done"] = time.monotonic()
 
     with server.log_on_failure():
         worker = threading.Thread(target=hung_run)
         worker.start()
-        deadline = time.monotonic() + 60
-        while not hung.requests and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert hung.requests, "the hung run never reached its model server"
-        thread = client.threads.create()
-        quick = client.runs.wait(thread["thread_id"], "arag", input={"question": QUESTION}, context={"max_steps": 2})
-        quick_done = time.monotonic()
-        assert quick.get("error") is None and quick["answer"]  # type: ignore[union-attr]
-        worker.join(timeout=120)
-        assert not worker.is_alive(), "the hung run never ended"
-        assert quick_done < results["hung_done"], "the offline run waited for the hung one"
+        try:
+            deadline = time.monotonic() + 120
+            while not hung.requests and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert hung.requests, "the held run never reached its model server"
+            thread = client.threads.create()
+            quick = client.runs.wait(
+                thread["thread_id"], "arag", input={"question": QUESTION}, context={"max_steps": 2}
+            )
+            assert quick.get("error") is None and quick["answer"]  # type: ignore[union-attr]
+            assert "hung" not in results and worker.is_alive()  # still held: it cannot end before release
+        finally:
+            RELEASE_HUNG.set()
+        worker.join(timeout=300)
+        assert not worker.is_alive(), "the held run never ended after its model server dropped it"
         error = results["hung"].get("error") or ""
-        assert "timed out" in error and "\n" not in error, results["hung"]
+        assert error and "\n" not in error, results["hung"]
     record("served_security", "a hung model run beside an offline run", trials=2, faults=1, survived=1)
 
 
