@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if "reference" not in p.parts)]
 DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<body>.*?)\s*-->")
 FENCE = re.compile(r"^```(?P<lang>[a-z]*)\s*$")
-MAX_NOT_RUN = 12
+MAX_NOT_RUN = 16
 ANSWERS = ("search", "read", "ask", "eval")
 
 
