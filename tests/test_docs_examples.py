@@ -73,7 +73,7 @@ def page_directives(page: Path) -> list[str]:
 
 def commands(code: str) -> list[str]:
     """Shell commands of a block: continuation lines joined, comments and venv activation dropped."""
-    joined = re.sub(r"\\\n\s*", " ", code)
+    joined = re.sub(r"[ \t]*\\\n\s*", " ", code)
     out = []
     for line in joined.split("\n"):
         line = line.strip()
