@@ -81,16 +81,16 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every index build the evaluation starts (the target directory of each)."""
-    import arag_graph.index.hierarchical
+    import arag_graph.index.build
 
     builds: list[Path] = []
     real = arag_graph.index.build.build_index
 
-    def counting(source: Any, out: Any, **kwargs: Any) -> Any:
+    def counting(source: Any, out: Any, *args: Any, **kwargs: Any) -> Any:
         builds.append(Path(out))
-        return real(source, out, **kwargs)
+        return real(source, out, *args, **kwargs)
 
-    monkeypatch.setattr(arag_graph.index.hierarchical, "build_index", counting)
+    monkeypatch.setattr(arag_graph.index.build, "build_index", counting)
     return builds
 
 

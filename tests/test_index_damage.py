@@ -223,7 +223,7 @@ AT_LOAD: dict[str, tuple[Callable[[Path], None], str]] = {
     "manifest_without_checksums": (without_checksums, "records no checksum of chunks.jsonl"),
     "manifest_checksums_key_renamed": (
         lambda r: edit_manifest(r, lambda m: m.update(checksumz=m.pop("checksums"))),
-        "records no checksum",
+        "which no arag manifest has",
     ),
     # The same array damage with checksums that match it (a build that wrote bad bytes): structural checks.
     "resealed_keyword_array_truncated": (resealed(lambda r: save_array(r, "occ_pos", lambda a: a[:-3])), "incomplete"),

@@ -343,13 +343,13 @@ def test_chunks_a_search_only_showed_are_not_read(tools: SimpleNamespace, sample
     semantic = call(tools.semantic, query=LELAND_QUERY, top_k=3)
     shown = list(dict.fromkeys(artifact(found)["chunk_ids"] + artifact(semantic)["chunk_ids"]))
     assert shown and artifact(found)["read"] == [] and artifact(semantic)["read"] == []
-    assert read_in(_conversation.messages) == set()
+    assert set(read_in(_conversation.messages)) == set()
     message = call(tools.read, chunk_ids=shown)
     facts = artifact(message)
     assert facts["read"] == shown and "already read" not in message.content
     texts = [sample_index.get_chunk(cid).text for cid in shown]  # type: ignore[union-attr]
     assert facts["tokens"] == sum(count_tokens(t) for t in texts)
-    assert read_in(_conversation.messages) == set(shown)
+    assert set(read_in(_conversation.messages)) == set(shown)
 
 
 def test_unknown_ids_are_named_with_a_hint(tools: SimpleNamespace) -> None:
