@@ -383,31 +383,64 @@ def build_report(
 def question_report(
     question: str, graph: str, model: str, prediction: Mapping[str, Any], index: Any, out_file: Path
 ) -> Path:
-    """``arag ask --html FILE``: the trajectory view of one question, as the evaluation report shows it."""
-    record = {"question_id": "ask", "question": question, "graph": graph, "setting_key": "default", "model": model,
-              "prediction": dict(prediction), "metrics": {}}  # fmt: skip
-    snippets = snippets_of(_chunk_ids(record), [index])
+    """``arag ask --html FILE``: the trajectory view of one question, as the evaluation report shows it.
+
+    A single question has no gold answer, so it is not scored (no failure mode, no scores).
+    """
+    record = {"question_id": "ask", "question": question, "prediction": dict(prediction)}
+    return questions_report([record], graph, model, index, out_file, title=f"arag ask: {question}")
+
+
+def questions_report(
+    records: Sequence[Mapping[str, Any]], graph: str, model: str, index: Any, out_file: Path, title: str
+) -> Path:
+    """The trajectory view of questions run one at a time (``arag ask --html``, ``arag demo``).
+
+    Each record holds ``question_id``, ``question`` and ``prediction`` (the evaluation's record of
+    a run), and may hold ``answers``, ``gold_chunk_ids``, ``question_type`` and ``metrics``: a
+    question with gold answers is shown with its scores and failure mode as the evaluation report
+    shows them; one without is shown unscored. The page is the evaluation report's, so both read
+    the same way.
+    """
     columns = [{"run": 0, "graph": graph, "setting_key": "default", "label": graph, "link": None}]
-    view = _run_view(record)
-    view["mode"] = None  # no gold answer: a single question is not scored
-    view.pop("seconds", None)
+    full = [{"graph": graph, "setting_key": "default", "model": model, "metrics": {}, **given} for given in records]
+    scored = any(record.get("answers") for record in full)
+    questions, details, wanted = [], [], set()
+    for record in full:
+        wanted |= _chunk_ids(record)
+        view = _run_view(record)
+        view.pop("seconds", None)
+        if not record.get("answers"):
+            view["mode"] = None  # no gold answer: nothing to score
+        qtype = record.get("question_type")
+        questions.append(
+            {
+                "id": str(record["question_id"]),
+                "question": str(record["question"]),
+                "type": str(qtype) if qtype else None,
+                "hops": hop_count(str(qtype)) if qtype else None,
+                "answers": [str(a) for a in record.get("answers") or []],
+                "gold": [str(g) for g in record.get("gold_chunk_ids") or []],
+                "runs": [view],
+            }
+        )
+        details.append([_run_detail(record)])
     data = {
-        "title": f"arag ask: {question}",
+        "title": title,
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "runs": [],
+        "runs": [{"label": graph, "path": f"index {index.path}", "questions": len(questions)}] if scored else [],
         "models": [model_label(model)],
-        "single": True,
+        # One unscored question is a trajectory page: no filters, no summary, the question open.
+        "single": not scored and len(questions) == 1,
         "compare": False,
-        "metric_headers": [],
+        "metric_headers": [title for _, title, _ in _COLUMNS] if scored else [],
         "modes": [{"key": key, "label": label} for key, label in FAILURE_MODES.items()],
-        "summary": [],
+        "summary": _summary_rows(summarize(full), 0) if scored else [],
         "plots": [],
         "columns": columns,
-        "questions": [
-            {"id": "ask", "question": question, "type": None, "hops": None, "answers": [], "gold": [], "runs": [view]}
-        ],
-        "details": [[_run_detail(record)]],
-        "snippets": snippets,
+        "questions": questions,
+        "details": details,
+        "snippets": snippets_of(wanted, [index]),
     }
     try:
         replace_file(out_file, render(data).encode("utf-8"))

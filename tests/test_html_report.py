@@ -330,3 +330,34 @@ def test_html_file_in_a_missing_directory_is_refused_before_any_work(
     assert "--html" in line and "does not exist" in line
     line = assert_one_error_line(*run_cli(["report", str(tmp_path), "--out", str(tmp_path)], capsys))
     assert "is a directory" in line
+
+
+def test_demo_ends_by_writing_a_scored_report_of_its_questions(
+    sample_index: Any, open_page: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "demo.html"
+    code, out, err = run_cli(
+        ["demo", "--index", str(sample_index.path), "--questions", "2", "--html", str(out_file)], capsys
+    )
+    assert code == 0, err
+    assert out.rstrip().splitlines()[-1] == f"report (open in a browser): {out_file}"  # the demo's last word
+    page = open_page(out_file)
+    assert page.problems == []
+    assert page.count() == 2  # one entry per demo question, with filters: it is a report, not one trajectory
+    golds = [json.loads(sample_questions_path().read_text(encoding="utf-8"))[i]["answer"] for i in range(2)]
+    rows = page.page.locator("tr.summary-row")
+    assert rows.count() == 1 and rows.first.locator("td").nth(2).text_content() == "2"  # arag, default, n=2
+    first = page.page.locator(".question").first
+    first.locator(".q-head").click()
+    first.locator(".run-card").first.wait_for()
+    assert golds[0] in first.locator(".gold-box").text_content()  # the gold answer beside the run's
+    assert first.locator(".timeline li.step").count() > 0
+
+
+def test_demo_html_in_a_missing_directory_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere" / "demo.html"
+    line = assert_one_error_line(*run_cli(["demo", "--index", str(tmp_path / "idx"), "--html", str(missing)], capsys))
+    assert "--html" in line and "does not exist" in line
+    assert not (tmp_path / "idx").exists()  # refused before the sample index was built

@@ -594,6 +594,8 @@ def cmd_sample_chains(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build the sample index if needed, then answer sample questions with the offline policy."""
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.evaluators.html_report import REPORT_FILE, questions_report
     from arag_graph.llm.models import resolve_chat_model
     from arag_graph.qa.datasets import load_questions
     from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
@@ -602,6 +604,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.questions < 1:
         raise AragError(f"--questions {args.questions}: give 1 or more sample questions, e.g. --questions 3")
     get_graph_spec(args.graph)
+    if args.html is not None:
+        _check_html_file(Path(args.html), "--html")
     path = Path(args.index) if args.index else default_sample_index_path()
     show = print if not args.json else lambda *_args, **_kwargs: None  # --json: one object, nothing else
     show(f"sample index: {path} (100 HotpotQA passages; built on first run)")
@@ -611,13 +615,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     show("that fixed rules extract from the passages it read (arag_graph/llm/answer_span.py); with an API key,")
     show("`arag ask --model gpt-4o-mini` runs a real agent.")
     questions = load_questions(sample_questions_path())[: args.questions]
+    html = Path(args.html) if args.html else cache_dir() / "demo" / REPORT_FILE
     answered: list[dict[str, Any]] = []
+    shown_runs: list[dict[str, Any]] = []  # the report's records: the evaluation's, scored the same way
     for i, q in enumerate(questions, 1):
         show(f"\n[{i}/{len(questions)}] {q.question}")
         state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=not args.json)
         record = result_record(state, args.graph, "offline")
         evidence = gold_evidence(index, q, record)
         answered.append({"question": q.question, "gold_answers": list(q.answers), "gold_passages": evidence, **record})
+        shown_runs.append(demo_record(q, state, evidence))
         show(f"  answer: {record['answer']}   (gold answer: {q.answers[0]})")
         show(f"  citations: {', '.join(record['citations']) or 'none'}")
         for line in evidence_lines(evidence):
@@ -625,11 +632,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
         show(f"  steps: {record['steps']}, retrieved tokens: {record['retrieved_tokens']}")
         if record["error"]:
             show(f"  error: {record['error']}")
-    # Hook for the HTML report (issue 26 item 1): `answered` holds each question's record, gold
-    # answers and gold passages; the report is written from them here and its path printed.
+    title = f"arag demo: {len(questions)} sample question(s), {args.graph}, offline policy"
+    if not args.html:  # the cache's own folder; a user's --html names a file in a folder they have
+        with cliargs.file_errors_as_one_line(str(html.parent)):
+            html.parent.mkdir(parents=True, exist_ok=True)
+    path = questions_report(shown_runs, args.graph, "offline", index, html, title=title)
     if args.json:
-        _print_json({"index": str(index.path), "model": "offline", "graph": args.graph, "questions": answered})
+        report = {"index": str(index.path), "model": "offline", "graph": args.graph, "report": str(path)}
+        _print_json(report | {"questions": answered})
+    else:
+        show(f"\nreport (open in a browser): {path}")
     return 0
+
+
+def demo_record(question: Any, state: dict[str, Any], evidence: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One demo question as the evaluation records it (prediction, gold, metrics), for the report.
+
+    The metrics are the evaluation's own (Contain-Acc, EM, F1, evidence recall), so the page says
+    exactly what ``arag eval`` would of the same run.
+    """
+    from arag_graph.core.jsonl import finite, scrub
+    from arag_graph.evaluators.retrieval import evidence_scores
+    from arag_graph.evaluators.runner import prediction_of
+    from arag_graph.qa.answers import answer_scores
+
+    prediction = scrub(finite(prediction_of(state)))
+    gold = [cid for e in evidence for cid in e["chunk_ids"]]
+    metrics: dict[str, Any] = answer_scores(str(prediction.get("answer") or ""), list(question.answers))
+    metrics |= evidence_scores(gold, prediction.get("read_chunks") or (), prediction.get("retrieved_chunks") or ())
+    return {
+        "question_id": question.id,
+        "question": question.question,
+        "question_type": question.type,
+        "answers": list(question.answers),
+        "gold_chunk_ids": gold,
+        "prediction": prediction,
+        "metrics": metrics,
+    }
 
 
 def gold_evidence(index: Any, question: Any, record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -958,6 +997,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")
     p.add_argument("--questions", type=int, default=3, help="how many sample questions (default 3)")
     _lists(p.add_argument("--graph", default="arag", help="which graph answers them (default arag)"), _graph_names)
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE",
+        help="where the HTML report goes (default: user cache, demo/report.html)",
+    )
     p.add_argument("--json", action="store_true", help="print the answers and trajectories as one JSON object")
     p.set_defaults(func=cmd_demo)
     return parser
