@@ -19,18 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession, StdioServerParameters  # the dev extra holds mcp and langchain-mcp-adapters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from arag_graph.agent.tools import ALL_TOOLS, AragToolkit, create_retrieval_tools
 from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import ScriptedChatModel, calls, tool_call
-
-pytest.importorskip("mcp")
-pytest.importorskip("langchain_mcp_adapters")
-
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ALREADY_READ = "already read"

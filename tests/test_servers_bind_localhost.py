@@ -64,7 +64,9 @@ def _listening_calls(path: Path) -> list[str]:
 
 
 # The package's own servers: each module, and the test that shows it binds to loopback by default.
-SERVERS = {"arag_graph/agent/mcp_server.py": "tests/test_mcp.py::test_http_binds_loopback_and_keeps_one_read_set_per_session"}
+SERVERS = {
+    "arag_graph/agent/mcp_server.py": "tests/test_mcp.py::test_http_binds_loopback_and_keeps_one_read_set_per_session"
+}
 
 
 def test_the_package_starts_no_server() -> None:
