@@ -1,6 +1,7 @@
 """Servers bind to localhost unless told otherwise.
 
-The package itself starts no server: Studio is ``langgraph dev`` (checked in
+The package itself starts no server but ``arag mcp --transport http`` (127.0.0.1 by default, tested in
+tests/test_mcp.py): Studio is ``langgraph dev`` (checked in
 tests/slow/test_langgraph_dev.py::test_server_binds_to_localhost_only, started as the README says,
 without ``--host``), and Chroma servers are the user's own. These tests keep it that way: a source
 scan fails when code that listens on a socket appears in the package (then it needs a bind test of
@@ -62,11 +63,21 @@ def _listening_calls(path: Path) -> list[str]:
     return found
 
 
+# The package's own servers: each module, and the test that shows it binds to loopback by default.
+SERVERS = {
+    "arag_graph/agent/mcp_server.py": "tests/test_mcp.py::test_http_binds_loopback_and_keeps_one_read_set_per_session"
+}
+
+
 def test_the_package_starts_no_server() -> None:
     files = [p for package in PACKAGES for p in (REPO / package).rglob("*.py")]
     assert len(files) > 20
-    found = [hit for path in files for hit in _listening_calls(path)]
+    found = [hit for path in files if str(path.relative_to(REPO)) not in SERVERS for hit in _listening_calls(path)]
     assert not found, f"code that listens on a socket (give it a localhost default and a bind test): {found}"
+    for module, bind_test in SERVERS.items():
+        assert _listening_calls(REPO / module), f"{module} no longer listens: take it off SERVERS"
+        test_file, test_name = bind_test.split("::")
+        assert f"def {test_name}(" in (REPO / test_file).read_text(encoding="utf-8"), f"{bind_test} is missing"
     record("servers", "source scan", inputs=len(files))
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from langchain_core.tools import BaseTool, BaseToolkit, InjectedToolArg, StructuredTool
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from arag_graph.core.documents import SearchHit
 from arag_graph.core.tokens import count_tokens
@@ -37,7 +38,7 @@ from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.tool_artifacts import read_in
 from arag_graph.retrieval.retrievers import window_text
 from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN
-from arag_graph.run.runtime import index_for_context
+from arag_graph.run.runtime import index_for_context, load_run_index
 
 ToolName = Literal["keyword_search", "semantic_search", "chunk_read"]
 ALL_TOOLS: tuple[ToolName, ...] = ("keyword_search", "semantic_search", "chunk_read")
@@ -481,3 +482,27 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
             handle_validation_error=_validation_message(name, 'chunk_read(chunk_ids=["12", "40"])'),
         )
     raise ValueError(f"unknown tool {name!r}; choose from {list(ALL_TOOLS)}")
+
+
+class AragToolkit(BaseToolkit):
+    """The retrieval tools of one index as a LangChain toolkit: ``AragToolkit(index=...).get_tools()``.
+
+    For code that collects tools from toolkits (``[*toolkit.get_tools(), ...]``), as LangChain's
+    own integrations ship theirs. The tools are :func:`create_retrieval_tools`'s, with the same
+    options; ``index`` is a loaded index, an index directory (the caller's own, loaded once per
+    process) or None for the bundled sample.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: HierarchicalIndex | str | os.PathLike[str] | None = None
+    tools: tuple[ToolName, ...] = ALL_TOOLS
+    """Which tools, in this order (the paper's ablations leave one out)."""
+    full_text: bool | None = None
+    """Searches return whole chunks; default: exactly when ``chunk_read`` is left out."""
+    dedupe: bool = False
+    """With ``full_text``: a chunk already in the conversation is a notice, not its text again."""
+
+    def get_tools(self) -> list[BaseTool]:
+        index = self.index if isinstance(self.index, HierarchicalIndex) else load_run_index(self.index)
+        return create_retrieval_tools(index, tools=self.tools, full_text=self.full_text, dedupe=self.dedupe)

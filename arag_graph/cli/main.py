@@ -9,10 +9,12 @@ as ``arag: warning: ...`` lines, at the level ``-v``/``-q`` or ``$ARAG_LOG_LEVEL
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sqlite3
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -275,19 +277,26 @@ def run_question(
     model: Any,
     context: dict[str, Any],
     echo: bool,
+    checkpointer: Any = None,
+    thread: str | None = None,
 ) -> dict[str, Any]:
-    """Run one question through a graph, printing tool calls and results as they happen."""
+    """Run one question through a graph, printing tool calls and results as they happen.
+
+    With ``checkpointer`` and ``thread``, the question continues that thread's conversation.
+    """
     from langchain_core.messages import ToolMessage
 
     from arag_graph.registry import build_graph, config_for
 
-    graph = build_graph(graph_name, index=index, model=model)
+    graph = build_graph(graph_name, index=index, model=model, checkpointer=checkpointer)
     cfg = config_for(graph_name, **context)
     final: dict[str, Any] = {}
     seen_steps = 0
     # Root-run trace metadata: which index, model and limits produced this answer.
     metadata = {"index": str(index.path), "model": context.get("model"), "max_steps": getattr(cfg, "max_steps", None)}
-    run_config = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
+    run_config: dict[str, Any] = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
+    if thread is not None:
+        run_config["configurable"] = {"thread_id": thread}
     stream = graph.stream({"question": question}, run_config, context=cfg, stream_mode=["updates", "values"])
     for mode, chunk in stream:
         if mode == "values":
@@ -346,6 +355,54 @@ def check_run_limits(max_steps: int | None, top_k: int | None) -> None:
     cliargs.top_k(top_k)
 
 
+THREAD_STORE = "threads.sqlite"
+"""The SQLite checkpointer of ``arag ask --thread``, in the cache directory."""
+
+
+def thread_name(name: str | None) -> str | None:
+    """``--thread NAME`` checked: non-empty, at most 200 characters, no control characters (None: no thread)."""
+    if name is None:
+        return None
+    name = name.strip()
+    if not name or len(name) > 200 or any(not ch.isprintable() for ch in name):
+        raise AragError("--thread needs a name of 1 to 200 printable characters, e.g. --thread research")
+    return name
+
+
+@contextlib.contextmanager
+def thread_store(thread: str | None) -> Iterator[Any]:
+    """The checkpointer that keeps ``arag ask --thread`` conversations (None without a thread).
+
+    LangGraph's SQLite checkpointer, one file in the cache directory (:func:`arag_graph.core.cache.cache_dir`):
+    a later ``arag ask --thread NAME`` continues the conversation, so the agent's read set (derived
+    from the thread's messages) still holds what the earlier questions read.
+    """
+    if thread is None:
+        yield None
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from arag_graph.core.cache import cache_dir
+
+    path = cache_dir() / THREAD_STORE
+    conn: sqlite3.Connection | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False)  # as SqliteSaver.from_conn_string does
+        saver = SqliteSaver(conn)
+        saver.setup()
+    except (OSError, sqlite3.Error) as exc:
+        if conn is not None:
+            conn.close()
+        raise AragError(
+            f"the thread store {path} cannot be used ({exc}); set ARAG_CACHE_DIR to a writable directory"
+        ) from None
+    try:
+        yield saver
+    finally:
+        conn.close()
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     from arag_graph.core.jsonl import finite, scrub
     from arag_graph.llm.models import resolve_chat_model
@@ -353,13 +410,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     # Every check comes before the first line of output: bad input prints its one error line only.
     settings = [("--set", pair) for pair in args.settings]
-    texts = cliargs.flags(args, "index", "graph", "model", "base_url", "html")
+    texts = cliargs.flags(args, "index", "graph", "model", "base_url", "html", "thread")
     cliargs.require_utf8([("the question", args.question), *texts, *settings])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
     get_graph_spec(args.graph)
     check_run_limits(args.max_steps, args.top_k)
+    thread = thread_name(args.thread)
     if args.html is not None:
         _check_html_file(Path(args.html), "--html")
     extra = _one_run_settings(_settings(args.settings), args.graph)
@@ -374,9 +432,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         model = resolve_chat_model(spec, base_url=args.base_url, index=index)
     announce(notice)
     if not args.json:
-        print(f"graph {args.graph}, model {spec}, index {index.path}")
-    state = run_question(args.graph, question, index=index, model=model, context=context, echo=not args.json)
+        print(f"graph {args.graph}, model {spec}, index {index.path}" + (f", thread {thread}" if thread else ""))
+    with thread_store(thread) as checkpointer:
+        state = run_question(
+            args.graph,
+            question,
+            index=index,
+            model=model,
+            context=context,
+            echo=not args.json,
+            checkpointer=checkpointer,
+            thread=f"{args.graph}:{thread}" if thread else None,  # a thread belongs to one graph (its state's shape)
+        )
     record = scrub(finite(result_record(state, args.graph, spec)))  # no key a model echoed is printed
+    if thread:
+        record["thread"] = thread
     if args.html:
         from arag_graph.evaluators.html_report import question_report
         from arag_graph.evaluators.runner import prediction_of
@@ -395,6 +465,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if record["error"]:
             print(f"error: {record['error']}", file=sys.stderr)
     return 1 if record["error"] else 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the retrieval tools over MCP until the client (stdio) or a signal (http) ends it."""
+    from arag_graph.agent.mcp_server import run_mcp
+
+    cliargs.require_utf8(cliargs.flags(args, "index", "host"))
+    cliargs.whole_number(args.port, "--port", 0, 65535, example="--port 8765")
+    host = (args.host or "").strip()
+    if not host:
+        raise AragError("--host is empty; give an address to listen on, e.g. --host 127.0.0.1")
+    index = open_index(args.index, quiet=True)  # stdout is the protocol's under stdio: nothing else goes there
+    run_mcp(index, transport=args.transport, host=host, port=args.port)
+    return 0
 
 
 def _one_run_settings(values: dict[str, str], graph: str) -> dict[str, str]:
@@ -911,6 +995,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--html", default=None, metavar="FILE", help="also write the trajectory as a self-contained HTML page"
     )
+    p.add_argument(
+        "--thread",
+        default=None,
+        metavar="NAME",
+        help="keep the conversation as thread NAME (in the cache directory): a later --thread NAME is a follow-up",
+    )
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser(
@@ -992,6 +1082,18 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.add_model_limits(p)
     p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
     p.set_defaults(func=cmd_sample_chains)
+
+    p = sub.add_parser("mcp", help="serve keyword_search, semantic_search and chunk_read over MCP", **common)
+    p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (the client starts this command) or http (streamable HTTP at /mcp; default stdio)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on with --transport http (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765; 0: any free)")
+    p.set_defaults(func=cmd_mcp)
 
     p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy", **common)
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")

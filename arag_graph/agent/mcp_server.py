@@ -1,0 +1,236 @@
+"""The retrieval tools served over MCP (Model Context Protocol), for agents outside LangChain.
+
+``arag mcp --index DIR`` serves ``keyword_search``, ``semantic_search`` and ``chunk_read`` with the
+official ``mcp`` SDK (the ``mcp`` extra), over stdio (a client starts the server as a subprocess) or
+streamable HTTP. It is a transport of the LangChain tools in :mod:`arag_graph.agent.tools`, not a
+second implementation: each call goes through the same tool, so its arguments are coerced and
+clamped, and its mistakes answered, exactly as a model's are in our graphs.
+
+A-RAG's read set (C_read) is the one thing that differs. In a graph the tools derive it from the
+run's conversation; an MCP server never sees the client's conversation, so each MCP session keeps
+the set of chunks whose text it was sent and passes it to the tool as chunks read earlier
+(:attr:`~arag_graph.agent.tools.ToolSettings.also_read`). Two sessions never share it; a new
+session starts with nothing read.
+
+The operator's rules for served runs hold (:mod:`arag_graph.run.policy`): the index is the
+operator's (given on the command line, never chosen by a client, whose only inputs are the tool
+arguments), a call's arguments are refused when longer than a question may be
+(``ARAG_MAX_QUESTION_CHARS``, :class:`arag_graph.run.budgets.Budget`), and the HTTP server
+binds to 127.0.0.1 unless told otherwise, with the SDK's DNS-rebinding protection (Host and Origin
+checked) on a loopback address.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+
+from arag_graph.agent.tools import ALL_TOOLS, ToolSettings, retrieval_tool
+from arag_graph.core.errors import AragError
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.run.budgets import Budget
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+    from starlette.applications import Starlette
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+MCP_PATH = "/mcp"
+"""Where the streamable HTTP endpoint lives (the SDK's and most clients' default)."""
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise AragError('serving over MCP needs the mcp package; pip install "arag-graph[mcp]"') from None
+
+
+@dataclass
+class SessionReads:
+    """One MCP session's read set, and the lock that keeps its calls from racing on it."""
+
+    read: set[str] = field(default_factory=set)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class RetrievalToolServer:
+    """The tools over one index, with a read set per MCP session (see the module docstring)."""
+
+    def __init__(self, index: HierarchicalIndex, *, tools: tuple[str, ...] = ALL_TOOLS) -> None:
+        unknown = [t for t in tools if t not in ALL_TOOLS]
+        if unknown:
+            raise AragError(f"unknown tool(s) {unknown}; choose from {list(ALL_TOOLS)}")
+        self.index = index
+        self.settings = ToolSettings(full_text="chunk_read" not in tools)
+        self.tools: dict[str, BaseTool] = {name: retrieval_tool(index, name, self.settings) for name in tools}
+        self._sessions: weakref.WeakKeyDictionary[Any, SessionReads] = weakref.WeakKeyDictionary()
+
+    def session(self, key: Any) -> SessionReads:
+        """The read set of the session ``key`` (the SDK's session object), made on first use."""
+        if key not in self._sessions:
+            self._sessions[key] = SessionReads()
+        return self._sessions[key]
+
+    def call(self, name: str, arguments: Any, read: set[str]) -> ToolMessage:
+        """Run tool ``name`` as a model's call would run, its earlier reads given; ``read`` is updated."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolMessage(
+                f"unknown tool {str(name)[:100]!r}; the tools are {', '.join(self.tools)}",
+                tool_call_id="mcp",
+                status="error",
+            )
+        if not isinstance(arguments, dict):
+            arguments = {}
+        size = len(json.dumps(arguments, ensure_ascii=False, default=str))
+        limit = Budget.from_env().max_question_chars
+        if limit is not None and size > limit:
+            return ToolMessage(
+                f"{name}: the arguments are {size:,} characters, over this server's limit of {limit:,} "
+                "(ARAG_MAX_QUESTION_CHARS); send shorter ones",
+                tool_call_id="mcp",
+                status="error",
+            )
+        if read:
+            # The one tool, told what this session has already been sent (as a graph's turn tells it).
+            tool = retrieval_tool(self.index, name, dataclasses.replace(self.settings, also_read=frozenset(read)))
+        message = tool.invoke({"type": "tool_call", "name": name, "args": arguments, "id": "mcp"})
+        assert isinstance(message, ToolMessage)
+        artifact = message.artifact if isinstance(message.artifact, dict) else {}
+        read.update(str(i) for i in artifact.get("read") or [])
+        return message
+
+    def listed(self) -> list[Any]:
+        """The tools as MCP lists them: the LangChain tool's name, description and argument schema."""
+        from mcp import types
+
+        return [
+            types.Tool(name=tool.name, description=tool.description, inputSchema=_input_schema(tool))
+            for tool in self.tools.values()
+        ]
+
+    def mcp_server(self, name: str = "arag") -> Server:
+        """An MCP server (the SDK's low-level ``Server``) answering with these tools."""
+        _require_mcp()
+        from mcp import types
+        from mcp.server.lowlevel import Server
+
+        server: Server = Server(name, instructions=_INSTRUCTIONS)
+
+        @server.list_tools()
+        async def list_tools() -> list[types.Tool]:
+            return self.listed()
+
+        # The SDK's JSON-schema check is off: arguments are the tool's to coerce (a string for a list,
+        # a float top_k), as they are for a model in our graphs.
+        @server.call_tool(validate_input=False)
+        async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+            reads = self.session(server.request_context.session)
+            async with reads.lock:
+                message = await anyio.to_thread.run_sync(self.call, tool, arguments, reads.read)
+            artifact = message.artifact if isinstance(message.artifact, dict) else None
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=message.text)],
+                structuredContent=artifact,
+                isError=message.status == "error" or bool(artifact and artifact.get("error")),
+            )
+
+        return server
+
+
+_INSTRUCTIONS = (
+    "Retrieval over one document index: find chunks with keyword_search (exact words) or semantic_search "
+    "(meaning), then read the relevant ones in full with chunk_read. A chunk already sent in this session "
+    "is not sent again."
+)
+
+
+def _input_schema(tool: BaseTool) -> dict[str, Any]:
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        return schema
+    return schema.model_json_schema()
+
+
+# ---------------------------------------------------------------------------------------------
+# Transports
+
+
+async def serve_stdio(server: Server) -> None:
+    """Answer one client on stdin/stdout until it closes them."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def http_app(server: Server, host: str = "127.0.0.1") -> Starlette:
+    """The streamable HTTP endpoint (``/mcp``) as an ASGI app, one MCP session per client session."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    security = None
+    if host in LOOPBACK_HOSTS:  # a web page must not reach a local server through a rebound DNS name
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+
+    class Endpoint:
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await manager.handle_request(scope, receive, send)
+
+    return Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: a free one), so the address served is known before serving."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise AragError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host") from None
+    return sock
+
+
+def serve_http(server: Server, host: str = "127.0.0.1", port: int = 8765, *, announce: bool = True) -> None:
+    """Serve streamable HTTP on ``host:port`` until interrupted; the URL goes to stderr once listening."""
+    import uvicorn
+
+    sock = listening_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    if announce:
+        print(f"arag mcp: serving on http://{shown}:{bound_port}{MCP_PATH}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(http_app(server, host), log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def run_mcp(index: HierarchicalIndex, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve the tools over ``index`` by ``transport`` (``stdio``, ``http``) until the client or a signal ends it."""
+    _require_mcp()
+    server = RetrievalToolServer(index).mcp_server()
+    if transport == "stdio":
+        anyio.run(serve_stdio, server)
+    elif transport == "http":
+        serve_http(server, host, port)
+    else:
+        raise AragError(f"unknown transport {transport!r}; choose stdio or http")

@@ -1,0 +1,225 @@
+"""The retrieval tools over MCP (``arag mcp``) and as a LangChain toolkit (issue 25, item 7).
+
+The server runs as the user would start it (``arag mcp`` in a subprocess: stdio, and streamable
+HTTP on 127.0.0.1) and is driven by the official SDK's client and by ``langchain-mcp-adapters``
+inside ``langchain.agents.create_agent`` with a scripted chat model. Each MCP session has its own
+read set: a chunk sent once in a session is a one-line notice the second time, and a new session
+starts with nothing read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters  # the dev extra holds mcp and langchain-mcp-adapters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from arag_graph.agent.tools import ALL_TOOLS, AragToolkit, create_retrieval_tools
+from arag_graph.index.hierarchical import HierarchicalIndex
+from tests.cli_run import assert_one_error_line, run_cli
+from tests.scripted import ScriptedChatModel, calls, tool_call
+
+REPO = Path(__file__).resolve().parents[1]
+ALREADY_READ = "already read"
+STARTUP_SECONDS = 240  # a loaded 2-core machine imports the package and loads the index slowly
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def _mcp_argv(index: HierarchicalIndex, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "arag_graph.cli.main", "mcp", "--index", str(index.path), *extra]
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio: the client starts the server
+
+
+def test_stdio_serves_the_three_tools_with_the_tools_own_coercion(sample_index: HierarchicalIndex) -> None:
+    argv = _mcp_argv(sample_index)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(REPO))
+
+    async def session() -> dict[str, Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            listed = await client.list_tools()
+            return {
+                "tools": {t.name: t.inputSchema for t in listed.tools},
+                # A plain string for the keyword list and top_k far out of range, as models write them.
+                "search": await client.call_tool("keyword_search", {"keywords": "Maximum Overdrive", "top_k": 0}),
+                "first": await client.call_tool("chunk_read", {"chunk_ids": 0}),
+                "again": await client.call_tool("chunk_read", {"chunk_ids": ["0"]}),
+                "bad": await client.call_tool("chunk_read", {"ids": ["0"]}),
+            }
+
+    got = asyncio.run(asyncio.wait_for(session(), STARTUP_SECONDS))
+    assert list(got["tools"]) == list(ALL_TOOLS)
+    assert "runtime" not in str(got["tools"])  # the injected argument stays hidden, as from models
+    assert got["tools"]["keyword_search"]["properties"]["keywords"]["type"] == "array"
+    search = got["search"]
+    assert not search.isError
+    assert _text(search).startswith("keyword_search(['Maximum Overdrive']) found 1 chunk(s)")  # top_k 0 -> 1
+    assert search.structuredContent["chunk_ids"] == ["0"]
+    chunk = sample_index.get_chunk("0")
+    assert chunk is not None and chunk.text in _text(got["first"])
+    assert got["first"].structuredContent["read"] == ["0"]
+    assert ALREADY_READ in _text(got["again"]) and chunk.text not in _text(got["again"])
+    assert got["bad"].isError and "Call it like chunk_read(chunk_ids=" in _text(got["bad"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Streamable HTTP on 127.0.0.1
+
+
+@pytest.fixture(scope="module")
+def http_server(sample_index: HierarchicalIndex) -> Iterator[str]:
+    """``arag mcp --transport http --port 0`` as a subprocess; yields the URL it announces."""
+    proc = subprocess.Popen(
+        _mcp_argv(sample_index, "--transport", "http", "--port", "0"),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # blocks until the server listens (or exits)
+        match = re.search(r"serving on (http://\S+)", line)
+        assert match, f"no URL announced: {line!r}"
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_http_binds_loopback_and_keeps_one_read_set_per_session(
+    http_server: str, sample_index: HierarchicalIndex
+) -> None:
+    assert http_server.startswith("http://127.0.0.1:") and http_server.endswith("/mcp")
+    chunk = sample_index.get_chunk("0")
+    assert chunk is not None
+
+    async def read_twice() -> tuple[str, str]:
+        async with streamable_http_client(http_server) as (read, write, _), ClientSession(read, write) as client:
+            await client.initialize()
+            first = await client.call_tool("chunk_read", {"chunk_ids": ["0"]})
+            again = await client.call_tool("chunk_read", {"chunk_ids": "0", "adjacent": "false"})
+            return _text(first), _text(again)
+
+    async def two_sessions() -> list[tuple[str, str]]:
+        return [await read_twice(), await read_twice()]
+
+    for first, again in asyncio.run(asyncio.wait_for(two_sessions(), 120)):
+        assert chunk.text in first  # a new session has read nothing, whatever another session read
+        assert ALREADY_READ in again and chunk.text not in again
+
+
+def test_http_refuses_a_foreign_host_header(http_server: str) -> None:
+    """DNS rebinding: a web page's request to a loopback server under another name is refused."""
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"Host": "attacker.example", "Accept": "application/json, text/event-stream"}
+    response = httpx.post(http_server, json=body, headers=headers, timeout=30)
+    assert response.status_code in (400, 421), response.text
+
+
+def test_langchain_mcp_adapters_load_the_tools_into_create_agent(
+    http_server: str, sample_index: HierarchicalIndex
+) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import ToolMessage
+    from langchain_mcp_adapters.tools import load_mcp_tools
+
+    model = ScriptedChatModel(
+        messages=iter(
+            [
+                calls(tool_call("semantic_search", query="who directed Maximum Overdrive", top_k=2)),
+                calls(tool_call("chunk_read", chunk_ids=["0"])),
+                calls(tool_call("chunk_read", chunk_ids=["0"])),
+                calls(content="Stephen King [0]"),
+            ]
+        )
+    )
+
+    async def run() -> dict[str, Any]:
+        async with streamable_http_client(http_server) as (read, write, _), ClientSession(read, write) as client:
+            await client.initialize()
+            tools = await load_mcp_tools(client)  # one session: the agent's run shares its read set
+            agent = create_agent(model, tools)
+            return await agent.ainvoke({"messages": [("user", "Who directed Maximum Overdrive?")]})
+
+    out = asyncio.run(asyncio.wait_for(run(), 120))
+    results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.name for m in results] == ["semantic_search", "chunk_read", "chunk_read"]
+    assert "found 2 chunk(s)" in results[0].text
+    chunk = sample_index.get_chunk("0")
+    assert chunk is not None and chunk.text in results[1].text
+    assert ALREADY_READ in results[2].text and chunk.text not in results[2].text
+    assert out["messages"][-1].text == "Stephen King [0]"
+
+
+# ---------------------------------------------------------------------------------------------
+# In process: the operator's caps and the command's own errors
+
+
+def test_arguments_over_the_operators_cap_are_refused(
+    sample_index: HierarchicalIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arag_graph.agent.mcp_server import RetrievalToolServer
+
+    monkeypatch.setenv("ARAG_MAX_QUESTION_CHARS", "50")
+    server = RetrievalToolServer(sample_index)
+    read: set[str] = set()
+    refused = server.call("semantic_search", {"query": "x" * 200}, read)
+    assert refused.status == "error" and "ARAG_MAX_QUESTION_CHARS" in refused.text
+    unknown = server.call("delete_everything", {}, read)
+    assert unknown.status == "error" and "keyword_search, semantic_search, chunk_read" in unknown.text
+    assert read == set()
+    server.call("chunk_read", {"chunk_ids": ["0", "1"]}, read)
+    assert read == {"0", "1"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["mcp", "--port", "70000"], "--port 70000 is out of range"),
+        (["mcp", "--host", " "], "--host is empty"),
+    ],
+)
+def test_bad_mcp_flags_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_one_error_line(*run_cli(argv, capsys))
+    assert needle in line
+
+
+# ---------------------------------------------------------------------------------------------
+# The toolkit
+
+
+def test_the_toolkit_gives_the_tools_of_an_index(sample_index: HierarchicalIndex) -> None:
+    from langchain_core.tools import BaseToolkit
+
+    toolkit = AragToolkit(index=sample_index)
+    assert isinstance(toolkit, BaseToolkit)
+    tools = toolkit.get_tools()
+    assert [t.name for t in tools] == list(ALL_TOOLS)
+    assert [t.description for t in tools] == [t.description for t in create_retrieval_tools(sample_index)]
+    by_path = AragToolkit(index=str(sample_index.path), tools=("keyword_search", "semantic_search")).get_tools()
+    assert [t.name for t in by_path] == ["keyword_search", "semantic_search"]
+    found = by_path[0].invoke({"keywords": ["Maximum Overdrive"], "top_k": 1})
+    chunk = sample_index.get_chunk("0")
+    assert chunk is not None and chunk.text in found  # whole chunks when chunk_read is left out
