@@ -132,7 +132,7 @@ def test_fixed_length_is_a_cli_switch(sample_index: Any, capsys: pytest.CaptureF
     from arag_graph.cli.main import main
 
     index = str(sample_index.path)
-    argv = ["ask", QUESTION, "--index", index, "--graph", "corag", "--set", "fixed_length=true", "--set", "max_steps=2"]
+    argv = ["ask", QUESTION, "--index", index, "--graph", "corag", "--set", "fixed_length=true", "--max-steps", "2"]
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["steps"] == 2

@@ -17,9 +17,9 @@ sub-answer names the entity the next hop is about) and what is missing. The fina
 pairs too (:mod:`arag_graph.corag.graph`).
 
 Fixed-length chains (``fixed_length``): the paper's chain-length scaling generates exactly L steps.
-With the setting on, no sufficiency check is asked and neither a check nor a retrieval without new
-chunks ends the chain, so ``max_steps`` is the chain's length (a repeated query still ends it as a
-``loop``, since searching it again could only return what the chain has).
+With the setting on, no sufficiency check is asked and neither a check, a retrieval without new
+chunks nor a repeated query ends the chain, so ``max_steps`` is the chain's length (a repeat is
+searched again, and costs what it costs in the paper's fixed-length chains).
 
 Why a chain stops is kept in ``stop_reason`` (and said in words in ``stop_detail``):
 
@@ -524,7 +524,7 @@ def reformulate(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bou
             note = f"step {len(chain) + 1}: the reformulation fell back to the question ({problem})"
             update["warnings"] = [*(state.get("warnings") or []), note]
         repeat = repeated_query(query, [link["query"] for link in chain], ctx.loop_similarity)
-        if repeat is not None:
+        if repeat is not None and not ctx.fixed_length:  # a fixed-length chain searches it again
             earlier, similarity = repeat
             detail = (
                 f"the reformulated query {query!r} repeats the query of step {earlier} "

@@ -628,7 +628,12 @@ class OfflineBackbone(Backbone):
         *,
         sample: int = 0,
     ) -> Step[Structured[Reformulation]]:
-        return _rule("reformulation", lambda: (offline_reformulation(question, missing, passages, sample=sample), None))
+        def reformulate() -> tuple[Reformulation, None]:
+            # A fixed-length chain asks no check: what is missing is then what the check would have said.
+            gap = missing if missing.strip() else offline_sufficiency(question, passages_text(passages)).missing_info
+            return offline_reformulation(question, gap, passages, sample=sample), None
+
+        return _rule("reformulation", reformulate)
 
     def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
         return _rule("sub_answer", lambda: (offline_sub_answer(query, passages), None))

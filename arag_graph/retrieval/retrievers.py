@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
+from arag_graph.retrieval import techniques
 from arag_graph.retrieval.automerge import MERGE_THRESHOLD, merge_leaves
+from arag_graph.retrieval.techniques import RRF_K, rrf_scores
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
     from arag_graph.retrieval.techniques import Rerank, Rewrite
 
 Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
-RRF_K = 60
 _TOKENS = re.compile(r"\w+")
 _bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
 _bm25_lock = threading.Lock()
@@ -106,20 +107,6 @@ def bm25_search(index: HierarchicalIndex, query: str, top_k: int) -> list[Search
         chunk = index.store.chunks[int(i)]
         hits.append(SearchHit(chunk.id, float(scores[i]), (), chunk.title))
     return hits
-
-
-def rrf_scores(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal rank fusion: each ID scores the sum over rankings of ``1 / (k + rank)``, rank from 1.
-
-    The one fusion rule of the package (hybrid retrieval, CoRAG's context order, the offline
-    policy's reading order): scores of different queries or retrievers are not comparable, ranks are.
-    IDs keep first-seen order, so a stable sort on the scores breaks ties by first appearance.
-    """
-    fused: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, chunk_id in enumerate(ranking, 1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
-    return fused
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
@@ -292,8 +279,6 @@ def retrieve_passages(
     ``top_k`` that ``rerank`` rates best (with ``mmr`` too: it orders MMR's picks). ``query_vector``
     (HyDE) serves the query itself, not its rewrites.
     """
-    from arag_graph.retrieval import techniques
-
     s = settings
     selecting = bool(getattr(s, "mmr", False) or getattr(s, "rerank", False))
     depth = max(s.top_k, int(getattr(s, "candidates", s.top_k))) if selecting else s.top_k

@@ -24,50 +24,74 @@ functions by :func:`arag_graph.retrieval.retrievers.retrieve_passages`' callers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
-    from arag_graph.retrieval.retrievers import Passage
 
-__all__ = ["Rerank", "Rewrite", "fuse_passages", "mmr_select", "rerank_by_scores"]
+__all__ = ["RRF_K", "Rerank", "Rewrite", "fuse_passages", "mmr_select", "rerank_by_scores", "rrf_scores"]
 
+RRF_K = 60
+
+
+class PassageLike(Protocol):
+    """What the techniques read of a passage (:class:`arag_graph.retrieval.retrievers.Passage`, a
+    dataclass, which they copy with a new score)."""
+
+    chunk_id: str
+    text: str
+    score: float
+
+
+P = TypeVar("P", bound=PassageLike)
 Rewrite = Callable[[str, int], Sequence[str]]
 """``(query, n)`` -> up to ``n`` rewrites of the query (the model's, or the offline rule's)."""
-Rerank = Callable[[str, Sequence["Passage"]], Sequence[float]]
+Rerank = Callable[[str, Sequence[Any]], Sequence[float]]
 """``(query, passages)`` -> one relevance rating per passage, higher is more relevant."""
 
 
-def fuse_passages(rankings: Sequence[Sequence[Passage]], top_k: int) -> list[Passage]:
+def rrf_scores(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion: each ID scores the sum over rankings of ``1 / (k + rank)``, rank from 1.
+
+    The one fusion rule of the package (hybrid retrieval, CoRAG's context order, the offline
+    policy's reading order): scores of different queries or retrievers are not comparable, ranks are.
+    IDs keep first-seen order, so a stable sort on the scores breaks ties by first appearance.
+    """
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, chunk_id in enumerate(ranking, 1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def fuse_passages(rankings: Sequence[Sequence[P]], top_k: int) -> list[P]:
     """Reciprocal-rank fusion of several queries' passages (by chunk); a chunk keeps its first passage.
 
     The score of a fused passage is its fusion score, since the queries' own scores are not comparable.
     """
-    from arag_graph.retrieval.retrievers import rrf_scores
-
-    first: dict[str, Passage] = {}
+    first: dict[str, P] = {}
     for ranking in rankings:
         for p in ranking:
             first.setdefault(p.chunk_id, p)
     fused = rrf_scores([p.chunk_id for p in ranking] for ranking in rankings)
     order = sorted(fused, key=lambda cid: -fused[cid])[:top_k]
-    return [replace(first[cid], score=round(fused[cid], 6)) for cid in order]
+    return [replace(first[cid], score=round(fused[cid], 6)) for cid in order]  # type: ignore[type-var]
 
 
 def mmr_select(
     index: HierarchicalIndex,
     query: str,
-    candidates: Sequence[Passage],
+    candidates: Sequence[P],
     top_k: int,
     lambda_mult: float,
     *,
     query_vector: Sequence[float] | None = None,
-) -> list[Passage]:
+) -> list[P]:
     """The ``top_k`` candidates MMR picks, in the order picked (most relevant first).
 
     Passages are embedded as documents with the index's encoder (the same vectors space as its
@@ -82,9 +106,9 @@ def mmr_select(
     return [candidates[i] for i in picked]
 
 
-def rerank_by_scores(candidates: Sequence[Passage], scores: Sequence[float], top_k: int) -> list[Passage]:
+def rerank_by_scores(candidates: Sequence[P], scores: Sequence[float], top_k: int) -> list[P]:
     """The ``top_k`` candidates best rated first (a missing rating counts as 0; ties keep the
     retriever's order); each passage's score becomes its rating."""
     rated = [float(scores[i]) if i < len(scores) else 0.0 for i in range(len(candidates))]
     order = sorted(range(len(candidates)), key=lambda i: (-rated[i], i))[:top_k]
-    return [replace(candidates[i], score=rated[i]) for i in order]
+    return [replace(candidates[i], score=rated[i]) for i in order]  # type: ignore[type-var]

@@ -377,7 +377,8 @@ class CoragContext(RetrievalContext):
     fixed_length: bool = Field(
         default=False,
         description="Fixed-length chains, as in the paper's chain-length scaling: no sufficiency check, and only "
-        "the step cap (or a repeated query) ends a chain, so max_steps is the chain's length.",
+        "the step cap ends a chain (not a repeated query, nor a retrieval without new chunks), so max_steps is the "
+        "chain's length.",
     )
     penalty: PenaltySetting = Field(
         default="auto",
