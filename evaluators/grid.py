@@ -11,7 +11,7 @@ Answer Relevance) with our other metrics beside it, one line per technique.
 
 Which index each row needs:
 
-* plain index: naive RAG, + SWR, + AMR, + HyDE and their combinations;
+* plain index: naive RAG, + SWR, + AMR, + HyDE and their combinations, + Multi-query, + MMR, + LLM rerank;
 * with document summaries (``arag index --summaries``): every + DSI row;
 * with contextual headers: every + CCH row (and + DSI + CCH needs summaries in that index too).
 
@@ -68,6 +68,11 @@ ARAGOG: tuple[GridRow, ...] = (
     GridRow("+ AMR + CCH", _AMR, CCH),
     GridRow("+ DSI + CCH", _DSI, CCH),
     GridRow("+ SWR + HyDE + CCH", {**_SWR, **_HYDE}, CCH),
+    # The full paper's other techniques (arag_graph.retrieval.techniques): multi-query retrieval with three
+    # rewrites, maximal marginal relevance over 20 candidates and LLM reranking of 20 candidates.
+    GridRow("+ Multi-query", {"multi_query": 3}),
+    GridRow("+ MMR", {"mmr": True}),
+    GridRow("+ LLM rerank", {"rerank": True}),
 )
 
 GRIDS: dict[str, tuple[GridRow, ...]] = {"aragog": ARAGOG}

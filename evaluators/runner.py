@@ -95,7 +95,9 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
 
 
 _STEP_DETAILS = ("sub_answer", "reasoning")
-_CHAIN_RUN_FIELDS = ("id", "role", "parent", "wave", "sample", "steps", "stop_reason", "penalty", "score", "selected")
+_CHAIN_RUN_FIELDS = (
+    "id", "role", "parent", "wave", "sample", "steps", "stop_reason", "penalty", "penalty_scorer", "score", "selected"
+)  # fmt: skip
 _SUB_QUESTION_FIELDS = ("id", "question", "resolved", "depends_on", "wave", "status", "answer", "chunk_ids", "error")
 
 
@@ -110,6 +112,8 @@ def structure_of(state: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if state.get("chain"):
         out["chain"] = [dict(link) for link in state["chain"]]
+    if state.get("penalty_scorer"):
+        out["penalty_scorer"] = state["penalty_scorer"]
     if state.get("sampled_chains"):
         out["sampled_chains"] = [{k: run[k] for k in _CHAIN_RUN_FIELDS if k in run} for run in state["sampled_chains"]]
     if state.get("sub_questions"):

@@ -224,7 +224,11 @@ def test_the_offline_policy_answers_typed_requests_never_prompts() -> None:
     # The gap first, anchored by the question's other names; not a near-repeat of the question.
     assert query.startswith(verdict.missing_info) and "Ed Wood" in query
     assert repeated_query(query, [question], 0.9) is None
-    assert backbone.reformulation(question, found, chain, "").invoke()[0].query == question
+    # Without a check's verdict (a fixed-length chain asks none), the gap is what the check would have said;
+    # with nothing missing, the question itself.
+    assert backbone.reformulation(question, found, chain, "").invoke()[0].query == query
+    full = [Passage("2", "Both", "Scott Derrickson and Ed Wood were of the same American nationality.", 1.0)]
+    assert backbone.reformulation(question, full, chain, "").invoke()[0].query == question
     with pytest.raises(NotImplementedError, match="typed questions"):
         policy.with_structured_output(Sufficiency)  # there is no prompt for it to read
 

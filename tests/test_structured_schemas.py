@@ -21,6 +21,9 @@ from arag_graph.evaluators.judge import JudgeVerdict
 from arag_graph.llm.structured import (
     Decomposition,
     ModelFacing,
+    PassageRating,
+    PassageRatings,
+    QueryRewrites,
     Reformulation,
     Route,
     SubAnswer,
@@ -40,6 +43,8 @@ EXAMPLES: list[BaseModel] = [
     Decomposition(sub_questions=[SubQuestion(id=1, question="Who directed Sinister?", depends_on=[])]),
     Triplets(triplets=[Triplet(subject="Ed Wood", predicate="born in", object="1924", relevance=0.8)]),
     Route(multi_hop=True),
+    QueryRewrites(queries=["Sinister director", "who made the film Sinister"]),
+    PassageRatings(ratings=[PassageRating(passage=1, relevance=0.9), PassageRating(passage=2, relevance=0.1)]),
     JudgeVerdict(reason="It states the gold answer.", correct=True),
 ]
 

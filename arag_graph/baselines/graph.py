@@ -22,6 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
+from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
@@ -58,6 +59,51 @@ def hyde_vector(
     return run.index.embeddings.embed_query(passage), None
 
 
+def selection_functions(run: Run[Any], config: RunnableConfig | None, warnings: list[str]) -> dict[str, Any]:
+    """The model's parts of ARAGOG's multi-query and rerank techniques, for ``retrieve_passages``.
+
+    The retrieval layer holds the rules (fusion, picking); the rewrites and ratings come from the
+    run's backbone (the chat model, or the offline policy's rules). A request that fails or falls
+    back leaves the query alone (no rewrites) or the retriever's order (no ratings), and says so in
+    ``warnings``: like HyDE, the techniques refine a search and never end a run.
+    """
+    ctx = run.ctx
+    config = config or {}
+
+    def rewrite(query: str, n: int) -> list[str]:
+        try:
+            value, problem = run.backbone.query_rewrites(query, n).invoke({**config, "run_name": "multi_query"})
+        except BudgetExceeded:
+            raise
+        except Exception as exc:
+            value, problem = None, describe_model_error(exc)
+        if problem or value is None:
+            warnings.append(f"multi-query rewrites failed, searched with the query alone ({problem})")
+            return []
+        return list(value.queries)
+
+    def rerank(query: str, found: Sequence[Passage]) -> list[float]:
+        try:
+            value, problem = run.backbone.passage_ratings(query, found).invoke({**config, "run_name": "rerank"})
+        except BudgetExceeded:
+            raise
+        except Exception as exc:
+            value, problem = None, describe_model_error(exc)
+        if problem or value is None:
+            warnings.append(f"rerank ratings failed, kept the retriever's order ({problem})")
+            return []
+        scores = [0.0] * len(found)
+        for rating in value.ratings:
+            if 1 <= rating.passage <= len(found):
+                scores[rating.passage - 1] = max(scores[rating.passage - 1], rating.relevance)
+        return scores
+
+    return {
+        "rewrite": rewrite if getattr(ctx, "multi_query", 0) else None,
+        "rerank": rerank if getattr(ctx, "rerank", False) else None,
+    }
+
+
 def as_dict(p: Passage) -> dict[str, Any]:
     return {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score}
 
@@ -78,11 +124,14 @@ def retrieve_once(
     ctx: NaiveRagContext = run.ctx
     question = question_of(state)
     vector, warning = hyde_vector(run, question, config)
-    found = retrieve_passages(run.index, question, ctx, query_vector=vector)
+    warnings = [warning] if warning else []
+    found = retrieve_passages(
+        run.index, question, ctx, query_vector=vector, **selection_functions(run, config, warnings)
+    )
     args = {"query": question, **retrieval_args(run.index, ctx)}
     update = retrieval_update(state, "retrieve", args, found)
     update["passages"] = [as_dict(p) for p in found]
-    update["warnings"] = [warning] if warning else []
+    update["warnings"] = warnings
     return update
 
 

@@ -12,8 +12,14 @@ and the trajectory, and its penalty scores chains for best-of-N and the tree. A 
 sufficiency check then reads the question and the union of passages so far (``reasoning``,
 ``is_sufficient``, ``missing_info``, ``confidence``); when they are not enough, a reformulation
 writes ``q_{s+1}`` aimed at the missing information, from the question, the passages, the chain so
-far and what is missing. The sub-answers inform no other prompt, so greedy decoding takes the
-decisions it took before they existed.
+far (each step's query *and sub-answer*: the paper's chain is a sequence of such pairs, and a
+sub-answer names the entity the next hop is about) and what is missing. The final answer sees the
+pairs too (:mod:`arag_graph.corag.graph`).
+
+Fixed-length chains (``fixed_length``): the paper's chain-length scaling generates exactly L steps.
+With the setting on, no sufficiency check is asked and neither a check, a retrieval without new
+chunks nor a repeated query ends the chain, so ``max_steps`` is the chain's length (a repeat is
+searched again, and costs what it costs in the paper's fixed-length chains).
 
 Why a chain stops is kept in ``stop_reason`` (and said in words in ``stop_detail``):
 
@@ -39,10 +45,15 @@ By default the whole union, as CoRAG answers from it; ``max_context_tokens`` cut
 o200k tokens for corpora of long chunks or models with small contexts.
 
 The penalty. The paper prefers the chain under which the model finds the sub-answer "No relevant
-information found" least likely, a log-likelihood of a fixed string that chat APIs do not give.
-Here each sub-answer carries the model's structured confidence that the step's documents answer
-its query (:class:`~arag_graph.llm.structured.SubAnswer`): a step's penalty is ``1 - confidence`` (1
-for "No relevant information found"), a chain's the mean over its steps (:func:`chain_penalty`).
+information found" least likely given each step's documents. Where the endpoint returns token
+log-probabilities (OpenAI, vLLM and other OpenAI-compatible servers), best-of-N and the tree ask for
+them (:meth:`~arag_graph.llm.backbone.Backbone.no_information_logprob`) and a step's penalty is
+that probability, ``exp(logprob)`` (its log is kept as ``no_info_logprob``; scorer ``logprob``).
+Elsewhere (the offline policy, providers without logprobs, a failed scoring request, greedy
+decoding, or ``penalty="confidence"``) each sub-answer's structured confidence stands in
+(:class:`~arag_graph.llm.structured.SubAnswer`): the penalty is ``1 - confidence`` (1 for "No
+relevant information found"; scorer ``confidence``). A chain's penalty is the mean over its steps
+(:func:`chain_penalty`), and the run says which scorer it used (``penalty_scorer``).
 
 The sub-answer, the check and the reformulation are the backbone's typed requests
 (:class:`~arag_graph.llm.backbone.Backbone`). With a real model, a bad structured reply is retried once
@@ -58,11 +69,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from statistics import fmean
 from typing import Annotated, Any, Literal
 
+from langchain_core.runnables import RunnableLambda, RunnableParallel
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -70,8 +83,9 @@ from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import hyde_vector
+from arag_graph.baselines.graph import hyde_vector, selection_functions
 from arag_graph.core.tokens import count_tokens, decode, encode
+from arag_graph.llm.backbone import Step
 from arag_graph.llm.models import with_settings
 from arag_graph.llm.prompts import verdict
 from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
@@ -87,6 +101,7 @@ __all__ = [
     "ChainState",
     "ChainStep",
     "ChainTask",
+    "PenaltyScorer",
     "Role",
     "StopReason",
     "add_chain_loop",
@@ -94,7 +109,9 @@ __all__ = [
     "chain_context",
     "chain_penalty",
     "context_passages",
+    "logprob_penalty",
     "merge_runs",
+    "penalty_scorer",
     "query_similarity",
     "query_words",
     "rank_passages",
@@ -106,6 +123,9 @@ __all__ = [
 StopReason = Literal["sufficient", "step_cap", "no_new_passages", "loop", "recursion_limit", "budget"]
 """``budget``: the run reached an operator cap (:mod:`arag_graph.run.budgets`); the run's ``error`` says which."""
 Role = Literal["chain", "candidate", "rollout"]
+PenaltyScorer = Literal["logprob", "confidence", "mixed", ""]
+"""How a chain's penalties were computed: all from logprobs, all from the confidence stand-in,
+some of each (an endpoint that sent logprobs for some requests only), or "" (no step scored)."""
 
 # Supersteps a round needs after a retrieval that continues the chain: check, reformulate, the next
 # retrieval, then (if that one stops) answer and finish. With fewer left under the caller's
@@ -130,7 +150,11 @@ class ChainStep(TypedDict, total=False):
     sub_answer: str
     """What the step's documents say about its query ("No relevant information found" when nothing)."""
     penalty: float | None
-    """The step's penalty: 1 - the sub-answer's confidence that the documents answer the query."""
+    """The step's penalty: P("No relevant information found") (scorer ``logprob``), else 1 - the
+    sub-answer's confidence that the documents answer the query (scorer ``confidence``)."""
+    scorer: Literal["logprob", "confidence"]
+    no_info_logprob: float | None
+    """log P("No relevant information found" | query, documents) when the endpoint gave logprobs."""
     is_sufficient: bool | None
     """None when the step was not checked (the chain stopped right after it)."""
     missing_info: str
@@ -171,6 +195,7 @@ class ChainRun(ChainIdentity, total=False):
     stop_detail: str
     penalty: float
     """Mean step penalty of ``chain`` (see :func:`chain_penalty`)."""
+    penalty_scorer: PenaltyScorer
     score: float | None
     """A tree candidate's score: its rollouts' mean penalty, else its own (lower is better)."""
     warnings: list[str]
@@ -261,6 +286,20 @@ def step_penalty(sub_answer: SubAnswer) -> float:
     return round(1.0 - sub_answer.confidence, 4)
 
 
+def logprob_penalty(logprob: float) -> float:
+    """The paper's penalty of one step: the probability of "No relevant information found"
+    (``exp`` of its log-likelihood), on the same 0-1 scale as the confidence stand-in."""
+    return round(min(1.0, math.exp(logprob)), 4)
+
+
+def penalty_scorer(chain: Sequence[ChainStep]) -> PenaltyScorer:
+    """Which scorer gave a chain's penalties (see :data:`PenaltyScorer`)."""
+    scorers = {link.get("scorer") for link in chain if link.get("penalty") is not None}
+    if not scorers:
+        return ""
+    return "mixed" if len(scorers) > 1 else scorers.pop()  # type: ignore[return-value]
+
+
 def chain_penalty(chain: Sequence[ChainStep]) -> float:
     """A chain's penalty: the mean of its steps' (a step without one counts as 1); lower is better."""
     values = [link.get("penalty") for link in chain]
@@ -347,7 +386,9 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     vector, warning = hyde_vector(run, query, get_config())
     if warning:
         warnings.append(f"step {step}: {warning}")
-    found = retrieve_passages(run.index, query, ctx, query_vector=vector)
+    found = retrieve_passages(
+        run.index, query, ctx, query_vector=vector, **selection_functions(run, get_config(), warnings)
+    )
     seen = {p["chunk_id"] for p in known}
     new = [p for p in found if p.chunk_id not in seen]
 
@@ -367,6 +408,8 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
         tokens=sum(token_counts),
         sub_answer="",
         penalty=None,
+        scorer="confidence",
+        no_info_logprob=None,
         is_sufficient=None,
         missing_info="",
         confidence=None,
@@ -381,15 +424,18 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     cap = _cap(state, ctx)
     if step >= cap and not state.get("check_last"):
         update.update(stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
-    elif not new:
+    elif not new and not ctx.fixed_length:
         update.update(stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
     elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
         update.update(stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more"))
 
-    def on_result(result: tuple[SubAnswer, str | None]) -> dict[str, Any]:
+    def on_result(result: tuple[SubAnswer, str | None], logprob: float | None = None) -> dict[str, Any]:
         value, problem = result
         sub_answer = _one_line(value.answer) or NO_RELEVANT_INFORMATION
-        update["chain"][-1] = {**link, "sub_answer": sub_answer, "penalty": step_penalty(value)}
+        scored: dict[str, Any] = {"penalty": step_penalty(value), "scorer": "confidence"}
+        if logprob is not None:
+            scored = {"penalty": logprob_penalty(logprob), "scorer": "logprob", "no_info_logprob": round(logprob, 4)}
+        update["chain"][-1] = {**link, "sub_answer": sub_answer, **scored}
         update["trajectory"][-1] = {**update["trajectory"][-1], "sub_answer": sub_answer}
         if problem:
             update["warnings"] = [
@@ -400,18 +446,31 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
 
     if not found:  # nothing to read: no model call
         return on_result((FALLBACKS[SubAnswer](query), None))  # type: ignore[arg-type]
-    return Call(
-        run.backbone.sub_answer(query, found),
-        on_result,
-        name="sub_answer",
-        on_error=lambda message: on_result((FALLBACKS[SubAnswer](query), message)),  # type: ignore[arg-type]
+    sub = run.backbone.sub_answer(query, found)
+    on_error = lambda message: on_result((FALLBACKS[SubAnswer](query), message))  # type: ignore[arg-type]  # noqa: E731
+    if ctx.decoding == "greedy" or ctx.penalty == "confidence":  # greedy compares no chains
+        return Call(sub, on_result, name="sub_answer", on_error=on_error)
+    score = run.backbone.no_information_logprob(query, found)
+    both = RunnableParallel(
+        sub_answer=RunnableLambda(lambda _: sub.input, name="sub_answer_input") | sub.runnable,
+        logprob=RunnableLambda(lambda _: score.input, name="score_input") | score.runnable,
     )
+    return Call(Step(both), lambda r: on_result(r["sub_answer"], r["logprob"]), name="sub_answer", on_error=on_error)
 
 
 def check(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call:
-    """The intermediate check after a retrieval: is the evidence so far sufficient?"""
+    """The intermediate check after a retrieval: is the evidence so far sufficient?
+
+    Not asked in a fixed-length chain (``fixed_length``): the step stays "not checked" and only the
+    step cap ends the chain.
+    """
     run = run_of(runtime, bound)
     question = question_of(state)
+    if run.ctx.fixed_length:
+        chain = state.get("chain") or []
+        if len(chain) >= _cap(state, run.ctx):  # a tree candidate at its cap
+            return stop("step_cap", f"reached the step cap: {_cap(state, run.ctx)} retrieval(s)")
+        return {}
 
     def on_result(result: tuple[Sufficiency, str | None]) -> dict[str, Any]:
         value, problem = result
@@ -465,7 +524,7 @@ def reformulate(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bou
             note = f"step {len(chain) + 1}: the reformulation fell back to the question ({problem})"
             update["warnings"] = [*(state.get("warnings") or []), note]
         repeat = repeated_query(query, [link["query"] for link in chain], ctx.loop_similarity)
-        if repeat is not None:
+        if repeat is not None and not ctx.fixed_length:  # a fixed-length chain searches it again
             earlier, similarity = repeat
             detail = (
                 f"the reformulated query {query!r} repeats the query of step {earlier} "
@@ -548,6 +607,7 @@ def close_chain(state: ChainState) -> dict[str, Any]:
         stop_reason=state.get("stop_reason") or "",
         stop_detail=state.get("stop_detail") or "",
         penalty=chain_penalty(chain),
+        penalty_scorer=penalty_scorer(chain),
         score=None,
         warnings=state.get("warnings") or [],
     )

@@ -30,10 +30,16 @@ Best-of-N and tree search, the paper's test-time scaling, run chains in the ``ch
     too; candidates that searched the same queries count once), until ``max_steps`` retrievals or
     every kept path has stopped. The best kept path answers.
 
-The penalty stands in for the paper's (the likelihood of the sub-answer "No relevant information
-found", which chat APIs cannot score): each step's sub-answer carries the model's structured
-confidence that the step's documents answer its query, a step's penalty is 1 minus it and a chain's
-the mean over its steps (:func:`~arag_graph.corag.chain.chain_penalty`).
+The penalty is the paper's where the endpoint returns token log-probabilities: the probability
+of the sub-answer "No relevant information found" given a step's documents
+(:mod:`arag_graph.llm.likelihood`). Elsewhere each step's sub-answer carries the model's structured
+confidence that the step's documents answer its query and a step's penalty is 1 minus it. A
+chain's penalty is the mean over its steps (:func:`~arag_graph.corag.chain.chain_penalty`), and
+``penalty_scorer`` says which scorer the answering chain used (``logprob``, ``confidence`` or
+``mixed``).
+
+The final answer reads the chain's (sub-query, sub-answer) pairs beside the passages, as the
+paper's answer is conditioned on the chain.
 
 Counting. Every chain a strategy runs counts: its retrievals are steps (with several chains,
 ``steps`` is the number of retrievals of all of them, rollouts included) and their new chunks'
@@ -79,6 +85,7 @@ from arag_graph.corag.chain import (
     chain_penalty,
     context_passages,
     merge_runs,
+    penalty_scorer,
     query_similarity,
     query_words,
     rank_passages,
@@ -136,6 +143,9 @@ class CoragOutputState(OutputState, total=False):
     """best_of_n and tree: the ID of the chain that answered ("" for greedy)."""
     notes: list[str]
     """What is worth knowing and is no problem, such as how the offline policy varied its chains."""
+    penalty_scorer: str
+    """How the answering chain's step penalties were scored: ``logprob`` (the paper's, from the
+    endpoint's token log-probabilities), ``confidence`` (the stand-in), ``mixed``, or "" (none)."""
 
 
 class CoragState(ChainState, CoragOutputState, total=False):
@@ -198,6 +208,7 @@ def start(state: CoragState, runtime: Runtime[CoragContext]) -> dict[str, Any]:
         depth=0,
         sampled_chains=[],
         selected_chain="",
+        penalty_scorer="",
         notes=[],
     )
     ctx = CoragContext.of_run(runtime.context)
@@ -306,6 +317,7 @@ def _final(state: CoragState, run: Run, runs: list[ChainRun], chosen: ChainRun, 
         "stop_reason": chosen.get("stop_reason") or "step_cap",
         "stop_detail": chosen.get("stop_detail") or "",
         "selected_chain": chosen["id"],
+        "penalty_scorer": penalty_scorer(chosen.get("chain") or []),
         "sampled_chains": summaries,
         "warnings": [*(state.get("warnings") or []), *warnings],
         "notes": notes,
@@ -390,11 +402,15 @@ def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
     run = run_of(runtime, bound)
     found = chain_context(state, run.ctx)
     ids = [p.chunk_id for p in found]
+    chain = state.get("chain") or []
+    done: dict[str, Any] = {"context_chunks": ids}
+    if not state.get("selected_chain"):  # greedy: the top-level chain is the answering one
+        done["penalty_scorer"] = penalty_scorer(chain)
     return Call(
-        run.backbone.answer(question_of(state), found),
-        lambda reply: {"messages": [reply], "context_chunks": ids},
+        run.backbone.answer(question_of(state), found, chain),
+        lambda reply: {"messages": [reply], **done},
         name="answer_model",
-        on_error=lambda message: {"error": message, "context_chunks": ids},
+        on_error=lambda message: {"error": message, **done},
     )
 
 

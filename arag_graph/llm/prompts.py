@@ -43,12 +43,19 @@ def verdict(link: Mapping[str, Any]) -> str:
 
 
 def chain_text(chain: Sequence[Mapping[str, Any]]) -> str:
-    """CoRAG's chain so far, one line per step: the query, what it found, the check's verdict."""
+    """CoRAG's chain so far, one line per step: the query, what it found, its sub-answer, the check's verdict.
+
+    The chain is the paper's sequence of (sub-query, sub-answer) pairs: the sub-answer is what the
+    next query builds on (the entity a hop found), so it is shown before the check's judgement.
+    """
     lines = []
     for link in chain:
         found = len(link.get("chunk_ids") or [])
         new = len(link.get("new_chunk_ids") or [])
-        line = f"{link.get('step')}. {link.get('query')} -> {found} chunks, {new} new; {verdict(link)}"
+        line = f"{link.get('step')}. {link.get('query')} -> {found} chunks, {new} new"
+        if link.get("sub_answer"):
+            line += f"; sub-answer: {_one_line(link['sub_answer'])}"
+        line += f"; {verdict(link)}"
         if link.get("reasoning"):
             line += f"; reasoning: {_one_line(link['reasoning'])}"
         if link.get("missing_info"):
@@ -115,6 +122,24 @@ listing the IDs of the chunks the answer rests on. If the chunks do not contain 
 your best guess and say what is missing.\
 """
 
+CHAIN_ANSWER_PROMPT = """\
+Answer the question using only the chunks below. Each chunk starts with its ID in brackets.
+
+{context}
+
+The question was researched one search at a time; each search and the answer its documents gave:
+{chain}
+
+Question: {question}
+
+End with a final line of the form
+Answer: <the shortest complete answer, such as a name, a date, a number, yes or no> [<chunk IDs>]
+listing the IDs of the chunks the answer rests on. If the chunks do not contain the answer, give \
+your best guess and say what is missing.\
+"""
+"""CoRAG's final answer: the passages and the chain's (sub-query, sub-answer) pairs, as the paper
+conditions its answer on the chain."""
+
 DIRECT_ANSWER_PROMPT = """\
 Answer the question from your own knowledge: {question}
 
@@ -146,6 +171,33 @@ question: {question}
 If you are unsure of the facts, write what such a paragraph would plausibly say; it is only used \
 to search for real documents, never shown as an answer.\
 """
+
+# ---------------------------------------------------------------------------------------------
+# Multi-query retrieval and LLM reranking (ARAGOG)
+
+MULTI_QUERY_PROMPT = """\
+Write {n} different search queries that look for the same information as this one: {query}
+
+Vary the wording: use synonyms, name the entities differently, or ask from another angle. Each \
+query should be short and able to stand alone.\
+"""
+
+RERANK_PROMPT = """\
+A search for "{query}" returned the numbered passages below.
+
+{passages}
+
+Rate how relevant each passage is to the search, from 0 (unrelated) to 1 (answers it directly), \
+giving one rating for every passage by its number.\
+"""
+
+
+def numbered_passages(passages: Sequence[Passage]) -> str:
+    """Passages numbered from 1 for a rating request (numbers are shorter to echo than chunk IDs)."""
+    return "\n\n".join(
+        f"Passage {i}:\n{chunk_block(p.chunk_id, p.title, p.text.strip())}" for i, p in enumerate(passages, 1)
+    )
+
 
 # ---------------------------------------------------------------------------------------------
 # Document summary index (ARAGOG), written at index time
@@ -203,6 +255,28 @@ Answer the search query itself (not any larger question) in a few words, using o
 documents. If they do not answer it, the answer is exactly: {no_information}
 Then say how sure you are, between 0 and 1, that the documents answer the query.\
 """
+
+SUB_ANSWER_TEXT_PROMPT = """\
+A search for "{query}" returned the documents below, best first.
+
+{passages}
+
+Answer the search query itself (not any larger question) in a few words, using only these \
+documents. If they do not answer it, reply exactly: {no_information}\
+"""
+"""The sub-answer asked as plain text, to read the log-likelihood of "No relevant information
+found" from the reply's token logprobs (CoRAG's penalty, :mod:`arag_graph.llm.likelihood`)."""
+
+
+def sub_queries_text(chain: Sequence[Mapping[str, Any]]) -> str:
+    """CoRAG's (sub-query, sub-answer) pairs for the final answer, one line per step."""
+    lines = [
+        f"{link.get('step')}. {_one_line(str(link['query']))} -> {_one_line(str(link.get('sub_answer') or ''))}"
+        for link in chain
+        if link.get("query")
+    ]
+    return "\n".join(lines) or "(none)"
+
 
 # ---------------------------------------------------------------------------------------------
 # SRAG

@@ -155,6 +155,29 @@ class Route(ModelFacing):
     multi_hop: bool = Field(description="True if answering needs facts from more than one passage.")
 
 
+class QueryRewrites(ModelFacing):
+    """ARAGOG's multi-query retrieval: other phrasings of a search query."""
+
+    instructions: ClassVar[str] = "Other ways to phrase a search query, to retrieve with each of them."
+
+    queries: list[str] = Field(description="Rewrites of the query: each a short search query for the same need.")
+
+
+class PassageRating(ModelFacing):
+    """One passage's relevance, by its position in the list the model was shown."""
+
+    passage: int = Field(description="The passage's number in the list, from 1.")
+    relevance: float = Field(ge=0.0, le=1.0, description="How relevant the passage is to the query, 0 to 1.")
+
+
+class PassageRatings(ModelFacing):
+    """ARAGOG's LLM reranking: the model's relevance rating of each retrieved passage."""
+
+    instructions: ClassVar[str] = "The relevance of each numbered passage to the query."
+
+    ratings: list[PassageRating] = Field(description="One rating per passage.")
+
+
 FALLBACKS: dict[type[BaseModel], Callable[[str], BaseModel]] = {
     Sufficiency: lambda q: Sufficiency(is_sufficient=False, missing_info="", confidence=0.0),
     Reformulation: lambda q: Reformulation(query=q),
@@ -162,6 +185,8 @@ FALLBACKS: dict[type[BaseModel], Callable[[str], BaseModel]] = {
     Decomposition: lambda q: Decomposition(sub_questions=[SubQuestion(id=1, question=q)]),
     Triplets: lambda q: Triplets(triplets=[]),
     Route: lambda q: Route(multi_hop=True),
+    QueryRewrites: lambda q: QueryRewrites(queries=[]),
+    PassageRatings: lambda q: PassageRatings(ratings=[]),
 }
 
 

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
+from arag_graph.retrieval import techniques
 from arag_graph.retrieval.automerge import MERGE_THRESHOLD, merge_leaves
+from arag_graph.retrieval.techniques import RRF_K, rrf_scores
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
+    from arag_graph.retrieval.techniques import Rerank, Rewrite
 
 Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
-RRF_K = 60
 _TOKENS = re.compile(r"\w+")
 _bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
 _bm25_lock = threading.Lock()
@@ -43,6 +45,11 @@ class RetrievalSettings(Protocol):
     window: int
     merge_threshold: float
     summary_documents: int
+    multi_query: int
+    mmr: bool
+    mmr_lambda: float
+    rerank: bool
+    candidates: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,20 +107,6 @@ def bm25_search(index: HierarchicalIndex, query: str, top_k: int) -> list[Search
         chunk = index.store.chunks[int(i)]
         hits.append(SearchHit(chunk.id, float(scores[i]), (), chunk.title))
     return hits
-
-
-def rrf_scores(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal rank fusion: each ID scores the sum over rankings of ``1 / (k + rank)``, rank from 1.
-
-    The one fusion rule of the package (hybrid retrieval, CoRAG's context order, the offline
-    policy's reading order): scores of different queries or retrievers are not comparable, ranks are.
-    IDs keep first-seen order, so a stable sort on the scores breaks ties by first appearance.
-    """
-    fused: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, chunk_id in enumerate(ranking, 1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
-    return fused
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, k: int = RRF_K) -> list[SearchHit]:
@@ -239,12 +232,36 @@ def auto_merge(
     return out
 
 
+def _retrieved(
+    index: HierarchicalIndex,
+    query: str,
+    settings: RetrievalSettings,
+    top_k: int,
+    query_vector: Sequence[float] | None,
+) -> list[Passage]:
+    """``top_k`` passages for one query with the run's retriever, windows, merging or summaries."""
+    s = settings
+    window = s.window if s.sentence_window else None
+    if s.retriever == "amr":
+        return auto_merge(index, query, top_k, s.merge_threshold, window or 1, query_vector=query_vector)
+    if s.retriever == "dsi":
+        from arag_graph.retrieval.summaries import summary_search  # numpy-only reading; loaded when asked for
+
+        hits = summary_search(index, query, top_k, s.summary_documents, query_vector=query_vector)
+        return passages(index, hits, window)
+    if window is not None and s.retriever == "dense":
+        return sentence_windows(index, query, top_k, window, query_vector=query_vector)
+    return passages(index, retrieve(index, query, top_k, s.retriever, query_vector=query_vector), window)
+
+
 def retrieve_passages(
     index: HierarchicalIndex,
     query: str,
     settings: RetrievalSettings,
     *,
     query_vector: Sequence[float] | None = None,
+    rewrite: Rewrite | None = None,
+    rerank: Rerank | None = None,
 ) -> list[Passage]:
     """What a graph hands its model for ``query``: the one place the retrieval settings are applied.
 
@@ -254,19 +271,32 @@ def retrieve_passages(
     With sentence windows, dense retrieval is ARAGOG's method proper (the ``top_k`` sentences, each
     in its window); chunk retrievers cut each chunk to windows around its matched sentences (BM25
     hits have none and stay whole); amr shows its unmerged sentences in their windows.
+
+    Then ARAGOG's selection techniques (:mod:`arag_graph.retrieval.techniques`), in this order:
+    ``multi_query`` > 0 retrieves for the query and ``rewrite``'s rewrites of it and fuses the
+    rankings; ``mmr`` or ``rerank`` first take ``candidates`` passages instead of ``top_k``; ``mmr``
+    picks ``top_k`` of them by maximal marginal relevance (``mmr_lambda``); ``rerank`` keeps the
+    ``top_k`` that ``rerank`` rates best (with ``mmr`` too: it orders MMR's picks). ``query_vector``
+    (HyDE) serves the query itself, not its rewrites.
     """
     s = settings
-    window = s.window if s.sentence_window else None
-    if s.retriever == "amr":
-        return auto_merge(index, query, s.top_k, s.merge_threshold, window or 1, query_vector=query_vector)
-    if s.retriever == "dsi":
-        from arag_graph.retrieval.summaries import summary_search  # numpy-only reading; loaded when asked for
-
-        hits = summary_search(index, query, s.top_k, s.summary_documents, query_vector=query_vector)
-        return passages(index, hits, window)
-    if window is not None and s.retriever == "dense":
-        return sentence_windows(index, query, s.top_k, window, query_vector=query_vector)
-    return passages(index, retrieve(index, query, s.top_k, s.retriever, query_vector=query_vector), window)
+    selecting = bool(getattr(s, "mmr", False) or getattr(s, "rerank", False))
+    depth = max(s.top_k, int(getattr(s, "candidates", s.top_k))) if selecting else s.top_k
+    found = _retrieved(index, query, s, depth, query_vector)
+    n = int(getattr(s, "multi_query", 0))
+    if n > 0:
+        if rewrite is None:
+            raise ValueError("multi_query needs a rewrite function (the graph's model writes the rewrites)")
+        others = [q for q in dict.fromkeys(" ".join(r.split()) for r in rewrite(query, n)) if q and q != query][:n]
+        rankings = [found, *(_retrieved(index, q, s, depth, None) for q in others)]
+        found = techniques.fuse_passages(rankings, depth)
+    if getattr(s, "mmr", False):
+        found = techniques.mmr_select(index, query, found, s.top_k, s.mmr_lambda, query_vector=query_vector)
+    if getattr(s, "rerank", False):
+        if rerank is None:
+            raise ValueError("rerank needs a rating function (the graph's model rates the passages)")
+        found = techniques.rerank_by_scores(found, rerank(query, found), s.top_k) if found else found
+    return found[: s.top_k]
 
 
 def retrieval_args(index: HierarchicalIndex, settings: RetrievalSettings) -> dict[str, Any]:
@@ -286,4 +316,12 @@ def retrieval_args(index: HierarchicalIndex, settings: RetrievalSettings) -> dic
 
         args["summary_documents"] = s.summary_documents
         args["summaries"] = summary_index(index).label
+    if getattr(s, "multi_query", 0):
+        args["multi_query"] = s.multi_query
+    if getattr(s, "mmr", False):
+        args["mmr_lambda"] = s.mmr_lambda
+    if getattr(s, "rerank", False):
+        args["rerank"] = True
+    if getattr(s, "mmr", False) or getattr(s, "rerank", False):
+        args["candidates"] = s.candidates
     return args

@@ -29,6 +29,7 @@ by a model clamp them into it."""
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
 Decoding = Literal["greedy", "best_of_n", "tree"]
+PenaltySetting = Literal["auto", "confidence"]
 
 
 def _one_line(error: ValidationError, schema: str) -> str:
@@ -300,6 +301,36 @@ class RetrievalContext(GraphContext):
         le=20,
         description="dsi: documents kept by their summary's similarity before the top_k chunks are picked inside them.",
     )
+    multi_query: int = Field(
+        default=0,
+        ge=0,
+        le=5,
+        description="ARAGOG's multi-query retrieval: the model writes this many rewrites of each query, each is "
+        "retrieved too and the rankings are fused (reciprocal rank); 0: off. Offline, rule-based rewrites.",
+    )
+    mmr: bool = Field(
+        default=False,
+        description="ARAGOG's maximal marginal relevance: pick the top_k of `candidates` passages trading relevance "
+        "to the query against similarity to the passages already picked (mmr_lambda).",
+    )
+    mmr_lambda: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="mmr: 1 ranks by relevance alone, 0 by diversity alone (LangChain's default: 0.5).",
+    )
+    rerank: bool = Field(
+        default=False,
+        description="ARAGOG's LLM reranking: the model rates the relevance of `candidates` passages and the top_k "
+        "best rated are kept, best first. Offline: a documented word-overlap rule.",
+    )
+    candidates: int = Field(
+        default=20,
+        ge=1,
+        le=50,
+        description="mmr and rerank: passages retrieved before top_k are picked among them (at least top_k).",
+    )
 
 
 class NaiveRagContext(RetrievalContext):
@@ -342,6 +373,18 @@ class CoragContext(RetrievalContext):
         le=10_000_000,
         description="Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole "
         "union, as in CoRAG.",
+    )
+    fixed_length: bool = Field(
+        default=False,
+        description="Fixed-length chains, as in the paper's chain-length scaling: no sufficiency check, and only "
+        "the step cap ends a chain (not a repeated query, nor a retrieval without new chunks), so max_steps is the "
+        "chain's length.",
+    )
+    penalty: PenaltySetting = Field(
+        default="auto",
+        description="How best_of_n and tree score a chain step: auto uses the paper's penalty (the probability of "
+        "the sub-answer 'No relevant information found', one extra request per step) where the endpoint returns "
+        "log-probabilities, else the sub-answer's confidence; confidence always uses the stand-in.",
     )
     decoding: Decoding = Field(
         default="greedy",

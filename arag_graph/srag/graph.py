@@ -49,13 +49,14 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Overwrite, Send
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import as_dict, build_naive_rag_graph
+from arag_graph.baselines.graph import as_dict, build_naive_rag_graph, selection_functions
 from arag_graph.core.citations import parse_final_answer
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
@@ -431,7 +432,8 @@ def retrieve_for_sub_question(state: SolveState, runtime: Runtime[SragContext], 
     run = run_of(runtime, bound)
     record = state["sub_question"]
     query = record.get("resolved") or record["question"]
-    found = retrieve_passages(run.index, query, run.ctx)
+    warnings: list[str] = []
+    found = retrieve_passages(run.index, query, run.ctx, **selection_functions(run, get_config(), warnings))
     args = {"query": query, "sub_question": record["id"], **retrieval_args(run.index, run.ctx)}
     step = retrieval_update(cast(RunState, {}), "retrieve", args, found)["trajectory"][0]
     return {
@@ -440,7 +442,7 @@ def retrieve_for_sub_question(state: SolveState, runtime: Runtime[SragContext], 
         "retrieval": step,
         "kept": [],
         "dropped": 0,
-        "notes": [],
+        "notes": [f"sub-question {record['id']}: {w}" for w in warnings],
     }
 
 
@@ -457,7 +459,7 @@ def extract_triplets(state: SolveState, runtime: Runtime[SragContext], *, bound:
     def on_result(results: list[tuple[Triplets, str | None]]) -> dict[str, Any]:
         kept: list[TripletRecord] = []
         dropped = 0
-        notes: list[str] = []
+        notes: list[str] = list(state.get("notes") or [])  # the retrieval's, kept
         for passage, (extracted, problem) in zip(found, results, strict=True):
             if problem:
                 notes.append(
@@ -470,7 +472,8 @@ def extract_triplets(state: SolveState, runtime: Runtime[SragContext], *, bound:
         return {"kept": kept, "dropped": dropped, "notes": notes}
 
     def on_error(message: str) -> dict[str, Any]:  # a model that cannot give structured output at all
-        return {"notes": [f"sub-question {record['id']}: triplet extraction failed ({message})"]}
+        failed = f"sub-question {record['id']}: triplet extraction failed ({message})"
+        return {"notes": [*(state.get("notes") or []), failed]}
 
     steps = [run.backbone.triplets(query, p) for p in found]
     return Call(gather(steps, "extract_triplets"), on_result, name="extract_triplets", on_error=on_error)

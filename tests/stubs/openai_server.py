@@ -54,6 +54,28 @@ class ToolCallSpec:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probability and its runners-up (``top_logprobs``)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+    def wire(self) -> JSONDict:
+        return {
+            "token": self.token,
+            "logprob": self.logprob,
+            "bytes": list(self.token.encode()),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in self.top],
+        }
+
+
+def with_logprobs(content: str, tokens: Iterable[TokenLogprob]) -> Reply:
+    """A plain assistant message carrying its token log-probabilities."""
+    return Reply(content=content, logprobs=tuple(tokens))
+
+
+@dataclass(frozen=True)
 class Reply:
     """What the server does with one chat-completions request.
 
@@ -74,6 +96,9 @@ class Reply:
     disconnect: bool = False
     finish_reason: str | None = None
     """Overrides the natural one (``tool_calls`` when there are calls, else ``stop``)."""
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """The reply's token log-probabilities, sent as ``choices[0].logprobs.content`` (as OpenAI and vLLM
+    do when asked with ``logprobs: true``); None sends ``logprobs: null``, as a server without them."""
 
     def after(self, seconds: float) -> Reply:
         """The same reply, sent ``seconds`` late."""
@@ -431,12 +456,13 @@ def _completion(reply: Reply, calls: list[tuple[ToolCallSpec, str]], model: str,
             {"id": cid, "type": "function", "function": {"name": spec.name, "arguments": spec.arguments}}
             for spec, cid in calls
         ]
+    logprobs = None if reply.logprobs is None else {"content": [t.wire() for t in reply.logprobs]}
     return {
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply), "logprobs": None}],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply), "logprobs": logprobs}],
         "usage": _usage(reply, body),
     }
 
