@@ -19,6 +19,7 @@ from typing import Any
 from arag_graph.cli import args as cliargs
 from arag_graph.cli import logs
 from arag_graph.core.errors import AragError
+from arag_graph.core.profiles import check_profile
 
 EXIT_USAGE = 2
 
@@ -42,7 +43,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     cliargs.require_utf8(cliargs.flags(args, "out", "summaries", "base_url"))
     started = time.perf_counter()
-    options = BuildOptions(
+    options = BuildOptions.for_profile(
+        args.profile,
         corpus_format=args.format,
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
@@ -73,6 +75,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         "embedding_model": m.embedding_model,
         "encoder": m.encoder,
         "contextual_headers": m.contextual_headers,
+        "keyword_match": m.keyword_match,
+        "profile": m.profile,
     }
     if m.extra.get("summaries"):
         summary["summaries"] = {k: v for k, v in m.extra["summaries"].items() if k != "described"}
@@ -366,7 +370,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     spec, notice = choose_model_spec(args.model, args.base_url)
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
-    context |= extra
+    context |= extra | {"profile": check_profile(args.profile)}
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
     model = check_model_spec(spec, args.base_url, limits)
     index = open_index(args.index, args.quiet)
@@ -475,6 +479,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         grid=args.grid,
         cch_index=Path(args.cch_index) if args.cch_index else None,
         summaries=args.summaries,
+        profile=check_profile(args.profile),
         **cliargs.model_limits(args),
     )
     with cliargs.file_errors_as_one_line(str(out)):
@@ -675,6 +680,11 @@ def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_profile(p: argparse.ArgumentParser, text: str) -> None:
+    """``--profile package|paper`` (:mod:`arag_graph.core.profiles`); checked by the command, one line."""
+    p.add_argument("--profile", default=None, metavar="{package,paper}", help=text)
+
+
 def _add_settings(p: argparse.ArgumentParser, text: str) -> None:
     """``--set KEY=VALUE`` (repeatable) into ``args.settings``; :func:`_settings` parses the pairs."""
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE", help=text)
@@ -778,12 +788,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
     _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
+    _add_profile(
+        p,
+        "the index's defaults: package (word keyword rule, contextual headers) or paper (the A-RAG "
+        "paper's substring rule on bare sentences); a flag given explicitly wins",
+    )
     p.add_argument(
         "--contextual-headers",
         action=argparse.BooleanOptionalAction,
-        default=DEFAULT_CONTEXTUAL_HEADERS,
+        default=None,
         help="embed 'title > section: sentence' and match titles in keyword search and BM25 (ARAGOG's CCH; "
-        "default on, measured in bench/results/quality.md)",
+        f"default {'on' if DEFAULT_CONTEXTUAL_HEADERS else 'off'}, off with --profile paper; measured in "
+        "bench/results/quality.md)",
     )
     p.add_argument(
         "--header-max-chars",
@@ -794,8 +810,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keyword-match",
         choices=["word", "substring"],
-        default="word",
-        help="keyword rule: word-prefix matching (default, indexed) or plain substring (paper, scans)",
+        default=None,
+        help="keyword rule: word-prefix matching (default, indexed) or plain substring (the paper's, scans; the "
+        "default with --profile paper)",
     )
     p.add_argument(
         "--chroma-url",
@@ -865,6 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
     p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
     cliargs.add_model_limits(p)
+    _add_profile(p, "defaults of the run: package, or paper (the papers' step cap, loop rule, ...; --set wins)")
     _add_settings(
         p, "graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)"
     )
@@ -914,6 +932,11 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.add_model_limits(p, judge=True)
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    _add_profile(
+        p,
+        "defaults of the evaluation: package, or paper (the papers' index, step cap, loop rule and judge; "
+        "docs/guide/reproducing.md lists them; a flag or --set wins)",
+    )
     _add_settings(
         p,
         "graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
