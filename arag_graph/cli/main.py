@@ -503,6 +503,50 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# arag reproduce
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """One paper table: its graphs and settings with the paper profile, written in the paper's layout."""
+    import shlex
+
+    from arag_graph.evaluators.reproduce import reproduce, reproduce_table
+
+    texts = ("table", "dataset", "corpus", "index", "model", "base_url", "judge", "out", "format", "paper_dataset")
+    cliargs.require_utf8(cliargs.flags(args, *texts))
+    table = reproduce_table(args.table)
+    model, notice = choose_model_spec(args.model, args.base_url)
+    out = Path(args.out)
+    command = "arag " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
+    with cliargs.file_errors_as_one_line(str(out)):
+        entries, files = reproduce(
+            table.name,
+            dataset=Path(args.dataset),
+            out=out,
+            model=model,
+            command=command,
+            paper_dataset=args.paper_dataset,
+            progress=not args.quiet and sys.stderr.isatty(),
+            on_checked=lambda: announce(notice),
+            corpus=Path(args.corpus) if args.corpus else None,
+            index=Path(args.index) if args.index else None,
+            judge=args.judge,
+            base_url=args.base_url,
+            limit=args.limit,
+            workers=args.workers,
+            dataset_format=args.format,
+            upload=False if args.no_upload else None,
+            **cliargs.model_limits(args),
+        )
+    if args.json:
+        _print_json({"out": str(out), "table": table.name, "files": [str(f) for f in files], "rows": entries})
+    else:
+        print(files[1].read_text(encoding="utf-8"))
+        print(f"table: {files[1]}; every run's details: {out / 'summary.md'}, {out / 'report.html'}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # arag report
 
 
@@ -737,6 +781,12 @@ def _graph_names() -> list[str]:
     return graph_names()
 
 
+def _table_names() -> Sequence[str]:
+    from arag_graph.evaluators.reproduce import TABLES
+
+    return list(TABLES)
+
+
 def _corpus_formats() -> Sequence[str]:
     from arag_graph.index.corpus import CORPUS_FORMATS
 
@@ -944,6 +994,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "reproduce",
+        help="run one table of the papers with the paper profile and write it beside the paper's numbers",
+        **common,
+    )
+    _lists(p.add_argument("table", help="which table"), _table_names)
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    p.add_argument("--out", required=True, help="output directory (an arag eval --out: rerun to resume)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
+    p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
+    p.add_argument("--index", default=None, help="index directory built with --profile paper, or where to build one")
+    p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")
+    p.add_argument(
+        "--judge", default=None, help="LLM judge for LLM-Acc (default: the paper's, gpt-5-mini, unless --model offline)"
+    )
+    p.add_argument(
+        "--paper-dataset",
+        default=None,
+        help="whose numbers to show beside ours: musique, hotpotqa or 2wiki (default: read from the file name)",
+    )
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
+    cliargs.add_model_limits(p, judge=True)
+    p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    p.add_argument("--json", action="store_true", help="print the table's rows as one JSON object")
+    p.set_defaults(func=cmd_reproduce, argv=None)
 
     p = sub.add_parser(
         "report", help="write the HTML report of an eval run (report.html), or compare two runs", **common
