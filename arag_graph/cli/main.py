@@ -517,7 +517,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     table = reproduce_table(args.table)
     model, notice = choose_model_spec(args.model, args.base_url)
     out = Path(args.out)
-    command = "arag " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
+    command = "arag " + shlex.join(args.command_line)  # the table's header says how to make it again
     with cliargs.file_errors_as_one_line(str(out)):
         entries, files = reproduce(
             table.name,
@@ -1021,7 +1021,7 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.add_model_limits(p, judge=True)
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
     p.add_argument("--json", action="store_true", help="print the table's rows as one JSON object")
-    p.set_defaults(func=cmd_reproduce, argv=None)
+    p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser(
         "report", help="write the HTML report of an eval run (report.html), or compare two runs", **common
@@ -1067,6 +1067,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)
     try:
         level = logs.level_of(args.verbose, args.quiet, logs.env_level())
         with logs.cli_logging(level, args.verbose):
