@@ -123,7 +123,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="run",
         package=15,
         paper=20,
-        paper_source=f"{_AG}, test-time scaling: step caps 5 to 20 (papers.md gives no other cap; we take its "
+        paper_source=f"{_AG}, test-time scaling: step caps 5 to 20 (our notes on it give no other cap; we take its "
         "largest, where its accuracy was highest)",
         reason="a cheaper cap for interactive use (a judgement, not a measurement)",
         switch="--max-steps 20",
