@@ -114,8 +114,9 @@ def profile_index(plan: EvalPlan) -> dict[str, Any]:
 
 
 def _check_profile_matches(plan: EvalPlan, index: Any, flag: str) -> None:
-    """A built index given to a ``paper`` evaluation must have the paper's keyword rule (headers are
-    checked by the caller: a grid needs bare sentences, and other runs take the index's as built)."""
+    """A built index given to a ``paper`` evaluation must be the paper's: its keyword rule, and bare
+    sentences (except the grid's ``--cch-index``, whose headers are the point). One line otherwise,
+    before any question runs: results on another index would not be the paper's."""
     if plan.profile == DEFAULT_PROFILE:
         return
     wanted = profile_index(plan)

@@ -65,6 +65,7 @@ def test_the_paper_index_records_its_profile(paper_index: Path) -> None:
     assert (manifest.profile, manifest.keyword_match, manifest.contextual_headers) == ("paper", "substring", False)
 
 
+@pytest.mark.timeout(1800)  # several graphs over the slice, twice, on a loaded machine
 def test_arag_main_offline_in_the_papers_layout_and_resumable(
     hotpot_slice: tuple[Path, Path], paper_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,6 +111,7 @@ def test_arag_main_offline_in_the_papers_layout_and_resumable(
     assert code == 2 and "profile" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.timeout(1800)  # several graphs over the slice, twice, on a loaded machine
 def test_arag_ablations_offline_rows_from_the_tool_sets(
     hotpot_slice: tuple[Path, Path], paper_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,6 +162,7 @@ def model_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     models._chat_openai.cache_clear()
 
 
+@pytest.mark.timeout(1800)  # four graphs and the judge's calls, on a loaded machine
 def test_against_a_scripted_server_the_papers_judge_scores_llm_acc(
     hotpot_slice: tuple[Path, Path],
     paper_index: Path,
@@ -171,7 +174,7 @@ def test_against_a_scripted_server_the_papers_judge_scores_llm_acc(
     _, questions = hotpot_slice  # question 1 asks about Gallu (gold "a spirit")
 
     def responder(request: RecordedRequest) -> Reply:
-        if "response_format" in (request.json() or {}):  # the judge's structured verdict
+        if "response_format" in (request.json() or {}):  # the judge: LLM-Acc's verdict is what is tested
             return text(json.dumps({"reason": "compared with the gold answer", "correct": True}))
         return text("Answer: a spirit")
 
@@ -181,8 +184,9 @@ def test_against_a_scripted_server_the_papers_judge_scores_llm_acc(
     code, _, err = run([*argv, "--base-url", openai_server.url], capsys)
     assert code == 0, err
     judged = [c.body for c in openai_server.completions if "response_format" in c.body]
+    verdicts = [b for b in judged if b["response_format"]["json_schema"]["name"] == "JudgeVerdict"]
     answered = [c.body for c in openai_server.completions if "response_format" not in c.body]
-    assert len(judged) == 4 and {b["model"] for b in judged} == {"gpt-5-mini"}  # the paper's judge, by default
+    assert len(verdicts) == 4 and {b["model"] for b in judged} == {"gpt-5-mini"}  # the paper's judge, by default
     assert len(answered) == 4 and {b["model"] for b in answered} == {"gpt-4o-mini"}
     for body in answered:
         assert body.get("max_completion_tokens", body.get("max_tokens")) == 16384
