@@ -196,3 +196,57 @@ def test_against_a_scripted_server_the_papers_judge_scores_llm_acc(
     record = json.loads((out / "arag-main.json").read_text(encoding="utf-8"))
     assert record["judge"] == "gpt-5-mini"
     assert model_key not in (out / "arag-main.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "arag-scaling",
+        "arag-effort",
+        "arag-tokens",
+        "aragog-grid",
+        "corag-decoding",
+        "corag-chain-length",
+        "srag-ablations",
+        "srag-hops",
+    ],
+)
+def test_every_other_table_plans_checked_settings_and_labels_each_row(name: str, tmp_path: Path) -> None:
+    """The tables not run above: their plans pass the evaluation's checks, every row has its own label, and
+    the rows come from the plan (the ARAGOG grid's rows, whatever the grid holds)."""
+    from arag_graph.evaluators.grid import grid_rows
+    from arag_graph.evaluators.plan import check_plan, settings_for, with_profile
+    from arag_graph.evaluators.reproduce import TABLES, _labels, build_table, table_markdown
+    from arag_graph.qa.sample import sample_questions_path
+
+    table = TABLES[name]
+    plan = with_profile(table.plan(dataset=sample_questions_path(), out=tmp_path / "o", model="offline"))
+    check_plan(plan)
+    labels = _labels(table, plan)
+    settings = settings_for(plan)
+    assert len(set(labels.values())) == len(settings) == len(labels)
+    if name == "aragog-grid":
+        assert [labels[s.file_name] for s in settings] == [row.label for row in grid_rows("aragog")]
+    entries = build_table(table, plan, [], "musique")
+    markdown = table_markdown(table, entries, model="offline", dataset="musique", command="arag reproduce x")
+    assert len(table_rows(markdown)) == len(entries) == len(settings)
+    paper = {e["label"]: next(iter(e["paper"].values())) for e in entries}
+    expected = {  # papers.md, on MuSiQue
+        "srag-ablations": {
+            "SRAG": 0.421,
+            "standard RAG": 0.312,
+            "w/o decomposition": 0.337,
+            "w/o structured extraction": 0.372,
+            "w/o table aggregation": 0.393,
+        },
+        "corag-chain-length": {
+            "Naive RAG": 25.1,
+            "CoRAG S=1": None,
+            "CoRAG S=2": None,
+            "CoRAG S=3": 38.7,
+            "CoRAG S=5": 40.1,
+        },
+        "arag-tokens": {"Naive RAG": 5387, "A-RAG (Naive)": 56360, "A-RAG (Full)": 5663},
+    }
+    if name in expected:
+        assert paper == expected[name]
