@@ -100,6 +100,7 @@ def config_for(name: str, **values: Any) -> GraphContext:
 # Settings the command line sets through flags of its own, never through ``--set``.
 RESERVED_SETTINGS = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
 RESERVED_SETTINGS |= {"index_path": "--index", "timeout": "--model-timeout", "max_retries": "--model-retries"}
+RESERVED_SETTINGS |= {"profile": "--profile"}
 
 
 def check_setting_names(names: Iterable[str], graphs: Sequence[str]) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.core.profiles import DEFAULT_PROFILE
 from arag_graph.evaluators.plan import EvalPlan, find_corpus, needs_summaries, settings_for, slug
 from arag_graph.llm.summarize import summary_writer
 from arag_graph.qa.datasets import Question, gold_chunk_ids, missing_support, passage_maps
@@ -51,6 +52,7 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         chunks = index.store.chunks
         if summaries and not has_summaries(index):  # before any question is paid for
             raise missing_summaries_error(index)
+        _check_profile_matches(plan, index, "--index")
         if plan.grid and index.manifest.contextual_headers:
             # The grid's rows without CCH must run on bare sentences, or "+ CCH" compares CCH with itself.
             raise AragError(
@@ -75,9 +77,11 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
         model_id = embedding_model_id(embeddings)
         name = slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{slug(model_id)[-40:]}")
         # A grid compares techniques with and without contextual headers (its CCH rows get their own
-        # index), so its base index has none; otherwise the package's default applies.
-        headers = False if plan.grid else DEFAULT_CONTEXTUAL_HEADERS
+        # index), so its base index has none; otherwise the profile's choice applies.
+        wanted = profile_index(plan)
+        headers = False if plan.grid else wanted["contextual_headers"]
         name += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
+        name += "" if plan.profile == DEFAULT_PROFILE else f"-{plan.profile}"
         target = plan.index or cache_dir() / "indexes" / f"{name}-{digest[:12]}"
         with contextlib.suppress(AragError):
             existing = load_index(target, cache=True)
@@ -85,6 +89,7 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
                 existing.manifest.corpus_hash == digest
                 and existing.manifest.embedding_model == model_id
                 and existing.manifest.contextual_headers == headers
+                and existing.manifest.keyword_match == wanted["keyword_match"]
                 and _has_wanted_summaries(existing, plan, summaries)
             ):
                 index = existing
@@ -93,11 +98,38 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
             flag = "--index" if plan.index else CACHE_FLAG
             build_index(
                 chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, out_flag=flag,
-                **options,
+                keyword_match=wanted["keyword_match"], profile=plan.profile, **options,
             )  # fmt: skip
             index = load_index(target, cache=True)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
+
+
+def profile_index(plan: EvalPlan) -> dict[str, Any]:
+    """The index settings of the plan's profile: ``keyword_match`` and ``contextual_headers``."""
+    from arag_graph.index.build import BuildOptions
+
+    options = BuildOptions.for_profile(plan.profile)
+    return {"keyword_match": options.keyword_match, "contextual_headers": options.contextual_headers}
+
+
+def _check_profile_matches(plan: EvalPlan, index: Any, flag: str) -> None:
+    """A built index given to a ``paper`` evaluation must be the paper's: its keyword rule, and bare
+    sentences (except the grid's ``--cch-index``, whose headers are the point). One line otherwise,
+    before any question runs: results on another index would not be the paper's."""
+    if plan.profile == DEFAULT_PROFILE:
+        return
+    wanted = profile_index(plan)
+    built = {"keyword_match": index.manifest.keyword_match, "contextual_headers": index.manifest.contextual_headers}
+    if flag == "--cch-index":
+        wanted.pop("contextual_headers")
+    differ = sorted(k for k in wanted if built[k] != wanted[k])
+    if differ:
+        shown = ", ".join(f"{k}={built[k]}" for k in differ)
+        raise AragError(
+            f"{flag} {index.path}: built with {shown}, not the {plan.profile} profile's; rebuild it with "
+            f"arag index --profile {plan.profile}, or drop {flag} to let arag eval build one"
+        )
 
 
 def _check_embedding_matches(plan: EvalPlan, index: Any) -> None:
@@ -157,22 +189,29 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
             raise AragError(
                 f"--cch-index {given}: built without contextual headers; build it with --contextual-headers"
             )
+        _check_profile_matches(plan, cch, "--cch-index")
         if cch.manifest.corpus_hash != digest:
             raise AragError(f"--cch-index {given}: another corpus than the evaluation's index; build it from the same")
         if summaries and not has_summaries(cch):
             raise missing_summaries_error(cch)
         return cch
-    target = given or cache_dir() / "indexes" / f"{slug(plan.dataset.parent.name)}-{digest[:12]}-cch"
+    suffix = "" if plan.profile == DEFAULT_PROFILE else f"-{plan.profile}"
+    target = given or cache_dir() / "indexes" / f"{slug(plan.dataset.parent.name)}-{digest[:12]}-cch{suffix}"
     with contextlib.suppress(AragError):
         existing = load_index(target, cache=True)
         if (
             existing.manifest.corpus_hash == digest
             and existing.manifest.contextual_headers
+            and existing.manifest.keyword_match == profile_index(plan)["keyword_match"]
             and _has_wanted_summaries(existing, plan, summaries)
         ):
             return existing
     reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
     options = _summary_options(plan, summaries, reuse)
     flag = "--cch-index" if given else CACHE_FLAG
-    build_index(index.store.chunks, target, contextual_headers=True, progress=progress, out_flag=flag, **options)
+    keyword_match = profile_index(plan)["keyword_match"]
+    build_index(
+        index.store.chunks, target, contextual_headers=True, keyword_match=keyword_match, profile=plan.profile,
+        progress=progress, out_flag=flag, **options,
+    )  # fmt: skip
     return load_index(target, cache=True)

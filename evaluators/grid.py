@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arag_graph.core.errors import AragError
+from arag_graph.evaluators.paper_tables import ARAGOG_SCORES
 
 __all__ = ["GRIDS", "GridRow", "grid_markdown", "grid_rows", "grid_table", "write_grid"]
 
@@ -78,16 +79,8 @@ ARAGOG: tuple[GridRow, ...] = (
 GRIDS: dict[str, tuple[GridRow, ...]] = {"aragog": ARAGOG}
 GRAPH = "naive_rag"
 
-PAPER: dict[str, tuple[float, float, float]] = {
-    # ARAGOG's reported Context Precision / Answer Similarity / Answer Relevance (GPT-3.5, its corpus).
-    "naive RAG": (0.657, 0.886, 0.919),
-    "+ SWR": (0.662, 0.887, 0.921),
-    "+ AMR": (0.649, 0.884, 0.917),
-    "+ DSI": (0.671, 0.888, 0.920),
-    "+ HyDE": (0.701, 0.893, 0.924),
-    "+ CCH": (0.694, 0.891, 0.922),
-    "+ HyDE + CCH": (0.718, 0.897, 0.928),
-}
+PAPER: dict[str, tuple[float, float, float]] = ARAGOG_SCORES
+"""ARAGOG's Context Precision / Answer Similarity / Answer Relevance (:mod:`arag_graph.evaluators.paper_tables`)."""
 
 
 def grid_rows(name: str) -> tuple[GridRow, ...]:

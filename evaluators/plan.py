@@ -6,12 +6,14 @@ whether the corpus holds every question's supporting passages), so a mistake cos
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from arag_graph.core.errors import AragError, DatasetError
+from arag_graph.core.profiles import check_profile, eval_value
 from arag_graph.evaluators.sweeps import combinations, split_settings
 from arag_graph.qa.datasets import Question, load_questions
 from arag_graph.registry import check_setting_names, config_for, get_graph_spec
@@ -52,6 +54,12 @@ class EvalPlan:
     summaries: str | None = None
     """Who writes document summaries when the evaluation builds an index that needs them (DSI):
     a chat model spec, or None for ``offline`` (extractive lead sentences)."""
+    profile: str = "package"
+    """``package`` or ``paper`` (:mod:`arag_graph.core.profiles`): the defaults of every run, the index
+    an evaluation builds, and the judge (:func:`with_profile`)."""
+    rows: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """Explicit (graph, settings) pairs run besides ``graphs`` and the grid: a table's rows that no sweep
+    spells (SRAG's ablations, one switch off at a time); each is a setting of its own, as a sweep's are."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,10 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in fixed.items() if k in fields}
         out.extend(Setting(name, {**base, **values}) for values in combinations(fields, sweeps))
+    for name, values in plan.rows:
+        fields = get_graph_spec(name).config.model_fields
+        base = {k: v for k, v in fixed.items() if k in fields}
+        out.append(Setting(name, {**base, **values}))
     if plan.grid:
         from arag_graph.evaluators.grid import GRAPH, grid_rows
 
@@ -100,13 +112,27 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
     return list({s.file_name: s for s in out}.values())
 
 
+def with_profile(plan: EvalPlan) -> EvalPlan:
+    """The plan with its profile applied where the plan decides (the runs' context fields are filled by the
+    graphs' schemas): the ``paper`` profile's judge (GPT-5-mini) when no ``--judge`` is given and the model
+    is not the offline policy, whose runs have no model to pay a judge for."""
+    from arag_graph.llm.models import OFFLINE
+
+    profile = check_profile(plan.profile)
+    judge = plan.judge
+    if judge is None and plan.model.strip() != OFFLINE:
+        judge = eval_value(profile, "judge")
+    return dataclasses.replace(plan, profile=profile, judge=judge)
+
+
 def planned_graphs(plan: EvalPlan) -> list[str]:
     """The graphs the plan runs: ``graphs``, and the grid's graph when there is a grid."""
+    names = [*plan.graphs, *(name for name, _ in plan.rows)]
     if plan.grid:
         from arag_graph.evaluators.grid import GRAPH
 
-        return list(dict.fromkeys([*plan.graphs, GRAPH]))
-    return list(plan.graphs)
+        names.append(GRAPH)
+    return list(dict.fromkeys(names))
 
 
 def needs_summaries(plan: EvalPlan) -> dict[str, bool]:
@@ -159,16 +185,19 @@ def load_plan_questions(plan: EvalPlan) -> list[Question]:
 
 def check_plan(plan: EvalPlan) -> list[Question]:
     """All the checks that need no index and no model call; returns the questions."""
-    if not plan.graphs and not plan.grid:
+    if not plan.graphs and not plan.grid and not plan.rows:
         raise AragError("no graphs given; use --graphs arag,naive_rag,... or --grid aragog")
+    check_profile(plan.profile)
     if plan.grid:
         from arag_graph.evaluators.grid import grid_rows
 
         grid_rows(plan.grid)  # a one-line error naming the grids
         if plan_settings(plan)[1]:
             raise AragError("--grid runs fixed settings per technique; give single values to --set and --max-steps")
-    for name in plan.graphs:
+    for name in [*plan.graphs, *(name for name, _ in plan.rows)]:
         get_graph_spec(name)
+    for name, values in plan.rows:
+        config_for(name, **values)  # a row's values, checked as --set values are
     if plan.workers < 1:
         raise AragError(f"--workers {plan.workers} must be at least 1")
     from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN

@@ -180,10 +180,10 @@ def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
     """Every setting that changes an evaluation's results, which must not change between a run and
     its resumption (without ``index``: what is known before it is loaded).
 
-    The one list of them: the dataset, the model, the judge, top-k, the fixed
-    context values, and the index's settings (:data:`INDEX_FINGERPRINT_FIELDS`, whether its
-    sentence search is exact or HNSW, who wrote its summaries). Sweeps are left out, as
-    --max-steps is: a rerun may add values, each to its own file.
+    The one list of them: the dataset, the model, the judge, top-k, the fixed context values, the
+    profile (:mod:`arag_graph.core.profiles`), and the index's settings
+    (:data:`INDEX_FINGERPRINT_FIELDS`, whether its sentence search is exact or HNSW, who wrote its
+    summaries). Sweeps are left out, as --max-steps is: a rerun may add values, each to its own file.
     """
     known = {
         "dataset_sha256": hashlib.sha256(plan.dataset.read_bytes()).hexdigest(),
@@ -191,6 +191,7 @@ def _fingerprint(plan: EvalPlan, index: Any | None) -> dict[str, Any]:
         "judge": plan.judge,
         "top_k": plan.top_k,
         "context": plan_settings(plan)[0],
+        "profile": plan.profile,
     }
     if index is not None:
         manifest = index.manifest
@@ -213,7 +214,7 @@ def check_resume(plan: EvalPlan, index: Any | None) -> None:
     current = _fingerprint(plan, index)
     meta = _read_run_file(plan.out) if plan.out.is_dir() else None
     if meta is not None:
-        previous = meta["fingerprint"]
+        previous = {"profile": "package", **meta["fingerprint"]}  # runs from before profiles: the package's
         changed = sorted(k for k in current if k in previous and previous[k] != current[k])
         if changed:
             raise AragError(

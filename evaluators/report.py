@@ -327,8 +327,10 @@ def _breakdown_lines(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[
     return lines
 
 
-def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The ``summary.md`` text: a table of every row, breakdowns, failure modes and definitions."""
+def summary_markdown(rows: Sequence[Mapping[str, Any]], profile: str | None = None) -> str:
+    """The ``summary.md`` text: a table of every row, breakdowns, failure modes and definitions.
+
+    ``profile`` (``package`` or ``paper``, :mod:`arag_graph.core.profiles`) is named under the model."""
     models = _models(rows)
     with_cost = any(row.get("cost_usd_total") is not None for row in rows)
     columns = [*_COLUMNS, ("errors", "errors", "int")]
@@ -343,6 +345,8 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "",
         f"Model: {', '.join(models) or 'n/a'}.",
     ]
+    if profile:
+        lines.append(f"Profile: {profile} (docs/guide/reproducing.md lists what the paper profile changes).")
     if OFFLINE_LABEL in models:
         lines.append(
             "The offline policy is a deterministic no-LLM baseline: its numbers measure retrieval and "
@@ -391,13 +395,13 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, profile: str | None = None) -> list[Path]:
     """Write ``summary.json`` (the rows as they are) and ``summary.md``; returns both paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "summary.json", out / "summary.md"
     replace_file(json_path, (dumps(list(rows), indent=2) + "\n").encode("utf-8"))
-    replace_file(md_path, summary_markdown(rows).encode("utf-8"))
+    replace_file(md_path, summary_markdown(rows, profile).encode("utf-8"))
     return [json_path, md_path]
 
 

@@ -39,7 +39,15 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 from arag_graph.core.jsonl import JsonLinesFile, scrub
 from arag_graph.core.safety import remember_url_credentials
 from arag_graph.evaluators.eval_index import prepare_cch_index, prepare_index, reuses_built_index
-from arag_graph.evaluators.plan import EvalPlan, Setting, check_plan, find_corpus, plan_settings, settings_for
+from arag_graph.evaluators.plan import (
+    EvalPlan,
+    Setting,
+    check_plan,
+    find_corpus,
+    plan_settings,
+    settings_for,
+    with_profile,
+)
 from arag_graph.evaluators.predictions import (
     PREDICTIONS,
     check_out_dir,
@@ -144,7 +152,7 @@ class SettingRun:
         self.plan, self.setting, self.index, self.gold, self.evaluators = plan, setting, index, gold, evaluators
         self.file = file or prediction_file(plan.out / PREDICTIONS / setting.file_name)
         self.write_failure: OSError | None = None
-        values = {"top_k": plan.top_k, "model": plan.model, "base_url": plan.base_url}
+        values = {"top_k": plan.top_k, "model": plan.model, "base_url": plan.base_url, "profile": plan.profile}
         self.context = config_for(setting.graph, **{**values, **setting.values})  # --set values are in setting
         # Graphs use a model instance as given, so the run's sampling settings (temperature 0, the
         # 16,384-token output limit, --set reasoning_effort=...) are applied here, as graphs do
@@ -218,6 +226,7 @@ class SettingRun:
             "setting": self.setting.values,
             "setting_key": self.setting.key,
             "model": self.plan.model,
+            "profile": self.plan.profile,
             "prediction": prediction,
             "metrics": scores.metrics,
             "feedback": scores.feedback,  # each evaluator's results with their comments, for LangSmith
@@ -267,6 +276,7 @@ def run_evaluation(
     questions, credentials, output directory, corpus present), before any work: the CLI says
     there which model runs, so that bad input prints its one error line only.
     """
+    plan = with_profile(plan)
     questions = check_plan(plan)
     check_out_dir(plan.out)
     check_resume(plan, None)
@@ -337,7 +347,9 @@ def _evaluate(
         record.setdefault("question_type", types[record["question_id"]])
     orders = plan_settings(plan)[1]  # each swept setting's values in the order asked for
     rows = summarize(records, orders)
-    write_summary(rows, plan.out)
+    for row in rows:
+        row["profile"] = plan.profile
+    write_summary(rows, plan.out, profile=plan.profile)
     write_failures(records, plan.out)
     write_plots(rows, plan.out, orders)
     if plan.grid:

@@ -667,8 +667,14 @@ def test_each_index_setting_changes_the_fingerprint(field: str, tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "change",
-    [{"model": "gpt-4o-mini"}, {"judge": "gpt-4o"}, {"top_k": 7}, {"extra_context": {"max_steps": 3}}],
-    ids=["model", "judge", "top_k", "context"],
+    [
+        {"model": "gpt-4o-mini"},
+        {"judge": "gpt-4o"},
+        {"top_k": 7},
+        {"extra_context": {"max_steps": 3}},
+        {"profile": "paper"},
+    ],
+    ids=["model", "judge", "top_k", "context", "profile"],
 )
 def test_each_run_setting_changes_the_fingerprint(change: dict[str, Any], tmp_path: Path) -> None:
     from arag_graph.evaluators.plan import EvalPlan

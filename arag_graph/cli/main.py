@@ -21,6 +21,7 @@ from typing import Any
 from arag_graph.cli import args as cliargs
 from arag_graph.cli import logs
 from arag_graph.core.errors import AragError
+from arag_graph.core.profiles import check_profile
 
 EXIT_USAGE = 2
 
@@ -44,7 +45,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     cliargs.require_utf8(cliargs.flags(args, "out", "summaries", "base_url"))
     started = time.perf_counter()
-    options = BuildOptions(
+    options = BuildOptions.for_profile(
+        args.profile,
         corpus_format=args.format,
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
@@ -75,6 +77,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         "embedding_model": m.embedding_model,
         "encoder": m.encoder,
         "contextual_headers": m.contextual_headers,
+        "keyword_match": m.keyword_match,
+        "profile": m.profile,
     }
     if m.extra.get("summaries"):
         summary["summaries"] = {k: v for k, v in m.extra["summaries"].items() if k != "described"}
@@ -424,7 +428,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     spec, notice = choose_model_spec(args.model, args.base_url)
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
-    context |= extra
+    context |= extra | {"profile": check_profile(args.profile)}
     config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
     model = check_model_spec(spec, args.base_url, limits)
     index = open_index(args.index, args.quiet)
@@ -559,6 +563,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         grid=args.grid,
         cch_index=Path(args.cch_index) if args.cch_index else None,
         summaries=args.summaries,
+        profile=check_profile(args.profile),
         **cliargs.model_limits(args),
     )
     with cliargs.file_errors_as_one_line(str(out)):
@@ -578,6 +583,50 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if failure:
         print(f"arag: error: {failure}", file=sys.stderr)
         return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# arag reproduce
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """One paper table: its graphs and settings with the paper profile, written in the paper's layout."""
+    import shlex
+
+    from arag_graph.evaluators.reproduce import reproduce, reproduce_table
+
+    texts = ("table", "dataset", "corpus", "index", "model", "base_url", "judge", "out", "format", "paper_dataset")
+    cliargs.require_utf8(cliargs.flags(args, *texts))
+    table = reproduce_table(args.table)
+    model, notice = choose_model_spec(args.model, args.base_url)
+    out = Path(args.out)
+    command = "arag " + shlex.join(args.command_line)  # the table's header says how to make it again
+    with cliargs.file_errors_as_one_line(str(out)):
+        entries, files = reproduce(
+            table.name,
+            dataset=Path(args.dataset),
+            out=out,
+            model=model,
+            command=command,
+            paper_dataset=args.paper_dataset,
+            progress=not args.quiet and sys.stderr.isatty(),
+            on_checked=lambda: announce(notice),
+            corpus=Path(args.corpus) if args.corpus else None,
+            index=Path(args.index) if args.index else None,
+            judge=args.judge,
+            base_url=args.base_url,
+            limit=args.limit,
+            workers=args.workers,
+            dataset_format=args.format,
+            upload=False if args.no_upload else None,
+            **cliargs.model_limits(args),
+        )
+    if args.json:
+        _print_json({"out": str(out), "table": table.name, "files": [str(f) for f in files], "rows": entries})
+    else:
+        print(files[1].read_text(encoding="utf-8"))
+        print(f"table: {files[1]}; every run's details: {out / 'summary.md'}, {out / 'report.html'}")
     return 0
 
 
@@ -798,6 +847,11 @@ def _chroma_timeout_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_profile(p: argparse.ArgumentParser, text: str) -> None:
+    """``--profile package|paper`` (:mod:`arag_graph.core.profiles`); checked by the command, one line."""
+    p.add_argument("--profile", default=None, metavar="{package,paper}", help=text)
+
+
 def _add_settings(p: argparse.ArgumentParser, text: str) -> None:
     """``--set KEY=VALUE`` (repeatable) into ``args.settings``; :func:`_settings` parses the pairs."""
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE", help=text)
@@ -848,6 +902,12 @@ def _graph_names() -> list[str]:
     from arag_graph.registry import graph_names
 
     return graph_names()
+
+
+def _table_names() -> Sequence[str]:
+    from arag_graph.evaluators.reproduce import TABLES
+
+    return list(TABLES)
 
 
 def _corpus_formats() -> Sequence[str]:
@@ -901,12 +961,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
     _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
+    _add_profile(
+        p,
+        "the index's defaults: package (word keyword rule, contextual headers) or paper (the A-RAG "
+        "paper's substring rule on bare sentences); a flag given explicitly wins",
+    )
     p.add_argument(
         "--contextual-headers",
         action=argparse.BooleanOptionalAction,
-        default=DEFAULT_CONTEXTUAL_HEADERS,
+        default=None,
         help="embed 'title > section: sentence' and match titles in keyword search and BM25 (ARAGOG's CCH; "
-        "default on, measured in bench/results/quality.md)",
+        f"default {'on' if DEFAULT_CONTEXTUAL_HEADERS else 'off'}, off with --profile paper; measured in "
+        "bench/results/quality.md)",
     )
     p.add_argument(
         "--header-max-chars",
@@ -917,8 +983,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keyword-match",
         choices=["word", "substring"],
-        default="word",
-        help="keyword rule: word-prefix matching (default, indexed) or plain substring (paper, scans)",
+        default=None,
+        help="keyword rule: word-prefix matching (default, indexed) or plain substring (the paper's, scans; the "
+        "default with --profile paper)",
     )
     p.add_argument(
         "--chroma-url",
@@ -988,6 +1055,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="step cap (default 15)")
     p.add_argument("--top-k", type=int, default=None, help="chunks per search, 1 to 20 (default 5)")
     cliargs.add_model_limits(p)
+    _add_profile(p, "defaults of the run: package, or paper (the papers' step cap, loop rule, ...; --set wins)")
     _add_settings(
         p, "graph setting, repeatable: tools=no_chunk_read, retriever=amr (naive_rag), decoding=best_of_n (corag)"
     )
@@ -1043,6 +1111,11 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.add_model_limits(p, judge=True)
     p.add_argument("--out", default=None, help="output directory (default runs/<dataset>-<model>); rerun to resume")
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    _add_profile(
+        p,
+        "defaults of the evaluation: package, or paper (the papers' index, step cap, loop rule and judge; "
+        "docs/guide/reproducing.md lists them; a flag or --set wins)",
+    )
     _add_settings(
         p,
         "graph setting for every run, repeatable: tools=no_chunk_read, reasoning_effort=high, max_tokens=16384; "
@@ -1050,6 +1123,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "reproduce",
+        help="run one table of the papers with the paper profile and write it beside the paper's numbers",
+        **common,
+    )
+    _lists(p.add_argument("table", help="which table"), _table_names)
+    p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
+    p.add_argument("--out", required=True, help="output directory (an arag eval --out: rerun to resume)")
+    _lists(p.add_argument("--format", default=None, help="question format (default: detect)"), _question_formats)
+    p.add_argument("--corpus", default=None, help="corpus file (default: corpus.json or <stem>_corpus.json beside it)")
+    p.add_argument("--index", default=None, help="index directory built with --profile paper, or where to build one")
+    p.add_argument("--model", default=None, help="offline or an OpenAI-compatible model name")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for the model and judge")
+    p.add_argument(
+        "--judge", default=None, help="LLM judge for LLM-Acc (default: the paper's, gpt-5-mini, unless --model offline)"
+    )
+    p.add_argument(
+        "--paper-dataset",
+        default=None,
+        help="whose numbers to show beside ours: musique, hotpotqa or 2wiki (default: read from the file name)",
+    )
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
+    cliargs.add_model_limits(p, judge=True)
+    p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
+    p.add_argument("--json", action="store_true", help="print the table's rows as one JSON object")
+    p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser(
         "report", help="write the HTML report of an eval run (report.html), or compare two runs", **common
@@ -1113,6 +1214,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)
     try:
         level = logs.level_of(args.verbose, args.quiet, logs.env_level())
         with logs.cli_logging(level, args.verbose):

@@ -30,6 +30,7 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, Document
 from arag_graph.core.errors import AragError
+from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, check_profile, index_values
 from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index import integrity
 from arag_graph.index.chroma import (
@@ -143,12 +144,23 @@ class BuildOptions:
     """The server collection prefix (default: derived from the index directory's name)."""
     chroma_timeout: float | None = None
     """The longest wait for one Chroma server request (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s)."""
+    profile: Profile = DEFAULT_PROFILE
+    """The profile the build was asked for (recorded in the manifest); :meth:`for_profile` applies it."""
+
+    @classmethod
+    def for_profile(cls, profile: str | None = None, **given: Any) -> BuildOptions:
+        """Options of a profile (:mod:`arag_graph.core.profiles`): ``paper`` is the A-RAG paper's index
+        (substring keyword rule, bare sentences). A setting given here (not None) wins over the profile."""
+        name = check_profile(profile)
+        values = {**index_values(name), **{k: v for k, v in given.items() if v is not None}}
+        return cls(profile=name, **values)
 
     def check(self) -> None:
         """One-line errors for settings no build could use, before anything is read or written."""
         from arag_graph.core.chunking import check_chunk_size
 
         check_chunk_size(self.chunk_size)
+        check_profile(self.profile, "profile")
         if self.keyword_match not in ("word", "substring"):
             raise AragError(f"unknown keyword match rule {self.keyword_match!r}; use 'word' or 'substring'")
         if not isinstance(self.header_max_chars, int) or not 0 <= self.header_max_chars <= 1000:
@@ -423,6 +435,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             contextual_headers=opts.contextual_headers,
             header_max_chars=b.header_max_chars,
             keyword_match=opts.keyword_match,
+            profile=opts.profile,
             corpus_hash=corpus_hash(b.chunks),
             documents=len(b.documents) if b.documents is not None else len(b.chunks),
             chunks=len(b.chunks),

@@ -74,6 +74,9 @@ class Manifest:
     """SHA-256 of every file of an embedded Chroma store, by path inside it, as the build closed it;
     checked as each process copies the store to open it (:func:`arag_graph.index.integrity.copy_verified`).
     None for a matrix or a server; an embedded store without it is refused (rebuild)."""
+    profile: str = "package"
+    """The profile the build was asked for (``package`` or ``paper``, :mod:`arag_graph.core.profiles`);
+    indexes from before profiles were built with the package's defaults."""
     manifest_checksum: str | None = None
     """The manifest's seal over its own content (:func:`arag_graph.index.integrity.json_checksum` of
     every other field), written by :meth:`to_json`: a flipped bit in any value refuses the manifest,

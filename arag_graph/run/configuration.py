@@ -13,12 +13,14 @@ evaluation runner, a Python program building its own context) builds the context
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from arag_graph.core.errors import ContextError
+from arag_graph.core.errors import AragError, ContextError
+from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, run_values
 from arag_graph.retrieval.retrievers import Retriever
 from arag_graph.run.policy import RunChoice, ServingPolicy
 
@@ -99,6 +101,11 @@ class GraphContext(BaseModel):
         max_length=4000,
     )
     top_k: int = Field(default=5, ge=TOP_K_MIN, le=TOP_K_MAX, description="Chunks per search (the A-RAG paper uses 5).")
+    profile: Profile = Field(
+        default=DEFAULT_PROFILE,
+        description="package: the package's defaults; paper: the papers' values for every setting this run "
+        "leaves unset (the A-RAG step cap, CoRAG's loop rule, ...; docs/guide/reproducing.md lists them).",
+    )
 
     _trusted: bool = PrivateAttr(default=False)
 
@@ -110,6 +117,11 @@ class GraphContext(BaseModel):
         are :class:`~arag_graph.core.errors.ContextError`, a ``ValueError``, so a LangGraph server
         returns the line to its client.
         """
+        if data.get("profile") not in (None, DEFAULT_PROFILE):
+            # The profile fills what the run leaves unset; a value given explicitly wins. An unknown
+            # profile is left to the schema, which refuses it in one line.
+            with contextlib.suppress(AragError):
+                data = {**run_values(data["profile"], type(self).__name__, type(self).model_fields), **data}
         try:
             super().__init__(**data)
         except ValidationError as exc:
