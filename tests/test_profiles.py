@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from arag_graph.core.errors import AragError
-from arag_graph.core.profiles import AWAITING_FIELDS, DEVIATIONS, deviation_table, index_values, run_values
+from arag_graph.core.profiles import DEVIATIONS, deviation_table, index_values, run_values
 from arag_graph.index.build import BuildOptions
 from arag_graph.registry import config_for, get_graph_spec, graph_names
 
@@ -42,10 +42,10 @@ def test_every_deviation_says_what_differs_why_and_how_to_revert_it() -> None:
 
 
 def test_run_settings_name_fields_the_schemas_have() -> None:
-    """A run-scope setting no schema has is only allowed while another branch adds it (AWAITING_FIELDS)."""
+    """Every run-scope setting the profile switches is a field of some graph's context schema."""
     fields = {f for name in graph_names() for f in get_graph_spec(name).config.model_fields}
     missing = {d.setting for d in DEVIATIONS if d.scope == "run" and d.setting not in fields}
-    assert missing == set(AWAITING_FIELDS), "update AWAITING_FIELDS in arag_graph/core/profiles.py"
+    assert missing == set(), f"no context schema has {sorted(missing)}: fix the row in arag_graph/core/profiles.py"
 
 
 @pytest.mark.parametrize("graph", ["arag", "arag_naive", "naive_rag", "corag", "srag", "direct"])

@@ -21,9 +21,7 @@ Where a setting applies:
 * ``none``: a difference no switch can revert here (a model the package cannot download, a
   fine-tuned model the paper trained); listed so the table is complete, never applied.
 
-This module is the hook other branches extend: a setting a later change adds to a schema
-(CoRAG's fixed-length chains, :data:`AWAITING_FIELDS`) is listed here already and applies as
-soon as the schema has the field.
+A new setting that deviates from a paper gets its row here, in the same change that adds it.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from typing import Any, Literal
 from arag_graph.core.errors import AragError
 
 __all__ = [
-    "AWAITING_FIELDS",
     "DEFAULT_PROFILE",
     "DEVIATIONS",
     "PROFILES",
@@ -219,10 +216,6 @@ DEVIATIONS: tuple[Deviation, ...] = (
     ),
 )
 """Every setting the ``paper`` profile applies or pins, and the differences it cannot revert."""
-
-AWAITING_FIELDS: frozenset[str] = frozenset({"fixed_length"})
-"""run-scope settings no context schema has yet (another branch adds them); the profile applies each
-as soon as a schema has it. Remove a name once its field exists (a test checks this set)."""
 
 
 def check_profile(profile: str | None, flag: str = "--profile") -> Profile:
