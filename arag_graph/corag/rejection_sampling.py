@@ -2,11 +2,12 @@
 
 For every QA pair, sample ``n`` retrieval chains with the ``corag`` graph at a temperature above
 zero, keep the chains whose final answer matches a gold alias (Contain-Acc's substring rule or
-CoRAG's exact match), and append each kept chain as one JSON Lines
-record: the question and its gold answers, the chain of query/sub-answer pairs (each step's
-sub-answer, what the step's documents say about its query, with its penalty; beside it the
-sufficiency check's reasoning and verdict) and chunk IDs, and the final answer with its citations. The match is :mod:`arag_graph.qa.answers`' (the library's, which the
-evaluators use too; the library never imports the evaluation package).
+CoRAG's exact match), and append each kept chain as one JSON Lines record: the question and its
+gold answers, the chain of query/sub-answer pairs (each step's sub-answer, what the step's
+documents say about its query, with its penalty; beside it the sufficiency check's reasoning and
+verdict) and chunk IDs, and the final answer with its citations. The match is
+:mod:`arag_graph.qa.answers`' (the library's, which the evaluators use too; the library never
+imports the evaluation package).
 
 Runs are resumable. After a question is done, a line ``{"id", "sampled", "kept", "failed"}`` goes
 to a progress file beside the output (``chains.jsonl`` -> ``chains.progress.jsonl``); a later run
