@@ -350,8 +350,8 @@ _SEMANTIC_DESCRIPTION = (
     "know what you are looking for but not its exact wording."
 )
 _SNIPPET_NOTE = {
-    "keyword_search": " Returns chunk IDs with the sentences that contain a keyword (the title when only the"
-    " title matches).",
+    "keyword_search": " Returns chunk IDs with the sentences that contain a keyword (a chunk matched only by"
+    " its title shows its first sentence).",
     "semantic_search": " Returns chunk IDs with their sentences closest to the query.",
 }
 _READ_NOTE = " Use chunk_read to see a whole chunk."
