@@ -74,7 +74,9 @@ def test_offline_summaries_are_extractive_lead_sentences_stored_and_checksummed(
 
 
 def test_two_stages_keep_chunks_of_the_best_documents(dsi_index: Any) -> None:
-    hits = summary_search(dsi_index, "how heavy is the heart of the biggest animal in the sea", top_k=5, documents=1)
+    whale = next(ids for ids in documents_of(dsi_index).chunks if ids[0].startswith("whale"))
+    query = "how heavy is the heart of the biggest animal in the sea"
+    hits = summary_search(dsi_index, query, top_k=len(whale), documents=1)  # one document holds top_k
     assert hits and {h.chunk_id.split("#")[0] for h in hits} == {"whale"}
     assert "heart" in " ".join(s for h in hits for s in h.snippets)  # the best chunk inside, by its sentences
     # Two documents hold enough chunks for this top_k: exactly two are kept.
