@@ -11,6 +11,11 @@ Decisions:
   the metric needs no second embedding model and no network.
 * The N questions come from one structured call rather than N sampled calls: the judge runs at
   temperature 0, where N samples would repeat one question.
+* What is judged is the model's whole final answer (the run's ``response``: its last message, the
+  reasoning with the ``Answer:`` line), as RAGAS judges a generated answer, not the short answer
+  parsed out of it for Contain-Acc and LLM-Acc: "1889" alone answers any question about a year,
+  and the back-written questions would measure the parser, not the answer. Outputs without a
+  ``response`` (a caller's own target) fall back to ``answer``.
 * An empty answer scores 0.0 without a call: it addresses nothing. A reply with fewer than N
   questions is averaged over those it has (the comment says so); one with none is unavailable.
 * No judge, no score: the metric is left out and reported unavailable, as LLM-Acc is.
@@ -26,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import Field
 
-from arag_graph.evaluators.fields import prediction_of, question_of
+from arag_graph.evaluators.fields import question_of, response_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
 from arag_graph.evaluators.similarity import cosine
 from arag_graph.llm.structured import ModelFacing
@@ -66,7 +71,7 @@ def make_answer_relevance_evaluator(
     def answer_relevance_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        answer, missing = prediction_of(outputs)
+        answer, missing = response_of(outputs)
         if not any(char.isalnum() for char in answer):
             return {"key": "answer_relevance", "score": 0.0, "comment": missing or "empty answer: addresses nothing"}
         question = question_of(inputs, outputs, reference_outputs)

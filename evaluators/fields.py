@@ -12,7 +12,7 @@ from typing import Any
 
 from arag_graph.core.errors import DatasetError
 
-__all__ = ["chunk_ids", "golds_of", "prediction_of", "question_of"]
+__all__ = ["chunk_ids", "golds_of", "prediction_of", "question_of", "response_of"]
 
 
 def prediction_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
@@ -22,6 +22,15 @@ def prediction_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
         keys = ", ".join(sorted(outputs or {})) or "none"
         return "", f"the run returned no 'answer' (output keys: {keys}); scored as wrong"
     return (value if isinstance(value, str) else str(value)), None
+
+
+def response_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """The model's whole final answer (``response``: its last message, reasoning and ``Answer:`` line),
+    else the parsed short ``answer`` for outputs that do not carry it (a caller's own target)."""
+    value = (outputs or {}).get("response")
+    if isinstance(value, str) and value.strip():
+        return value, None
+    return prediction_of(outputs)
 
 
 def golds_of(reference_outputs: Mapping[str, Any] | None) -> list[str]:

@@ -82,6 +82,9 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
     """The fields of a graph's final state that evaluators and reports use (JSON-safe)."""
     return {
         "answer": state.get("answer") or "",
+        # The final message as the model wrote it, which Answer Relevance judges (the parsed short
+        # answer alone, "1889", would not say what question it addresses).
+        "response": final_response(state.get("messages") or []),
         "citations": list(state.get("citations") or []),
         "read_chunks": list(state.get("read_chunks") or []),
         "retrieved_chunks": list(state.get("retrieved_chunks") or []),
@@ -100,6 +103,12 @@ def prediction_of(state: dict[str, Any], calls: UsageMetadataCallbackHandler | N
         "usage": _usage(state.get("messages") or [], calls),
         **structure_of(state),
     }
+
+
+def final_response(messages: Sequence[Any]) -> str:
+    """The text of the run's last AI message: the whole final answer, before its ``Answer:`` line is parsed."""
+    last = next((m for m in reversed(messages) if getattr(m, "type", None) == "ai"), None)
+    return last.text if last is not None else ""
 
 
 _STEP_DETAILS = ("sub_answer", "reasoning")
@@ -148,6 +157,7 @@ class SettingRun:
     ) -> None:
         from arag_graph.llm.models import resolve_chat_model
         from arag_graph.registry import build_graph
+        from arag_graph.run.runtime import model_settings
 
         self.plan, self.setting, self.index, self.gold, self.evaluators = plan, setting, index, gold, evaluators
         self.file = file or prediction_file(plan.out / PREDICTIONS / setting.file_name)
@@ -160,9 +170,7 @@ class SettingRun:
         model = resolve_chat_model(
             plan.model,
             base_url=plan.base_url,
-            temperature=self.context.temperature,
-            max_tokens=self.context.max_tokens,
-            reasoning_effort=self.context.reasoning_effort or None,
+            **model_settings(self.context),
             timeout=plan.timeout,
             max_retries=plan.max_retries,
             index=index,

@@ -27,6 +27,7 @@ from arag_graph.evaluators import (
 )
 from arag_graph.evaluators.context import ranked_chunks
 from arag_graph.evaluators.predictions import load_records
+from arag_graph.evaluators.runner import prediction_of
 from tests.cli_run import run_cli
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, calls, tool_call
@@ -157,6 +158,27 @@ def test_answer_relevance_is_the_mean_cosine_of_three_back_questions() -> None:
     assert "Write 3 different questions" in judge.log[0]["messages"][0].text  # ARAGOG's N = 3, asked for
     assert "<answer>\nParis is the capital.\n</answer>" in prompts[0]
     assert "Capital of France?" not in prompts[0]  # the judge writes questions from the answer alone
+
+
+def test_answer_relevance_judges_the_whole_final_answer_not_the_parsed_line() -> None:
+    """The runner records the model's last message as ``response``; the judge writes questions from it."""
+    prompts: list[str] = []
+
+    def back_questions(schema: str, prompt: str) -> dict[str, Any]:
+        prompts.append(prompt)
+        return {"questions": ["What is the capital of France?"]}
+
+    final = AIMessage("The chunk says Paris is the capital of France.\nAnswer: Paris [c1]")
+    state = {"answer": "Paris", "citations": ["c1"], "messages": [AIMessage("thinking"), final]}
+    outputs = prediction_of(state)
+    assert outputs["answer"] == "Paris" and outputs["response"] == final.text
+    evaluator = make_answer_relevance_evaluator(judge_model(back_questions), BagOfWords())
+    result = evaluator(outputs, {"answers": ["Paris"]}, {"question": "Capital of France?"})
+    assert result["score"] == pytest.approx(1.0)
+    assert "<answer>\nThe chunk says Paris is the capital of France.\nAnswer: Paris [c1]\n</answer>" in prompts[0]
+    # A target's outputs without a response are judged by their answer, as before.
+    evaluator({"answer": "Lyon"}, {"answers": ["Paris"]}, {"question": "Capital of France?"})
+    assert "<answer>\nLyon\n</answer>" in prompts[1]
 
 
 def test_answer_relevance_edge_cases() -> None:

@@ -536,7 +536,11 @@ def test_rejection_sampling_keeps_only_matching_chains(index: Any, tmp_path: Pat
     assert stats.temperature_applied is False and records[0]["temperature"] is None
     first = records[0]
     assert first["answers"] == ["Stephen King", "King"] and first["queries"] == [QUESTION]
-    assert first["chain"][0]["sub_answer"] == "found it" and first["chain"][0]["is_sufficient"] is True
+    # The step's sub-answer is the chain's own (the SubAnswer reply) with its penalty, 1 - confidence;
+    # the sufficiency check's reasoning is kept beside it, not in its place.
+    step = first["chain"][0]
+    assert (step["sub_answer"], step["penalty"], step["reasoning"]) == ("a film director", 0.2, "found it")
+    assert step["is_sufficient"] is True
     assert first["retrieved_chunk_ids"] == [h.chunk_id for h in retrieve(index, QUESTION, 5)]
     assert first["stop_reason"] == "sufficient" and first["match"] == "contain"
 

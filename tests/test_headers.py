@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from arag_graph.agent.tools import keyword_search
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, Document
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
@@ -104,7 +105,7 @@ def test_snippets_never_show_headers_and_bm25_matches_titles(tmp_path: Path) -> 
 
 def test_keyword_search_matches_titles_on_headed_indexes_without_showing_them(tmp_path: Path) -> None:
     docs = [
-        Document("It was built of granite in 1850.", id="tower.md", title="Skerryvore"),
+        Document("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),
         Document("Skerryvore is a reef. Boats avoid it.", id="reef.md", title="Reef"),
         Document("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
     ]
@@ -113,7 +114,12 @@ def test_keyword_search_matches_titles_on_headed_indexes_without_showing_them(tm
     assert headed.manifest.contextual_headers is True  # the default (bench/results/quality.md)
     hits = {h.chunk_id: h for h in headed.keyword_search(["Skerryvore"], 5)}
     assert set(hits) == {"tower.md", "reef.md"}
-    assert hits["tower.md"].snippets == ()  # matched by its title only: no sentence shows the header
+    # Matched by its title only: no sentence shows the header, so its first sentence stands in, and
+    # the model sees a snippet line under the chunk, not an ID with nothing to judge it by.
+    assert hits["tower.md"].snippets == ("It was built of granite in 1850.",)
+    lines = keyword_search(headed, ["Skerryvore"], 5).content.splitlines()
+    at = next(i for i, line in enumerate(lines) if 'chunk tower.md title="Skerryvore"' in line)
+    assert lines[at + 1] == "    - It was built of granite in 1850."
     assert hits["reef.md"].snippets == ("Skerryvore is a reef.",)
     assert [h.chunk_id for h in plain.keyword_search(["Skerryvore"], 5)] == ["reef.md"]
     reloaded = load_index(tmp_path / "h", embeddings=WordHashEmbeddings())

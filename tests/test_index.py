@@ -547,6 +547,36 @@ def test_semantic_search_is_max_aggregation_over_all_sentences(sample_index: Hie
         assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-4)
 
 
+def test_semantic_search_snippets_are_the_chunks_sentences_among_the_top_3_top_k(
+    sample_index: HierarchicalIndex,
+) -> None:
+    """The paper's snippet pool: a chunk's sentences among the query's 3*top_k nearest, in chunk order
+    (its best sentence alone when it was ranked by one outside that pool), whatever pool ranks chunks."""
+    stored, rows = sample_index.sentences.all_vectors()
+    vectors = stored.astype(np.float64)
+    wider = 0
+    for query, top_k in (
+        ("Who directed Maximum Overdrive?", 5),
+        ("a politician who was governor of North Carolina", 5),
+        ("martial arts technical advisor", 3),
+    ):
+        q = np.asarray(sample_index.embeddings.embed_query(query), dtype=np.float64)
+        order = [rows[i] for i in np.argsort(-(vectors @ q), kind="stable")]
+        pool = order[: 3 * top_k]
+        hits = sample_index.semantic_search(query, top_k)
+        assert len(hits) == top_k
+        for hit in hits:
+            expected = sorted({p for cid, p in pool if cid == hit.chunk_id})
+            best = next(p for cid, p in order if cid == hit.chunk_id)
+            assert list(hit.positions) == (expected or [best]), (query, hit.chunk_id)
+            chunk = sample_index.get_chunk(hit.chunk_id)
+            assert chunk is not None
+            assert list(hit.snippets) == [chunk.text[slice(*chunk.sentences[p])] for p in hit.positions]
+            wider += len({p for cid, p in order[:50] if cid == hit.chunk_id}) - len(hit.positions)
+        assert sum(len(h.positions) for h in hits) <= 3 * top_k + top_k
+    assert wider > 0  # the old pool (top 50 sentences) would have shown more on these queries
+
+
 def test_semantic_search_fetches_more_when_best_sentences_share_a_chunk(tmp_path: Path) -> None:
     crowded = " ".join(f"Lighthouse keepers log the lighthouse lamp number {n}." for n in range(80))
     documents = [Document(crowded, id="crowded")] + [

@@ -22,6 +22,7 @@ from arag_graph.core.errors import ModelSpecError
 from arag_graph.llm import models
 from arag_graph.llm.models import resolve_chat_model
 from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION
+from arag_graph.run.configuration import AragContext
 from tests.fakes import sentinel_key
 from tests.stubs.openai_server import (
     ChatRequest,
@@ -324,3 +325,6 @@ def test_cli_ask_json_against_a_local_server(
     assert len(openai_server.completions) == 3
     assert openai_server.completions[0].tool_names == TOOLS
     assert "tools" not in openai_server.completions[-1].body
+    # One output-token limit for arag ask and arag eval: the configuration's default, the paper's >= 16384.
+    limits = [c.body.get("max_completion_tokens", c.body.get("max_tokens")) for c in openai_server.completions]
+    assert limits == [AragContext().max_tokens] * 3 and AragContext().max_tokens == 16384

@@ -74,12 +74,40 @@ def test_offline_summaries_are_extractive_lead_sentences_stored_and_checksummed(
 
 
 def test_two_stages_keep_chunks_of_the_best_documents(dsi_index: Any) -> None:
-    hits = summary_search(dsi_index, "how heavy is the heart of the biggest animal in the sea", top_k=5, documents=1)
+    whale = next(ids for ids in documents_of(dsi_index).chunks if ids[0].startswith("whale"))
+    query = "how heavy is the heart of the biggest animal in the sea"
+    hits = summary_search(dsi_index, query, top_k=len(whale), documents=1)  # one document holds top_k
     assert hits and {h.chunk_id.split("#")[0] for h in hits} == {"whale"}
     assert "heart" in " ".join(s for h in hits for s in h.snippets)  # the best chunk inside, by its sentences
-    two = summary_search(dsi_index, "when was the iron tower in Paris finished", top_k=20, documents=2)
+    # Two documents hold enough chunks for this top_k: exactly two are kept.
+    held = sorted(len(ids) for ids in documents_of(dsi_index).chunks)[:2]
+    two = summary_search(dsi_index, "when was the iron tower in Paris finished", top_k=sum(held), documents=2)
     assert {h.chunk_id.split("#")[0] for h in two} <= {"tower", "whale", "python"}
     assert len({h.chunk_id.split("#")[0] for h in two}) == 2
+
+
+ONE_CHUNK_DOCS = [
+    *DOCS,
+    Document("The Nile flows north through Egypt into the Mediterranean Sea.", id="nile", title="Nile"),
+    Document("Mount Everest is the highest mountain above sea level.", id="everest", title="Mount Everest"),
+    Document("Marie Curie won Nobel Prizes in physics and in chemistry.", id="curie", title="Marie Curie"),
+    Document("The violin is a string instrument played with a bow.", id="violin", title="Violin"),
+]
+
+
+def test_dsi_hands_over_top_k_chunks_on_a_corpus_of_one_chunk_per_document(tmp_path: Path) -> None:
+    """HotpotQA's shape: the document count must not cap the passages at summary_documents."""
+    index = build_index(
+        ONE_CHUNK_DOCS, tmp_path / "idx", chunk_size=2000, summaries=summary_writer("offline"), progress=False
+    )
+    assert all(len(ids) == 1 for ids in documents_of(index).chunks)
+    hits = summary_search(index, "which river flows through Egypt", top_k=5, documents=3)
+    assert len(hits) == 5 and len({h.chunk_id for h in hits}) == 5
+    assert hits[0].chunk_id.startswith("nile")
+    out = build_naive_rag_graph(index, scripted("Answer: the Nile")).invoke(
+        {"question": "Which river flows through Egypt?"}, context={"retriever": "dsi", "top_k": 5}
+    )
+    assert len(out["trajectory"][0]["chunk_ids"]) == 5  # summary_documents keeps its default, 3
 
 
 def test_naive_rag_with_dsi_labels_extractive_summaries(dsi_index: Any) -> None:

@@ -100,6 +100,20 @@ class AgentBound(Bound[AgentContext]):
         own = {t.name: t for t in self.extra_tools}
         return {**{name: all_tools[name] for name in self.tools(run)}, **own}
 
+    def tool_settings(self, run: Run[AgentContext]) -> ToolSettings:
+        """How the run's retrieval tools behave, and so how they are described to the model."""
+        return ToolSettings.for_tools(
+            self.tools(run), dedupe=run.ctx.dedupe_search_chunks, snippet_window=run.ctx.snippet_window
+        )
+
+    def bound_tools(self, run: Run[AgentContext], all_tools: dict[str, BaseTool], source: Any) -> list[BaseTool]:
+        """The tools the model is given: the run's variants, so each description matches what the tool returns."""
+        settings = self.tool_settings(run)
+        return [
+            _variant(source, name, settings) if name in all_tools else tool
+            for name, tool in self.available(run, all_tools).items()
+        ]
+
     def system_prompt(self, run: Run[AgentContext], names: Sequence[str]) -> str:
         return run.ctx.system_prompt or agent_system_prompt(list(names))
 
@@ -119,17 +133,19 @@ class AragState(RunState, AragOutputState, total=False):
 # Nodes
 
 
-def agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, tools: dict[str, BaseTool]) -> Call:
+def agent(
+    state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, tools: dict[str, BaseTool], source: Any
+) -> Call:
     """The model's next turn. Its tool calls with unreadable arguments are answered here (as steps)."""
     run = run_of(runtime, bound)
-    available = bound.available(run, tools)
+    available = bound.bound_tools(run, tools, source)
     messages = state["messages"]
 
     def on_reply(reply: AIMessage) -> dict[str, Any]:
         refused = [_invalid_call_message(c) for c in pending_tool_calls(reply) if c.get("invalid")]
         return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused], run.index)}
 
-    step = run.backbone.agent(messages, list(available.values()), bound.system_prompt(run, list(available)))
+    step = run.backbone.agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
     return Call(
         step,
         on_reply,
@@ -259,11 +275,8 @@ class ToolCallGuard:
             if c.get("name") == "chunk_read"
             for i in string_list((c.get("args") or {}).get("chunk_ids"))
         )
-        settings = ToolSettings(
-            full_text="chunk_read" not in self.bound.tools(run),
-            dedupe=run.ctx.dedupe_search_chunks,
-            also_read=also_read if name == "chunk_read" else frozenset(),
-            snippet_window=run.ctx.snippet_window,
+        settings = dataclasses.replace(
+            self.bound.tool_settings(run), also_read=also_read if name == "chunk_read" else frozenset()
         )
         return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
 
@@ -407,7 +420,7 @@ def build_arag_graph(
         AragState, context_schema=context_schema, input_schema=InputState, output_schema=AragOutputState
     )
     builder.add_node("start", start_update)
-    builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools)))
+    builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools, source=source)))
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))

@@ -176,11 +176,13 @@ def format_search(
     dedupe: bool,
     header: str,
     snippet_window: int = 1,
+    can_read: bool = True,
 ) -> ToolOutput:
     """Render search hits: snippets by default, whole chunks in the "w/o chunk_read" setting.
 
     Whole chunks are returned every time and counted, as the paper's A-RAG (Naive) does, unless
-    ``dedupe`` shows a chunk already in the conversation as a one-line notice.
+    ``dedupe`` shows a chunk already in the conversation as a one-line notice. The pointer to
+    chunk_read is shown only when the caller has that tool (``can_read``).
     """
     blocks: list[str] = []
     tokens = 0
@@ -201,7 +203,7 @@ def format_search(
             snippets = _windowed(index, hit, snippet_window)
             tokens += sum(count_tokens(s) for s in snippets)
             blocks.append(_hit_block(rank, hit, [f"- {s}" for s in snippets]))
-    footer = "" if full_text else "\nRead a chunk in full with chunk_read(chunk_ids=[...])."
+    footer = "\nRead a chunk in full with chunk_read(chunk_ids=[...])." if can_read and not full_text else ""
     content = f"{header} found {len(blocks)} chunk(s):\n" + "\n".join(blocks) + footer
     return ToolOutput(content, tokens, [h.chunk_id for h in hits], returned)
 
@@ -226,6 +228,7 @@ def keyword_search(
     full_text: bool = False,
     dedupe: bool = False,
     snippet_window: int = 1,
+    can_read: bool = True,
 ) -> ToolOutput:
     cleaned = [k.strip() for k in string_list(keywords) if k.strip()]
     usable = [k for k in cleaned if re.search(r"\w", k)]
@@ -244,7 +247,14 @@ def keyword_search(
     header = f"keyword_search({usable})"
     read = set() if read is None else read
     return format_search(
-        index, hits, read, full_text=full_text, dedupe=dedupe, header=header, snippet_window=snippet_window
+        index,
+        hits,
+        read,
+        full_text=full_text,
+        dedupe=dedupe,
+        header=header,
+        snippet_window=snippet_window,
+        can_read=can_read,
     )
 
 
@@ -258,6 +268,7 @@ def semantic_search(
     dedupe: bool = False,
     query_vector: Sequence[float] | None = None,
     snippet_window: int = 1,
+    can_read: bool = True,
 ) -> ToolOutput:
     query = str(query_text(query) or "").strip()
     if not query:
@@ -271,7 +282,14 @@ def semantic_search(
     header = f"semantic_search({query!r})"
     read = set() if read is None else read
     return format_search(
-        index, hits, read, full_text=full_text, dedupe=dedupe, header=header, snippet_window=snippet_window
+        index,
+        hits,
+        read,
+        full_text=full_text,
+        dedupe=dedupe,
+        header=header,
+        snippet_window=snippet_window,
+        can_read=can_read,
     )
 
 
@@ -333,10 +351,11 @@ _SEMANTIC_DESCRIPTION = (
     "know what you are looking for but not its exact wording."
 )
 _SNIPPET_NOTE = {
-    "keyword_search": " Returns chunk IDs with the sentences that contain a keyword;"
-    " use chunk_read to see a whole chunk.",
-    "semantic_search": " Returns chunk IDs with the most similar sentences; use chunk_read to see a whole chunk.",
+    "keyword_search": " Returns chunk IDs with the sentences that contain a keyword (a chunk matched only by"
+    " its title shows its first sentence).",
+    "semantic_search": " Returns chunk IDs with their sentences closest to the query.",
 }
+_READ_NOTE = " Use chunk_read to see a whole chunk."
 _FULL_TEXT_NOTE = " Returns the full text of each chunk found."
 _READ_DESCRIPTION = (
     "Read the full text of chunks by ID, after a search showed they look relevant. A chunk already "
@@ -395,6 +414,25 @@ class ToolSettings:
     """Chunks read by earlier calls of the same turn, which the conversation does not show yet."""
     snippet_window: int = 1
     """Sentences per snippet, centred on a matched sentence (ARAGOG's sentence window; 1: the sentence)."""
+    can_read: bool = True
+    """chunk_read is bound beside the searches, so their snippets may point to it."""
+
+    @classmethod
+    def for_tools(cls, tools: Sequence[str], *, full_text: bool | None = None, **settings: Any) -> ToolSettings:
+        """The settings of a tool set: one rule for what its searches return and how they are described.
+
+        ``full_text`` defaults to on exactly when ``chunk_read`` is left out (the paper's "w/o
+        chunk_read" and A-RAG (Naive)): a search whose snippets cannot be followed by a read would
+        show the model less than the chunk it found.
+        """
+        can_read = "chunk_read" in tools
+        return cls(full_text=not can_read if full_text is None else full_text, can_read=can_read, **settings)
+
+    def describe(self, name: str, base: str) -> str:
+        """A search tool's description as this variant behaves: whole chunks, or snippets (and chunk_read)."""
+        if self.full_text:
+            return base + _FULL_TEXT_NOTE
+        return base + _SNIPPET_NOTE[name] + (_READ_NOTE if self.can_read else "")
 
 
 def create_retrieval_tools(
@@ -418,7 +456,7 @@ def create_retrieval_tools(
     unknown = [t for t in tools if t not in ALL_TOOLS]
     if unknown:
         raise ValueError(f"unknown tool(s) {unknown}; choose from {list(ALL_TOOLS)}")
-    settings = ToolSettings(full_text="chunk_read" not in tools if full_text is None else full_text, dedupe=dedupe)
+    settings = ToolSettings.for_tools(tools, full_text=full_text, dedupe=dedupe)
     return [retrieval_tool(index, name, settings) for name in tools]
 
 
@@ -429,7 +467,12 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return set(read_in(_messages_of(runtime), _index_of(index, runtime))) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags = {"full_text": settings.full_text, "dedupe": settings.dedupe, "snippet_window": settings.snippet_window}
+        flags = {
+            "full_text": settings.full_text,
+            "dedupe": settings.dedupe,
+            "snippet_window": settings.snippet_window,
+            "can_read": settings.can_read,
+        }
         out = keyword_search(_index_of(index, runtime), keywords, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
@@ -439,6 +482,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
             "dedupe": settings.dedupe,
             "query_vector": settings.query_vector,
             "snippet_window": settings.snippet_window,
+            "can_read": settings.can_read,
         }
         out = semantic_search(_index_of(index, runtime), query, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
@@ -447,14 +491,11 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         out = chunk_read(_index_of(index, runtime), chunk_ids, read_set(runtime), adjacent=adjacent)
         return out.content, out.artifact()
 
-    def described(base: str) -> str:
-        return base + (_FULL_TEXT_NOTE if settings.full_text else _SNIPPET_NOTE[name])
-
     if name == "keyword_search":
         return StructuredTool.from_function(
             _keyword,
             name=name,
-            description=described(_KEYWORD_DESCRIPTION),
+            description=settings.describe(name, _KEYWORD_DESCRIPTION),
             args_schema=KeywordSearchArgs,
             response_format="content_and_artifact",
             handle_validation_error=_validation_message(
@@ -465,7 +506,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return StructuredTool.from_function(
             _semantic,
             name=name,
-            description=described(_SEMANTIC_DESCRIPTION),
+            description=settings.describe(name, _SEMANTIC_DESCRIPTION),
             args_schema=SemanticSearchArgs,
             response_format="content_and_artifact",
             handle_validation_error=_validation_message(

@@ -411,6 +411,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from arag_graph.core.jsonl import finite, scrub
     from arag_graph.llm.models import resolve_chat_model
     from arag_graph.registry import config_for, get_graph_spec
+    from arag_graph.run.runtime import model_settings
 
     # Every check comes before the first line of output: bad input prints its one error line only.
     settings = [("--set", pair) for pair in args.settings]
@@ -429,11 +430,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     context |= extra | {"profile": check_profile(args.profile)}
-    config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
-    model = check_model_spec(spec, args.base_url, limits)
+    ctx = config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
+    # Created with the run's sampling settings (the 16,384-token output limit too), as arag eval does.
+    model = check_model_spec(spec, args.base_url, {**limits, **model_settings(ctx)})
     index = open_index(args.index, args.quiet)
     if model is None:
-        model = resolve_chat_model(spec, base_url=args.base_url, index=index)
+        model = resolve_chat_model(spec, base_url=args.base_url, index=index, **model_settings(ctx))
     announce(notice)
     if not args.json:
         print(f"graph {args.graph}, model {spec}, index {index.path}" + (f", thread {thread}" if thread else ""))

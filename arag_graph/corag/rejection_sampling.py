@@ -2,11 +2,12 @@
 
 For every QA pair, sample ``n`` retrieval chains with the ``corag`` graph at a temperature above
 zero, keep the chains whose final answer matches a gold alias (Contain-Acc's substring rule or
-CoRAG's exact match), and append each kept chain as one JSON Lines
-record: the question and its gold answers, the chain of queries with each step's intermediate
-reasoning (the sufficiency check's ``reasoning``, this graph's sub-answer) and chunk IDs, and the
-final answer with its citations. The match is :mod:`arag_graph.qa.answers`' (the library's, which the
-evaluators use too; the library never imports the evaluation package).
+CoRAG's exact match), and append each kept chain as one JSON Lines record: the question and its
+gold answers, the chain of query/sub-answer pairs (each step's sub-answer, what the step's
+documents say about its query, with its penalty; beside it the sufficiency check's reasoning and
+verdict) and chunk IDs, and the final answer with its citations. The match is
+:mod:`arag_graph.qa.answers`' (the library's, which the evaluators use too; the library never
+imports the evaluation package).
 
 Runs are resumable. After a question is done, a line ``{"id", "sampled", "kept", "failed"}`` goes
 to a progress file beside the output (``chains.jsonl`` -> ``chains.progress.jsonl``); a later run
@@ -125,7 +126,9 @@ def chain_record(
         {
             "step": link.get("step"),
             "query": link.get("query", ""),
-            "sub_answer": link.get("reasoning", ""),
+            "sub_answer": link.get("sub_answer", ""),
+            "penalty": link.get("penalty"),
+            "reasoning": link.get("reasoning", ""),
             "is_sufficient": link.get("is_sufficient"),
             "missing_info": link.get("missing_info", ""),
             "confidence": link.get("confidence"),

@@ -39,6 +39,10 @@ from arag_graph.index.layout import open_index_file
 from arag_graph.index.manifest import Manifest
 from arag_graph.index.sentencematrix import SentenceMatrix
 
+SNIPPET_POOL = 3
+"""semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
+(the A-RAG paper's tool)."""
+
 
 class ChunkStore:
     """All chunks in corpus order, by id and by title, in memory.
@@ -169,13 +173,16 @@ class HierarchicalIndex:
     def keyword_search(self, keywords: Sequence[str], top_k: int = 5) -> list[SearchHit]:
         """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
 
-        Snippets are the chunk's sentences that contain a matched keyword.
+        Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
+        through its contextual header (its title or section, which keyword search also matches)
+        shows its first sentence instead, so that the model has something to judge it by besides
+        an ID (the title is on the hit's own line).
         """
         hits = self.keywords.search(list(keywords), top_k)
         results = []
         for hit in hits:
             chunk = self.store.chunks[hit.chunk_index]
-            snippets = self.keywords.snippets(chunk, list(hit.matched))
+            snippets = self.keywords.snippets(chunk, list(hit.matched)) or _first_sentence(chunk)
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
         return results
 
@@ -229,9 +236,14 @@ class HierarchicalIndex:
     ) -> list[SearchHit]:
         """Chunks ranked by the cosine similarity of their best sentence to ``query``.
 
-        We fetch ``10 * top_k`` sentences (more if they fall in too few chunks), group them by
-        parent chunk with max aggregation, and return each chunk's matched sentences in their order
-        in the chunk. ``query_vector`` lets a caller embed something else than the query (HyDE).
+        Two pools, kept apart. Ranking: we fetch ``10 * top_k`` sentences (more if they fall in too
+        few chunks) and group them by parent chunk with max aggregation, so ``top_k`` distinct
+        chunks are found. Snippets: a chunk shows its sentences among the query's top
+        ``SNIPPET_POOL * top_k`` (the A-RAG paper's pool, 15 for top_k 5), in their order in the
+        chunk; a chunk ranked by a sentence outside that pool shows that one sentence. A wider
+        snippet pool would hand the model more text per call than the paper's tool does, which
+        its retrieved-tokens measure would count. ``query_vector`` lets a caller embed something
+        else than the query (HyDE).
         """
         if top_k <= 0 or len(self.store) == 0:
             return []
@@ -251,12 +263,23 @@ class HierarchicalIndex:
                 break
             n = min(total, n * 4)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]
+        pooled: dict[str, list[int]] = {}
+        for chunk_id, position, _ in matches[: SNIPPET_POOL * top_k]:
+            pooled.setdefault(chunk_id, []).append(position)
         results = []
         for chunk_id, score in ranked:
             chunk = self.store.get(chunk_id)
             if chunk is None:  # a sentence store out of step with the chunk store: skip, never crash
                 continue
-            matched = tuple(p for p in sorted(set(positions[chunk_id])) if p < len(chunk.sentences))
+            shown = pooled.get(chunk_id) or positions[chunk_id][:1]  # the best sentence first
+            matched = tuple(p for p in sorted(set(shown)) if p < len(chunk.sentences))
             snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
             results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
         return results
+
+
+def _first_sentence(chunk: Chunk) -> list[str]:
+    """A chunk's first sentence (its whole text when it has no sentence spans), as a one-item list."""
+    start, end = chunk.sentences[0] if chunk.sentences else (0, len(chunk.text))
+    text = chunk.text[start:end].strip()
+    return [text] if text else []

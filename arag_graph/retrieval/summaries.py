@@ -11,8 +11,11 @@ retries as ``arag ask``), or ``offline``: an *extractive* summary, the document'
 which needs no model and is labelled as such (``kind: "extractive"``) in the manifest and in every
 retrieval that uses it. It is a stand-in that keeps DSI runnable offline, not what ARAGOG measured.
 
-At query time, two stages: the ``documents`` summaries nearest the query, then the ``top_k``
-chunks of those documents nearest it (best sentence per chunk, as ``semantic_search`` ranks).
+At query time, two stages: the ``documents`` summaries nearest the query (more, in order, until
+the chosen documents hold ``top_k`` chunks), then the ``top_k`` chunks of those documents nearest
+it (best sentence per chunk, as ``semantic_search`` ranks). The document count never caps the
+passages: on a corpus of one chunk per document (HotpotQA) DSI still hands over ``top_k``, as every
+other retriever it is compared with does.
 
 Writing them (resumable, counted in the manifest) is :mod:`arag_graph.llm.summarize`'s part.
 """
@@ -53,7 +56,7 @@ EXTRACTIVE = "offline"
 """The ``--summaries`` value that writes extractive summaries (no model)."""
 LEAD_SENTENCES = 3
 SUMMARY_DOCUMENTS = 3
-"""Documents kept by the first stage unless a run says otherwise (``summary_documents``)."""
+"""Documents the first stage keeps at least, unless a run says otherwise (``summary_documents``)."""
 SUMMARY_MAX_TOKENS = 256
 
 
@@ -149,6 +152,9 @@ def summary_search(
 ) -> list[SearchHit]:
     """DSI's two stages: the ``documents`` best summaries, then the ``top_k`` best chunks inside them.
 
+    Documents beyond ``documents`` are added in summary order while the chosen ones hold fewer
+    than ``top_k`` chunks, so the passages handed over are ``top_k`` whenever the index has them.
+
     Chunks are ranked by their best sentence among the query's nearest sentences, fetched deeper
     until enough chunks of the chosen documents turn up; chunks of those documents that never do
     follow in document order (a summary can pick a document none of whose sentences is near).
@@ -160,8 +166,11 @@ def summary_search(
     q = np.asarray(vector, dtype=np.float32)
     q /= float(np.linalg.norm(q)) or 1.0
     similarity = summaries.vectors @ q
-    chosen = [int(i) for i in np.argsort(-similarity, kind="stable")[: max(1, documents)]]
-    allowed: list[str] = [cid for i in chosen for cid in summaries.records[i]["chunk_ids"]]
+    allowed: list[str] = []
+    for rank, i in enumerate(np.argsort(-similarity, kind="stable")):
+        if rank >= max(1, documents) and len(allowed) >= top_k:
+            break
+        allowed.extend(summaries.records[int(i)]["chunk_ids"])
     allowed_set = set(allowed)
     wanted = min(top_k, len(allowed))
     total = index.manifest.sentences

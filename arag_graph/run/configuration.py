@@ -311,7 +311,8 @@ class RetrievalContext(GraphContext):
         default=3,
         ge=1,
         le=20,
-        description="dsi: documents kept by their summary's similarity before the top_k chunks are picked inside them.",
+        description="dsi: documents kept by their summary's similarity before the top_k chunks are picked inside "
+        "them (at least this many; more while they hold fewer than top_k chunks).",
     )
     multi_query: int = Field(
         default=0,

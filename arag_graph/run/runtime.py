@@ -151,9 +151,7 @@ def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
         model = resolve_chat_model(
             bound.model if bound.model is not None else choice.model,
             base_url=choice.base_url,
-            temperature=ctx.temperature,
-            max_tokens=ctx.max_tokens,
-            reasoning_effort=ctx.reasoning_effort or None,
+            **model_settings(ctx),
             timeout=ctx.timeout or None,
             max_retries=ctx.max_retries if ctx.max_retries >= 0 else None,
             index=index,
@@ -164,6 +162,21 @@ def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
 
 
 _MODEL_SETTINGS = ("temperature", "reasoning_effort", "max_tokens")
+
+
+def model_settings(ctx: GraphContext) -> dict[str, Any]:
+    """The sampling settings a model is created with for a run of ``ctx`` (its defaults included).
+
+    One rule for every place that makes a model from a spec (a graph resolving its own model,
+    ``arag ask``, ``arag eval``), so that one question asked on the command line is sent with the same
+    output-token limit (16,384 by default, the A-RAG paper's ">= 16384") as the same question in an
+    evaluation.
+    """
+    return {
+        "temperature": ctx.temperature,
+        "max_tokens": ctx.max_tokens,
+        "reasoning_effort": ctx.reasoning_effort or None,
+    }
 
 
 def explicit_model_settings(ctx: GraphContext) -> dict[str, Any]:

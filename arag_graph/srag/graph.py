@@ -28,6 +28,10 @@ merge-by-id reducer) and the chunk sets (union reducers); counters (steps, retri
 trajectory) are recomputed from the records by ``collect``, which runs alone. One retrieval is one
 step, in wave then sub-question order.
 
+The decomposer and the triplet extractor are zero-shot prompts to the run's chat model
+(:mod:`arag_graph.llm.prompts`), where the paper fine-tunes models for both; the paper notes that
+zero-shot prompting can stand in for them, and that is what is measured here.
+
 Ablations (:class:`arag_graph.run.configuration.SragContext`): ``decompose=False`` makes the question its
 only sub-question (no model call); ``structured_extraction=False`` skips extraction and answers from
 the retrieved passages (no table); ``table_aggregation=False`` gives the answer each passage's own
