@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from arag_graph.baselines.graph import build_naive_rag_graph
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchy import documents_of
@@ -23,21 +23,21 @@ from tests.stubs.openai_server import OpenAIStubServer, http_error, text
 pytestmark = pytest.mark.integration
 
 DOCS = [
-    Document(
+    SourceDocument(
         "The Eiffel Tower stands in Paris. It was finished in 1889 for a world fair. Gustave Eiffel's company "
         "built it. Millions of tourists climb it every year. At night it sparkles with lights. The tower is "
         "made of wrought iron.",
         id="tower",
         title="Eiffel Tower",
     ),
-    Document(
+    SourceDocument(
         "Blue whales are the largest animals ever known. They live in every ocean. They eat tiny krill. A blue "
         "whale's heart weighs as much as a car. Their songs travel for hundreds of kilometres. Whaling nearly "
         "wiped them out.",
         id="whale",
         title="Blue whale",
     ),
-    Document(
+    SourceDocument(
         "Python is a programming language. Guido van Rossum released it in 1991. It is known for readable "
         "code. Many scientists use it for data analysis. Its package index holds hundreds of thousands of "
         "projects. Indentation marks its blocks.",

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from arag_graph.core.documents import Chunk, Document
+from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import CorpusError
 from arag_graph.core.sentences import sentence_spans
 from arag_graph.core.tokens import count_tokens
@@ -72,7 +72,7 @@ def check_chunk_size(chunk_size: int) -> None:
         )
 
 
-def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
+def chunk_documents(docs: Iterable[SourceDocument], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
     """Chunks of at most ``chunk_size`` o200k tokens, cut on sentence boundaries, in corpus order."""
     check_chunk_size(chunk_size)
     planned: list[tuple[str, str | None, str, tuple[tuple[int, int], ...]]] = []

@@ -28,7 +28,7 @@ header never outweighs the sentence it introduces."""
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class SourceDocument:
     """One document of a corpus as loaded from disk, before chunking.
 
     ``id`` is the identifier the corpus gave (None when it gave none); ``title`` is the passage

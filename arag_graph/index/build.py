@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, Document
+from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index import integrity
@@ -207,7 +207,7 @@ class SummaryWriter(Protocol):
 
 
 def build_index(
-    corpus: str | os.PathLike[str] | Iterable[Document] | Sequence[Chunk],
+    corpus: str | os.PathLike[str] | Iterable[SourceDocument] | Sequence[Chunk],
     out: str | os.PathLike[str],
     options: BuildOptions | None = None,
     *,
@@ -262,7 +262,7 @@ def build_index(
     if summaries is not None:  # an unusable summary model fails now, not after encoding
         summaries.check()
 
-    def split(docs: list[Document]) -> list[Chunk]:
+    def split(docs: list[SourceDocument]) -> list[Chunk]:
         from tqdm.auto import tqdm
 
         bar = tqdm(docs, desc="splitting documents", unit="doc", disable=not progress, leave=False)
@@ -270,7 +270,7 @@ def build_index(
             return chunk_documents(bar, chunk_size=opts.chunk_size)
 
     if isinstance(corpus, (str, os.PathLike)):
-        documents: list[Document] | None = load_corpus(corpus, opts.corpus_format)
+        documents: list[SourceDocument] | None = load_corpus(corpus, opts.corpus_format)
         chunks = split(documents)
     else:
         items = list(corpus)
@@ -334,7 +334,7 @@ class _Build:
     record: BuildRecord
     created: bool
     chunks: list[Chunk]
-    documents: list[Document] | None
+    documents: list[SourceDocument] | None
     embeddings: Embeddings
     options: BuildOptions
     summaries: SummaryWriter | None

@@ -1,4 +1,4 @@
-"""Loading a corpus from disk into :class:`~arag_graph.core.documents.Document` objects.
+"""Loading a corpus from disk into :class:`~arag_graph.core.documents.SourceDocument` objects.
 
 The A-RAG paper, HippoRAG and LinearRAG each ship their corpora in a slightly different JSON
 shape, and users bring JSON Lines dumps or folders of notes. This module reads all of them, guesses
@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import CorpusError
 from arag_graph.core.jsonl import json_kind
 
@@ -76,7 +76,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return _sniff(source, _read_text(source))[0]
 
 
-def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list[Document]:
+def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list[SourceDocument]:
     """Read the corpus at ``path``; ``format`` (one of :data:`CORPUS_FORMATS`) skips detection."""
     source = Path(path)
     fmt = _check_format_name(format)
@@ -273,7 +273,7 @@ def _json_shape(source: Path, value: Any) -> str:
 # --- formats -------------------------------------------------------------------------------------
 
 
-def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
+def _chunks_documents(source: Path, value: Any) -> Iterator[SourceDocument]:
     if not isinstance(value, list):
         raise CorpusError(
             f'{source}: a chunks corpus is a JSON list of "id:text" strings or {{"id", "text"}} objects, '
@@ -288,7 +288,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
                     f'{source}: {where} ({_show(item)}) does not start with "id:"; write chunks as '
                     '"id:text" strings, or use --format hipporag for passages without ids'
                 )
-            yield Document(text=text, id=key.strip())
+            yield SourceDocument(text=text, id=key.strip())
         elif isinstance(item, dict):
             document = _object_document(source, where, item)
             if document.id is None:
@@ -304,7 +304,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
             )
 
 
-def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
+def _hipporag_documents(source: Path, value: Any) -> Iterator[SourceDocument]:
     if isinstance(value, dict):
         if isinstance(value, _DuplicateKeys):
             raise CorpusError(
@@ -312,7 +312,7 @@ def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
                 'keeps only one; make the titles unique or use a list of {"title", "text"} objects'
             )
         for title, sentences in value.items():
-            yield Document(text=_joined_sentences(source, title, sentences), title=title)
+            yield SourceDocument(text=_joined_sentences(source, title, sentences), title=title)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             if not isinstance(item, dict):
@@ -344,7 +344,7 @@ def _joined_sentences(source: Path, title: str, sentences: Any) -> str:
     return "".join(sentences)
 
 
-def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
+def _jsonl_documents(source: Path, text: str) -> Iterator[SourceDocument]:
     # split("\n") rather than splitlines(): JSON strings may legally hold U+2028 and friends.
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -366,7 +366,7 @@ def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
         yield _object_document(source, f"line {number}", item)
 
 
-def _object_document(source: Path, where: str, item: dict[str, Any]) -> Document:
+def _object_document(source: Path, where: str, item: dict[str, Any]) -> SourceDocument:
     """A document from a ``{id?, title?, text}`` object, accepting the common field spellings."""
     text_field = next((name for name in TEXT_FIELDS if name in item), None)
     if text_field is None:
@@ -391,10 +391,10 @@ def _object_document(source: Path, where: str, item: dict[str, Any]) -> Document
         doc_id = str(raw).strip()
         if not doc_id:
             raise CorpusError(f"{source}: {where} has an empty {id_field!r}; give it an id or leave it out")
-    return Document(text=text, id=doc_id, title=title)
+    return SourceDocument(text=text, id=doc_id, title=title)
 
 
-def _load_dir(root: Path) -> list[Document]:
+def _load_dir(root: Path) -> list[SourceDocument]:
     documents = [
         _text_document(path, path.relative_to(root).as_posix(), _read_text(path, allow_empty=True))
         for path in _text_files(root)
@@ -429,20 +429,20 @@ def _text_files(root: Path) -> list[Path]:
     return sorted(found, key=lambda path: path.relative_to(root).as_posix())
 
 
-def _text_document(path: Path, doc_id: str, text: str) -> Document:
+def _text_document(path: Path, doc_id: str, text: str) -> SourceDocument:
     title = path.stem
     if path.suffix.lower() == ".md":
         first = text.lstrip().partition("\n")[0].strip()
         heading = _HEADING.match(first)
         if heading:
             title = heading.group(1)
-    return Document(text=text, id=doc_id, title=title)
+    return SourceDocument(text=text, id=doc_id, title=title)
 
 
 # --- checks and messages -------------------------------------------------------------------------
 
 
-def _finish(source: Path, documents: list[Document], unit: str) -> list[Document]:
+def _finish(source: Path, documents: list[SourceDocument], unit: str) -> list[SourceDocument]:
     """Drop empty documents, and refuse a corpus with nothing left or with an id used twice."""
     kept = [document for document in documents if document.text.strip()]
     if not kept:
@@ -462,7 +462,7 @@ def _finish(source: Path, documents: list[Document], unit: str) -> list[Document
     return kept
 
 
-def _check_unicode(source: Path, number: int, document: Document) -> None:
+def _check_unicode(source: Path, number: int, document: SourceDocument) -> None:
     """Refuse text that cannot be encoded: a JSON escape of half a surrogate pair (``\\ud800``).
 
     JSON allows such escapes but they are not Unicode characters; the encoder, Chroma and the
