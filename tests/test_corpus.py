@@ -247,7 +247,7 @@ def test_long_values_are_shortened_in_messages(tmp_path: Path) -> None:
 
 def test_directory_without_text_files(tmp_path: Path) -> None:
     write(tmp_path / "d" / "data.csv", "a,b")
-    assert "no .txt or .md files" in load_error(tmp_path / "d")
+    assert "no .txt, .md, .html or .pdf files" in load_error(tmp_path / "d")
 
 
 def test_directory_with_only_empty_files(tmp_path: Path) -> None:
