@@ -67,6 +67,7 @@ from arag_graph.index.sentencematrix import (
     MatrixWriter,
     SentenceLayout,
     SentenceMatrix,
+    unit_rows,
 )
 from arag_graph.index.sources import DOCUMENTS, DocumentEntry, save_table, table_for
 from arag_graph.index.text import keyword_chunks, sentence_blocks
@@ -557,7 +558,7 @@ def _store_sentences(
             encode_seconds += time.perf_counter() - t0
             dimension = int(vectors.shape[1])
             if writer is not None:
-                writer.add(vectors)
+                writer.add(vectors, unit=reuse is not None and reuse.unit)
             else:
                 assert chroma is not None
                 chroma.add_rows(start, layout, documents, vectors)
@@ -600,6 +601,8 @@ class VectorReuse:
         self._hash = lambda text: hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         manifest = index.manifest
         self.vectors_of, owners = index.sentences.all_vectors()
+        self.unit = isinstance(index.sentences, SentenceMatrix)
+        """The previous vectors are a matrix's unit rows: new ones are scaled the same way before they join them."""
         headers = manifest.contextual_headers and manifest.header_max_chars > 0
         in_order = ((c.id, p) for c in index.store.chunks for p in range(len(c.sentences)))
         embedded: dict[tuple[str, int], str] = {}
@@ -626,7 +629,7 @@ class VectorReuse:
         if kept:
             out[kept] = np.asarray(self.vectors_of[[found[i] for i in kept]], dtype=np.float32)
         if fresh is not None:
-            out[missing] = fresh
+            out[missing] = unit_rows(fresh) if self.unit else fresh
         self.reused += len(kept)
         self.encoded += len(missing)
         if on_batch is not None:
