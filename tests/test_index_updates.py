@@ -21,10 +21,11 @@ from langchain_core.documents import Document
 
 from arag_graph.core.errors import AragError
 from arag_graph.index import build as build_module
-from arag_graph.index.build import build_index, sync_index, update_index
+from arag_graph.index.build import build_index, update_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, RECORD, read_current
 from arag_graph.index.load import load_index, verify_index
+from arag_graph.index.sync import sync_index
 from arag_graph.retrieval.langchain_retriever import make_retriever
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings

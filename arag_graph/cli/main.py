@@ -49,7 +49,7 @@ def _corpus_arg(args: argparse.Namespace) -> Any:
 def _cmd_update(args: argparse.Namespace) -> int:
     """``arag index SOURCE --out DIR --update``: sync the source into the index, rebuilding nothing unchanged."""
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS
-    from arag_graph.index.build import sync_index
+    from arag_graph.index.sync import sync_index
 
     defaults = {"chunk_size": 1000, "summaries": None, "chroma_url": None, "collection": None, "encoder": None}
     defaults |= {"embedding": None, "embedding_base_url": None}

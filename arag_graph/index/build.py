@@ -248,7 +248,7 @@ def build_index(
     (LangChain ``Document`` objects straight from any loader, their metadata kept with their chunks,
     or :class:`~arag_graph.core.documents.SourceDocument`), or ready-made chunks. The index then
     changes without a rebuild: :meth:`~arag_graph.index.hierarchical.HierarchicalIndex.add_documents`,
-    :meth:`~arag_graph.index.hierarchical.HierarchicalIndex.delete` and :func:`sync_index`.
+    :meth:`~arag_graph.index.hierarchical.HierarchicalIndex.delete` and :func:`arag_graph.index.sync.sync_index`.
     An index already in ``out`` is replaced only once the new one is complete.
     ``out`` must be new, empty or an arag index (see :mod:`arag_graph.index.layout`), and arag deletes
     only builds it recorded there.
@@ -852,25 +852,3 @@ def _same_store(chroma: dict[str, Any], build: str) -> dict[str, Any]:
         prefix = str(chroma.get("collection", "arag")).removesuffix(f"-{build}")
         return {"mode": "http", "url": chroma["url"], "collection": prefix, "ids": "rows"}
     return {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
-
-
-def sync_index(
-    source: str | os.PathLike[str] | Iterable[Any],
-    out: str | os.PathLike[str],
-    *,
-    embeddings: Embeddings | None = None,
-    corpus_format: str | None = None,
-    progress: bool = False,
-) -> tuple[HierarchicalIndex, UpdateReport]:
-    """Make the index at ``out`` hold exactly the documents of ``source`` (a corpus path, or
-    documents), rebuilding nothing that did not change: ``arag index SOURCE --out DIR --update``.
-
-    Documents are matched by id (a directory's: the file's path inside it) and compared by content
-    hash; see :func:`update_index`.
-    """
-    from arag_graph.index.corpus import load_corpus
-    from arag_graph.index.load import load_index
-
-    index = load_index(out, embeddings=embeddings)
-    documents = load_corpus(source, corpus_format) if isinstance(source, (str, os.PathLike)) else list(source)
-    return update_index(index, sync=documents, progress=progress)
