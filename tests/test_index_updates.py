@@ -328,3 +328,20 @@ def test_the_langchain_indexing_api_drives_the_index(tmp_path: Path) -> None:
     assert hit.page_content.startswith("Book one now") and hit.metadata == {"source": "book1.pdf"}
     reloaded = load_index(tmp_path / "index", embeddings=WordHashEmbeddings())
     assert verify_index(reloaded)["chunks"] == 5
+
+
+def test_an_update_of_a_chroma_index_matches_a_rebuild(tmp_path: Path) -> None:
+    docs = PagesLoader(8).load()
+    index = build_index(docs, tmp_path / "index", embeddings=WordHashEmbeddings(), backend="chroma", progress=False)
+    added = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra", metadata={"source": "x"})
+    updated = index.delete(["doc2"]).add_documents([added])
+    full = build_index(
+        [d for d in docs if d.id != "doc2"] + [added],
+        tmp_path / "full",
+        embeddings=WordHashEmbeddings(),
+        backend="chroma",
+        progress=False,
+    )
+    assert updated.manifest.chroma["mode"] == "persistent"
+    same_index(updated, full)
+    assert verify_index(load_index(tmp_path / "index", embeddings=WordHashEmbeddings()))["sentences"] == 15
