@@ -163,9 +163,11 @@ def main() -> int:
         "",
         "Where the update's time goes: loading and checking the index, reading the source and hashing every "
         "document, chunking the changed ones, encoding only sentences whose text is new, and rewriting the "
-        "build's files (chunks, keyword index, vectors, checksums). Encoding dominates a full build, so the "
-        "ratio falls as the index grows: the fixed part of an update grows with the corpus about as fast as a "
-        "build's file writing, far slower than its encoding.",
+        "build's files (chunks, keyword index, vectors, checksums). Not measured at 200k passages: there an index "
+        "of about 700,000 sentences goes to Chroma (past the matrix's 100,000), and an update re-inserts every "
+        "vector into a new collection (1.4-1.8 ms of CPU a sentence, bench/results/vs_paper.md), which could take "
+        "the ratio past 5%; an index built with `--backend matrix` rewrites its vectors as a file and should stay "
+        "near this ratio.",
         "",
     ]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines), encoding="utf-8")
