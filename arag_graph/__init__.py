@@ -13,7 +13,7 @@ from typing import Any
 _EXPORTS = {
     "AragError": "arag_graph.core.errors",
     "Chunk": "arag_graph.core.documents",
-    "Document": "arag_graph.core.documents",
+    "SourceDocument": "arag_graph.core.documents",
     "HierarchicalIndex": "arag_graph.index.hierarchical",
     "IndexRetriever": "arag_graph.retrieval.langchain_retriever",
     "make_retriever": "arag_graph.retrieval.langchain_retriever",

@@ -369,10 +369,10 @@ def test_system_prompt_override_replaces_the_built_in_one_in_every_request(sampl
 @pytest.fixture(scope="module")
 def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A one-passage index (real encoder) with a word the sample does not have."""
-    from arag_graph.core.documents import Document
+    from arag_graph.core.documents import SourceDocument
     from arag_graph.index.build import build_index
 
-    passage = Document(
+    passage = SourceDocument(
         "The Quillfeather Lighthouse stands on the island of Varnholm. It was built in 1871 by Edda Morrow.",
         id="quill",
         title="Quillfeather Lighthouse",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.embeddings import DEFAULT_MODEL_ID
@@ -150,7 +150,7 @@ def test_a_server_that_hangs_after_connecting_fails_the_build_in_one_line(
 def server_index(tmp_path: Path, url: str) -> Path:
     """An index whose manifest sends its sentences to ``url`` (built embedded, then pointed there)."""
     root = tmp_path / "index"
-    docs = [Document("The Nile is a river.", id="a")]
+    docs = [SourceDocument("The Nile is a river.", id="a")]
     build_index(docs, root, embeddings=NamedFakeEmbeddings(), backend="chroma", progress=False)
     build = root / BUILDS / (root / CURRENT).read_text().strip()
     manifest = json.loads((build / MANIFEST).read_text())

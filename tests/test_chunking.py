@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arag_graph.core.chunking import MIN_CHUNK_SIZE, chunk_documents
-from arag_graph.core.documents import Chunk, Document
+from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import CorpusError
 from arag_graph.core.sentences import sentence_spans
 from arag_graph.core.tokens import count_tokens
@@ -21,7 +21,7 @@ SENTENCES = [f"Sentence number {n} talks about the history of town {n} in some d
 LONG_TEXT = " ".join(SENTENCES)
 
 
-def assert_chunk_invariants(chunks: list[Chunk], docs: list[Document], chunk_size: int) -> None:
+def assert_chunk_invariants(chunks: list[Chunk], docs: list[SourceDocument], chunk_size: int) -> None:
     """Every chunk is a substring of its document, within the limit, with exact sentence spans."""
     for chunk in chunks:
         assert chunk.text and chunk.text == chunk.text.strip()
@@ -48,7 +48,7 @@ def assert_chunk_invariants(chunks: list[Chunk], docs: list[Document], chunk_siz
         assert not text[cursor:].strip()
 
 
-def _doc_index(chunks: list[Chunk], docs: list[Document]) -> dict[str, int]:
+def _doc_index(chunks: list[Chunk], docs: list[SourceDocument]) -> dict[str, int]:
     index: dict[str, int] = {}
     for chunk in chunks:
         base = re.sub(r"#\d+$", "", chunk.id)
@@ -58,7 +58,7 @@ def _doc_index(chunks: list[Chunk], docs: list[Document]) -> dict[str, int]:
 
 
 def test_short_document_is_one_chunk_with_stripped_text() -> None:
-    doc = Document("  \n Ed Wood is a film. It stars Depp.\n\n", id="ed", title="Ed Wood")
+    doc = SourceDocument("  \n Ed Wood is a film. It stars Depp.\n\n", id="ed", title="Ed Wood")
     (chunk,) = chunk_documents([doc])
     assert chunk == Chunk(
         id="ed",
@@ -70,7 +70,7 @@ def test_short_document_is_one_chunk_with_stripped_text() -> None:
 
 
 def test_long_document_is_split_on_sentence_boundaries() -> None:
-    doc = Document(LONG_TEXT, id="town", title="Towns")
+    doc = SourceDocument(LONG_TEXT, id="town", title="Towns")
     chunks = chunk_documents([doc], chunk_size=100)
     assert len(chunks) > 5
     assert [c.id for c in chunks] == [f"town#{n}" for n in range(len(chunks))]
@@ -86,7 +86,7 @@ def test_long_document_is_split_on_sentence_boundaries() -> None:
 
 def test_chunk_text_keeps_inner_whitespace() -> None:
     text = "\n\n".join(SENTENCES[:20])
-    (doc,) = [Document(text)]
+    (doc,) = [SourceDocument(text)]
     chunks = chunk_documents([doc], chunk_size=60)
     assert len(chunks) > 1
     assert all("\n\n" in c.text for c in chunks if len(c.sentences) > 1)
@@ -97,14 +97,14 @@ def test_chunk_size_is_never_exceeded_at_joins() -> None:
     # Sentence counts do not add up exactly when whitespace between them is tokenised; the packer
     # must recount and give back sentences.
     text = "\n\n\n\n".join(["Ok."] * 200) + "\n" + "\t \n".join(["Fine!"] * 200)
-    doc = Document(text, id="d")
+    doc = SourceDocument(text, id="d")
     for size in (MIN_CHUNK_SIZE, 17, 23, 50):
         assert_chunk_invariants(chunk_documents([doc], chunk_size=size), [doc], size)
 
 
 def test_over_long_sentence_is_cut_at_whitespace() -> None:
     sentence = " ".join(f"word{n}" for n in range(3000))  # no terminal punctuation at all
-    doc = Document(f"Short start. {sentence}. Short end.")
+    doc = SourceDocument(f"Short start. {sentence}. Short end.")
     chunks = chunk_documents([doc], chunk_size=200)
     assert_chunk_invariants(chunks, [doc], 200)
     words = " ".join(c.text for c in chunks).split()
@@ -114,7 +114,7 @@ def test_over_long_sentence_is_cut_at_whitespace() -> None:
 
 def test_over_long_word_is_cut_inside() -> None:
     blob = "x7Q" * 5000
-    doc = Document(f"Before. {blob} After.")
+    doc = SourceDocument(f"Before. {blob} After.")
     chunks = chunk_documents([doc], chunk_size=64)
     assert_chunk_invariants(chunks, [doc], 64)
     pieces = [c.text for c in chunks if set(c.text) <= set("x7Q")]
@@ -124,7 +124,7 @@ def test_over_long_word_is_cut_inside() -> None:
 
 def test_huge_single_line_document_chunks_quickly() -> None:
     # 2 MB on one line, without sentence ends: must be linear (a quadratic cut takes minutes).
-    doc = Document(" ".join(["lorem ipsum dolor sit amet"] * 80_000), id="big")
+    doc = SourceDocument(" ".join(["lorem ipsum dolor sit amet"] * 80_000), id="big")
     chunks = chunk_documents([doc], chunk_size=1000)
     assert len(chunks) > 300
     assert chunks[0].id == "big#0" and chunks[-1].id == f"big#{len(chunks) - 1}"
@@ -134,10 +134,10 @@ def test_huge_single_line_document_chunks_quickly() -> None:
 
 def test_ids_for_documents_without_ids_are_positions() -> None:
     docs = [
-        Document("Zero."),
-        Document("   "),  # skipped, but uses up position 1
-        Document(LONG_TEXT),
-        Document("Three.", id="three"),
+        SourceDocument("Zero."),
+        SourceDocument("   "),  # skipped, but uses up position 1
+        SourceDocument(LONG_TEXT),
+        SourceDocument("Three.", id="three"),
     ]
     chunks = chunk_documents(docs, chunk_size=200)
     ids = [c.id for c in chunks]
@@ -146,7 +146,7 @@ def test_ids_for_documents_without_ids_are_positions() -> None:
 
 
 def test_neighbours_link_across_documents() -> None:
-    docs = [Document("One.", id="a"), Document(LONG_TEXT, id="b"), Document("Three.", id="c")]
+    docs = [SourceDocument("One.", id="a"), SourceDocument(LONG_TEXT, id="b"), SourceDocument("Three.", id="c")]
     chunks = chunk_documents(docs, chunk_size=200)
     assert chunks[0].prev_id is None and chunks[-1].next_id is None
     for before, after in itertools.pairwise(chunks):
@@ -157,12 +157,12 @@ def test_neighbours_link_across_documents() -> None:
 @pytest.mark.parametrize(
     ("docs", "duplicate"),
     [
-        ([Document("A.", id="3"), Document("B."), Document("C."), Document("D.")], "3"),
-        ([Document("A.", id="x"), Document("B.", id="x")], "x"),
-        ([Document("A.", id="d#1"), Document(LONG_TEXT, id="d")], "d#1"),
+        ([SourceDocument("A.", id="3"), SourceDocument("B."), SourceDocument("C."), SourceDocument("D.")], "3"),
+        ([SourceDocument("A.", id="x"), SourceDocument("B.", id="x")], "x"),
+        ([SourceDocument("A.", id="d#1"), SourceDocument(LONG_TEXT, id="d")], "d#1"),
     ],
 )
-def test_colliding_ids_are_an_error(docs: list[Document], duplicate: str) -> None:
+def test_colliding_ids_are_an_error(docs: list[SourceDocument], duplicate: str) -> None:
     with pytest.raises(CorpusError, match=f"chunk id '{re.escape(duplicate)}'") as caught:
         chunk_documents(docs, chunk_size=200)
     assert "unique id" in str(caught.value) and "\n" not in str(caught.value)
@@ -170,29 +170,29 @@ def test_colliding_ids_are_an_error(docs: list[Document], duplicate: str) -> Non
 
 def test_no_documents_give_no_chunks() -> None:
     assert chunk_documents([]) == []
-    assert chunk_documents([Document(" \n ")]) == []
+    assert chunk_documents([SourceDocument(" \n ")]) == []
 
 
 def test_documents_may_be_any_iterable() -> None:
-    chunks = chunk_documents(Document(t) for t in ["A.", "B."])
+    chunks = chunk_documents(SourceDocument(t) for t in ["A.", "B."])
     assert [c.id for c in chunks] == ["0", "1"]
 
 
 @pytest.mark.parametrize("size", [0, -5, MIN_CHUNK_SIZE - 1])
 def test_too_small_chunk_size(size: int) -> None:
     with pytest.raises(CorpusError, match=f"chunk size {size} is too small; use at least {MIN_CHUNK_SIZE}"):
-        chunk_documents([Document("A.")], chunk_size=size)
+        chunk_documents([SourceDocument("A.")], chunk_size=size)
 
 
 @pytest.mark.parametrize("size", [12.5, "1000", True])
 def test_chunk_size_must_be_an_integer(size: object) -> None:
     with pytest.raises(TypeError, match="chunk_size must be an integer"):
-        chunk_documents([Document("A.")], chunk_size=size)  # type: ignore[arg-type]
+        chunk_documents([SourceDocument("A.")], chunk_size=size)  # type: ignore[arg-type]
 
 
 def test_single_chunk_sentences_match_the_splitter() -> None:
     text = "Dr. Who arrived. He left!\n\n- a list item\n- another"
-    (chunk,) = chunk_documents([Document(text)])
+    (chunk,) = chunk_documents([SourceDocument(text)])
     assert list(chunk.sentences) == sentence_spans(text)
 
 
@@ -208,7 +208,7 @@ _TEXT = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_TEXT, max_size=4), st.integers(MIN_CHUNK_SIZE, 40))
 def test_any_documents_chunk_within_limit_without_loss(texts: list[str], size: int) -> None:
-    docs = [Document(text) for text in texts]
+    docs = [SourceDocument(text) for text in texts]
     chunks = chunk_documents(docs, chunk_size=size)
     assert_chunk_invariants(chunks, docs, size)
     assert "".join("".join(c.text.split()) for c in chunks) == "".join("".join(t.split()) for t in texts)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, CorpusError
 from arag_graph.index.corpus import CORPUS_FORMATS, detect_format, load_corpus
 from tests.conftest import data_file
@@ -42,7 +42,7 @@ def load_error(path: Path, format: str | None = None) -> str:
 def test_chunks_strings_split_at_the_first_colon(tmp_path: Path) -> None:
     path = write(tmp_path / "chunks.json", ["0:Paris is the capital: of France.", " b :Rome.", "c:"])
     docs = load_corpus(path)
-    assert docs == [Document("Paris is the capital: of France.", id="0"), Document("Rome.", id="b")]
+    assert docs == [SourceDocument("Paris is the capital: of France.", id="0"), SourceDocument("Rome.", id="b")]
     assert detect_format(path) == "chunks"
 
 
@@ -51,12 +51,12 @@ def test_chunks_objects_keep_ids_and_titles(tmp_path: Path) -> None:
         tmp_path / "chunks.json",
         [{"id": 7, "text": "Seven.", "title": "T"}, {"id": "x", "text": "Ex."}],
     )
-    assert load_corpus(path) == [Document("Seven.", id="7", title="T"), Document("Ex.", id="x")]
+    assert load_corpus(path) == [SourceDocument("Seven.", id="7", title="T"), SourceDocument("Ex.", id="x")]
 
 
 def test_hipporag_object_joins_sentences(tmp_path: Path) -> None:
     path = write(tmp_path / "corpus.json", {"Ed Wood": ["Ed Wood is a film.", " It stars Depp."], "Empty": []})
-    assert load_corpus(path) == [Document("Ed Wood is a film. It stars Depp.", title="Ed Wood")]
+    assert load_corpus(path) == [SourceDocument("Ed Wood is a film. It stars Depp.", title="Ed Wood")]
     assert detect_format(path) == "hipporag"
 
 
@@ -70,9 +70,9 @@ def test_hipporag_list_with_optional_ids_and_musique_text(tmp_path: Path) -> Non
         ],
     )
     assert load_corpus(path) == [
-        Document("Alpha.", title="A"),
-        Document("Beta.", id="3", title="B"),
-        Document("Gamma.", id="c1", title="C"),
+        SourceDocument("Alpha.", title="A"),
+        SourceDocument("Beta.", id="3", title="B"),
+        SourceDocument("Gamma.", id="c1", title="C"),
     ]
     assert detect_format(path) == "hipporag"
 
@@ -85,9 +85,9 @@ def test_jsonl_with_text_aliases(tmp_path: Path) -> None:
     ]
     path = write(tmp_path / "c.jsonl", "\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n\n")
     assert load_corpus(path) == [
-        Document("Alpha.", id="a", title="A"),
-        Document("Beta."),
-        Document("Gamma \u2028 line.", id="c"),
+        SourceDocument("Alpha.", id="a", title="A"),
+        SourceDocument("Beta."),
+        SourceDocument("Gamma \u2028 line.", id="c"),
     ]
     assert detect_format(path) == "jsonl"
 
@@ -116,7 +116,7 @@ def test_directory_of_text_files(tmp_path: Path) -> None:
 
 def test_single_text_file_is_one_document(tmp_path: Path) -> None:
     path = write(tmp_path / "book.md", "# Title\n\nBody.")
-    assert load_corpus(path) == [Document("# Title\n\nBody.", id="book.md", title="Title")]
+    assert load_corpus(path) == [SourceDocument("# Title\n\nBody.", id="book.md", title="Title")]
     assert detect_format(path) == "text"
 
 
@@ -131,9 +131,9 @@ def test_big_single_line_text_is_one_document(tmp_path: Path) -> None:
 
 def test_explicit_format_overrides_detection(tmp_path: Path) -> None:
     path = write(tmp_path / "corpus.data", [{"id": "1", "title": "T", "text": "One."}])
-    assert load_corpus(path, "hipporag") == [Document("One.", id="1", title="T")]
-    assert load_corpus(path, "chunks") == [Document("One.", id="1", title="T")]
-    assert load_corpus(path) == [Document("One.", id="1", title="T")]  # content sniffed
+    assert load_corpus(path, "hipporag") == [SourceDocument("One.", id="1", title="T")]
+    assert load_corpus(path, "chunks") == [SourceDocument("One.", id="1", title="T")]
+    assert load_corpus(path) == [SourceDocument("One.", id="1", title="T")]  # content sniffed
     assert load_corpus(path, "auto") == load_corpus(path)
     assert load_corpus(path, " HippoRAG ") == load_corpus(path, "hipporag")
 
@@ -151,7 +151,7 @@ def test_all_empty_jsonl_counts_lines(tmp_path: Path) -> None:
 
 def test_empty_documents_are_skipped(tmp_path: Path) -> None:
     path = write(tmp_path / "c.json", [{"title": "A", "text": "  \n"}, {"title": "B", "text": "Bee."}])
-    assert load_corpus(path) == [Document("Bee.", title="B")]
+    assert load_corpus(path) == [SourceDocument("Bee.", title="B")]
 
 
 def test_formats_constant() -> None:
@@ -247,7 +247,7 @@ def test_long_values_are_shortened_in_messages(tmp_path: Path) -> None:
 
 def test_directory_without_text_files(tmp_path: Path) -> None:
     write(tmp_path / "d" / "data.csv", "a,b")
-    assert "no .txt or .md files" in load_error(tmp_path / "d")
+    assert "no .txt, .md, .html or .pdf files" in load_error(tmp_path / "d")
 
 
 def test_directory_with_only_empty_files(tmp_path: Path) -> None:

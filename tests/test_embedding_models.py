@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexMismatchError
 from arag_graph.index.build import build_index
 from arag_graph.index.load import load_index
@@ -28,9 +28,9 @@ from tests.fakes import sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, stall
 
 DOCS = [
-    Document("The Eiffel Tower is in Paris. It was finished in 1889.", id="eiffel", title="Eiffel Tower"),
-    Document("The Nile flows north. It reaches the Mediterranean Sea.", id="nile", title="Nile"),
-    Document("Mount Fuji is a volcano in Japan. Its last eruption was in 1707.", id="fuji", title="Mount Fuji"),
+    SourceDocument("The Eiffel Tower is in Paris. It was finished in 1889.", id="eiffel", title="Eiffel Tower"),
+    SourceDocument("The Nile flows north. It reaches the Mediterranean Sea.", id="nile", title="Nile"),
+    SourceDocument("Mount Fuji is a volcano in Japan. Its last eruption was in 1707.", id="fuji", title="Mount Fuji"),
 ]
 SECRET = sentinel_key("operator-secret")
 RUN = ("--no-upload", "--quiet")

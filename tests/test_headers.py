@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from arag_graph.agent.tools import keyword_search
-from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, Document
+from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
@@ -75,7 +75,7 @@ def test_headers_are_bounded_and_cut_at_a_word() -> None:
 
 
 def test_the_header_limit_is_recorded_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    docs = [Document("The lamp burned paraffin.", id="a.md", title="Lamps")]
+    docs = [SourceDocument("The lamp burned paraffin.", id="a.md", title="Lamps")]
     index = build_index(docs, tmp_path / "i", embeddings=WordHashEmbeddings(), contextual_headers=True, progress=False)
     assert index.manifest.header_max_chars == HEADER_MAX_CHARS
     with pytest.raises(AragError, match=r"^header length -1: give 0 to 1000 characters"):
@@ -88,10 +88,10 @@ def test_the_header_limit_is_recorded_and_checked(tmp_path: Path, capsys: pytest
 
 def test_snippets_never_show_headers_and_bm25_matches_titles(tmp_path: Path) -> None:
     docs = [
-        Document("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),
-        Document("A granite quarry was opened nearby.", id="quarry.md", title="Quarry"),
-        Document("Boats carried the stone.", id="boats.md", title="Boats"),
-        Document("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
+        SourceDocument("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),
+        SourceDocument("A granite quarry was opened nearby.", id="quarry.md", title="Quarry"),
+        SourceDocument("Boats carried the stone.", id="boats.md", title="Boats"),
+        SourceDocument("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
     ]
     headed = build_index(docs, tmp_path / "h", embeddings=WordHashEmbeddings(), contextual_headers=True)
     plain = build_index(docs, tmp_path / "p", embeddings=WordHashEmbeddings(), contextual_headers=False)
@@ -105,9 +105,9 @@ def test_snippets_never_show_headers_and_bm25_matches_titles(tmp_path: Path) -> 
 
 def test_keyword_search_matches_titles_on_headed_indexes_without_showing_them(tmp_path: Path) -> None:
     docs = [
-        Document("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),
-        Document("Skerryvore is a reef. Boats avoid it.", id="reef.md", title="Reef"),
-        Document("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
+        SourceDocument("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),
+        SourceDocument("Skerryvore is a reef. Boats avoid it.", id="reef.md", title="Reef"),
+        SourceDocument("The keepers were relieved monthly.", id="keepers.md", title="Keepers"),
     ]
     headed = build_index(docs, tmp_path / "h", embeddings=WordHashEmbeddings(), progress=False)
     plain = build_index(docs, tmp_path / "p", embeddings=WordHashEmbeddings(), contextual_headers=False)

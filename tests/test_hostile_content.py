@@ -24,7 +24,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from arag_graph.agent.graph import build_arag_graph
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, config_for, graph_names
@@ -56,11 +56,13 @@ def hostile_text(ids: Sequence[str]) -> str:
 def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
     ids = [f"p{i}" for i in range(N_PASSAGES)]
     docs = [
-        Document(f"Passage {i} says the town of Kelmsby keeps ledger {i} about its harbour and river.", id=ids[i])
+        SourceDocument(f"Passage {i} says the town of Kelmsby keeps ledger {i} about its harbour and river.", id=ids[i])
         for i in range(N_PASSAGES)
     ]
-    docs += [Document(hostile_text(ids), id="hostile", title="Kelmsby river notice")]
-    docs += [Document("The river Ouse flows through the old harbour town of Kelmsby.", id="gold", title="Kelmsby")]
+    docs += [SourceDocument(hostile_text(ids), id="hostile", title="Kelmsby river notice")]
+    docs += [
+        SourceDocument("The river Ouse flows through the old harbour town of Kelmsby.", id="gold", title="Kelmsby")
+    ]
     root = Path(tmp_path_factory.mktemp("hostile")) / "index"
     return build_index(docs, root, embeddings=WordHashEmbeddings(), progress=False)
 

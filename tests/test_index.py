@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -146,7 +146,7 @@ def test_every_corpus_format_builds_an_index_that_answers(tmp_path: Path, name: 
 
 
 def test_documents_and_chunks_build_without_a_file(tmp_path: Path) -> None:
-    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
     from_docs = build_index(documents, tmp_path / "a", embeddings=NamedFakeEmbeddings(), progress=False)
     chunks = from_docs.store.chunks
     from_chunks = build_index(chunks, tmp_path / "b", embeddings=NamedFakeEmbeddings(), progress=False)
@@ -156,7 +156,7 @@ def test_documents_and_chunks_build_without_a_file(tmp_path: Path) -> None:
 
 def test_an_empty_corpus_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(AragError) as caught:
-        build_index([Document("   ", id="x")], tmp_path / "index", embeddings=NamedFakeEmbeddings())
+        build_index([SourceDocument("   ", id="x")], tmp_path / "index", embeddings=NamedFakeEmbeddings())
     assert "no text" in one_line(caught.value)
     assert not (tmp_path / "index").exists()
 
@@ -167,7 +167,7 @@ def test_an_empty_corpus_is_refused_before_anything_is_written(tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 def fake_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
-    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
     out = tmp_path_factory.mktemp("fake-index") / "index"
     # Bare sentences: the tests below query with a stored sentence and expect cosine 1.
     return build_index(documents, out, embeddings=NamedFakeEmbeddings(), contextual_headers=False, progress=False)
@@ -215,7 +215,7 @@ def test_corpus_hash_changes_with_text_title_or_id(fake_index: HierarchicalIndex
 
 
 def test_sentence_records_point_at_their_chunk(tmp_path: Path) -> None:
-    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
     index = build_index(documents, tmp_path / "index", embeddings=NamedFakeEmbeddings(), backend="chroma")
     assert index.manifest.chroma == {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
     assert (active_build(tmp_path / "index") / "chroma").is_dir()
@@ -280,7 +280,7 @@ def test_unsupported_format_version_is_a_mismatch(fake_index: HierarchicalIndex,
 
 
 def test_contextual_headers_change_what_is_embedded_not_what_is_shown(tmp_path: Path) -> None:
-    documents = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
     plain = build_index(documents, tmp_path / "plain", embeddings=NamedFakeEmbeddings(), contextual_headers=False)
     headed = build_index(
         documents, tmp_path / "cch", embeddings=NamedFakeEmbeddings(), contextual_headers=True, progress=False
@@ -336,7 +336,7 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("x", encoding="utf-8")
     with pytest.raises(AragError) as caught:
-        build_index([Document("Some text.", id="a")], target, embeddings=NamedFakeEmbeddings())
+        build_index([SourceDocument("Some text.", id="a")], target, embeddings=NamedFakeEmbeddings())
     assert "not a directory" in one_line(caught.value)
 
 
@@ -360,26 +360,26 @@ def test_a_failed_rebuild_keeps_the_old_index_and_leaves_nothing(fake_index: Hie
     before = answers(load_index(root, embeddings=NamedFakeEmbeddings()), ["Paris"], "a river")
     builds = sorted(p.name for p in (root / BUILDS).iterdir())
     with pytest.raises(RuntimeError, match="went away"):
-        build_index([Document("New text.", id="n")], root, embeddings=_FailingEmbeddings(), progress=False)
+        build_index([SourceDocument("New text.", id="n")], root, embeddings=_FailingEmbeddings(), progress=False)
     assert sorted(p.name for p in (root / BUILDS).iterdir()) == builds
     assert answers(load_index(root, embeddings=NamedFakeEmbeddings()), ["Paris"], "a river") == before
 
 
 def test_a_second_build_into_the_same_directory_fails_fast(tmp_path: Path) -> None:
     root = tmp_path / "index"
-    build_index([Document("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
+    build_index([SourceDocument("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
     with FileLock(str(root / ".lock")):  # what a running build holds
         with pytest.raises(AragError) as caught:
-            build_index([Document("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
+            build_index([SourceDocument("Some text.", id="a")], root, embeddings=NamedFakeEmbeddings(), progress=False)
         assert "another `arag index`" in one_line(caught.value)
 
 
 def test_rebuild_replaces_the_cached_index(tmp_path: Path) -> None:
     root = tmp_path / "index"
-    build_index([Document("The Nile is a river.", id="a")], root, progress=False)
+    build_index([SourceDocument("The Nile is a river.", id="a")], root, progress=False)
     first = load_index(root, cache=True)
     assert load_index(root, cache=True) is first
-    build_index([Document("The Danube is a river.", id="b")], root, progress=False)
+    build_index([SourceDocument("The Danube is a river.", id="b")], root, progress=False)
     second = load_index(root, cache=True)
     assert second is not first and [c.id for c in second.store.chunks] == ["b"]
     assert sorted(p.name for p in (root / BUILDS).iterdir()) == [active_build(root).name]
@@ -438,7 +438,7 @@ def test_a_killed_rebuild_leaves_the_previous_index_loadable(where: str, survivo
     """SIGKILL a rebuild at each step that matters: the index loads and answers as before (or, when the
     kill came after the switch, as the finished new build), and the next build clears leftovers."""
     root = tmp_path / "index"
-    old_docs = [Document(x, id=i, title=t) for i, t, x in PASSAGES]
+    old_docs = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
     build_index(old_docs, root, embeddings=NamedFakeEmbeddings(), progress=False)
     probe = (["Paris", "Harbour 3"], "It flows into the Mediterranean Sea.")
     old = load_index(root, embeddings=NamedFakeEmbeddings())
@@ -579,8 +579,9 @@ def test_semantic_search_snippets_are_the_chunks_sentences_among_the_top_3_top_k
 
 def test_semantic_search_fetches_more_when_best_sentences_share_a_chunk(tmp_path: Path) -> None:
     crowded = " ".join(f"Lighthouse keepers log the lighthouse lamp number {n}." for n in range(80))
-    documents = [Document(crowded, id="crowded")] + [
-        Document(f"A lighthouse stands on island {n}. Ferries call twice a day.", id=f"island{n}") for n in range(8)
+    documents = [SourceDocument(crowded, id="crowded")] + [
+        SourceDocument(f"A lighthouse stands on island {n}. Ferries call twice a day.", id=f"island{n}")
+        for n in range(8)
     ]
     index = build_index(documents, tmp_path / "index", embeddings=WordHashEmbeddings(), progress=False)
     assert len(index.store.get("crowded").sentences) == 80  # type: ignore[union-attr]

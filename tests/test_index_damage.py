@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -48,7 +48,7 @@ BACKENDS = ("matrix", "chroma")
 def pristines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The same small index built once with each sentence store."""
     built = {}
-    docs = [Document(text, id=i, title=t) for i, t, text in PASSAGES]
+    docs = [SourceDocument(text, id=i, title=t) for i, t, text in PASSAGES]
     for backend in BACKENDS:
         root = tmp_path_factory.mktemp(f"pristine-{backend}") / "index"
         # Bare chunk texts in the keyword index: each damage below has one expected first symptom.
@@ -685,7 +685,9 @@ def test_a_checksum_covers_every_byte_of_a_multi_mib_file(tmp_path: Path) -> Non
 def test_damage_past_the_first_mib_of_the_vectors_file_is_refused_at_load(tmp_path: Path) -> None:
     """A 1.6 MB sentences.npy (400 sentences of 1,024 dimensions) changed 1.5 MB in never answers."""
     docs = [
-        Document(f"Lighthouse {i} stands on cape {i % 13}. Its lamp was lit in {1800 + i}.", id=f"l{i}", title=f"L{i}")
+        SourceDocument(
+            f"Lighthouse {i} stands on cape {i % 13}. Its lamp was lit in {1800 + i}.", id=f"l{i}", title=f"L{i}"
+        )
         for i in range(200)
     ]
     wide = NamedFakeEmbeddings(size=1024, model_id="test/fake-hash-1024")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST, RECORD
@@ -30,7 +30,7 @@ from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
 
-DOCS = [Document("The Nile is a river in Africa.", id="nile"), Document("Paris is in France.", id="paris")]
+DOCS = [SourceDocument("The Nile is a river in Africa.", id="nile"), SourceDocument("Paris is in France.", id="paris")]
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
@@ -49,7 +49,7 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
     return out
 
 
-def build(out: Path, docs: list[Document] = DOCS) -> None:
+def build(out: Path, docs: list[SourceDocument] = DOCS) -> None:
     build_index(docs, out, embeddings=NamedFakeEmbeddings(), progress=False)
 
 
@@ -119,7 +119,7 @@ def test_a_recorded_build_replaced_by_a_link_is_not_followed(tmp_path: Path) -> 
     index = tmp_path / "index"
     build(index)
     old = (index / CURRENT).read_text().strip()
-    build(index, [Document("Another text.", id="x")])
+    build(index, [SourceDocument("Another text.", id="x")])
     # The first build is gone; put a link in its recorded name, pointing at something precious.
     precious = tmp_path / "precious"
     precious.mkdir()
@@ -205,7 +205,7 @@ def test_an_index_of_an_earlier_version_is_adopted(tmp_path: Path) -> None:
     old = (index / CURRENT).read_text().strip()
     (index / RECORD).unlink()  # what an earlier version left
     (index / BUILDS / "foreign").mkdir()
-    build(index, [Document("Something else.", id="x")])
+    build(index, [SourceDocument("Something else.", id="x")])
     assert not (index / BUILDS / old).exists() and (index / BUILDS / "foreign").is_dir()
     assert [c.id for c in load_index(index, embeddings=NamedFakeEmbeddings()).store.chunks] == ["x"]
     # Without a manifest in the build CURRENT names, it is not an index any more: refused.

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from arag_graph.cli.main import main as cli_main
 from arag_graph.core.chunking import chunk_documents
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import CorpusError, DatasetError
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
@@ -167,7 +167,7 @@ def test_a_failed_first_build_leaves_no_directory(tmp_path: Path) -> None:
 
     out = tmp_path / "deep" / "index"
     with pytest.raises(RuntimeError, match="encoder crashed"):
-        build_index([Document("Some text.", id="a")], out, embeddings=Broken(), progress=False)
+        build_index([SourceDocument("Some text.", id="a")], out, embeddings=Broken(), progress=False)
     assert not out.exists()
 
 

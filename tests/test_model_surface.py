@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.llm.summarize import summary_writer
 from arag_graph.registry import build_graph
@@ -49,26 +49,28 @@ SEARCHES = ("keyword_search", "semantic_search")
 QUESTION = "In which state was the director of Maximum Overdrive born?"
 
 DOCS = [
-    Document(
+    SourceDocument(
         "Maximum Overdrive is a 1986 American horror film. It was written and directed by Stephen King. "
         "The film was shot in and around Wilmington, North Carolina.",
         id="overdrive",
         title="Maximum Overdrive",
     ),
-    Document(
+    SourceDocument(
         "Stephen King is an American author of horror novels. He was born in Portland, Maine, in 1947. "
         "He directed one film, Maximum Overdrive.",
         id="king",
         title="Stephen King",
     ),
-    Document(
+    SourceDocument(
         "Wilmington is a port city in North Carolina. Its film studios have hosted many productions.",
         id="wilmington",
         title="Wilmington, North Carolina",
     ),
-    Document("Portland is the largest city in Maine. It lies on Casco Bay.", id="portland", title="Portland, Maine"),
-    Document("Casco Bay is an inlet of the Gulf of Maine. It holds many islands.", id="casco", title="Casco Bay"),
-    Document(
+    SourceDocument(
+        "Portland is the largest city in Maine. It lies on Casco Bay.", id="portland", title="Portland, Maine"
+    ),
+    SourceDocument("Casco Bay is an inlet of the Gulf of Maine. It holds many islands.", id="casco", title="Casco Bay"),
+    SourceDocument(
         "A horror film seeks to frighten its audience. The genre began in the silent era.",
         id="horror",
         title="Horror film",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_openai import ChatOpenAI
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.llm.offline import offline_ratings, offline_rewrites
 from arag_graph.registry import build_graph, config_for
@@ -25,11 +25,11 @@ from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, text
 
 DOCS = [
-    Document("The lighthouse keeper lit the lamp.", id="lamp", title="Lamp one"),
-    Document("The lighthouse keeper lit the lamp again.", id="again", title="Lamp two"),
-    Document("The lighthouse keeper lit the lamp today.", id="today", title="Lamp three"),
-    Document("The lighthouse keeper fed a parrot.", id="parrot", title="Parrot"),
-    Document("Wheat grows in the valley below the hills.", id="wheat", title="Wheat"),
+    SourceDocument("The lighthouse keeper lit the lamp.", id="lamp", title="Lamp one"),
+    SourceDocument("The lighthouse keeper lit the lamp again.", id="again", title="Lamp two"),
+    SourceDocument("The lighthouse keeper lit the lamp today.", id="today", title="Lamp three"),
+    SourceDocument("The lighthouse keeper fed a parrot.", id="parrot", title="Parrot"),
+    SourceDocument("Wheat grows in the valley below the hills.", id="wheat", title="Wheat"),
 ]
 QUERY = "lighthouse keeper lamp"
 DUPLICATES = {"lamp", "again", "today"}

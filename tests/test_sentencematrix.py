@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexNotFoundError
 from arag_graph.index import build as index_module
 from arag_graph.index import embeddings as emb
@@ -141,7 +141,9 @@ def test_the_chroma_store_answers_as_the_matrix_does(tmp_path: Path) -> None:
     """What an index over the switch (test_auto_switches_to_chroma_above_100000_sentences) gets: the
     same answers from Chroma as from the matrix. 40 sentences: every search fetches all of them, so
     ties cannot pick different snippets."""
-    documents = [Document(f"Island {n} has a lighthouse. Ferries call at island {n}.", id=f"i{n}") for n in range(20)]
+    documents = [
+        SourceDocument(f"Island {n} has a lighthouse. Ferries call at island {n}.", id=f"i{n}") for n in range(20)
+    ]
     small = build_index(documents, tmp_path / "small", embeddings=WordHashEmbeddings(), progress=False)
     embeddings = WordHashEmbeddings()
     large = build_index(documents, tmp_path / "large", embeddings=embeddings, backend="chroma", progress=False)
@@ -180,8 +182,8 @@ def test_auto_switches_to_chroma_above_100000_sentences(extra: int, tmp_path: Pa
 
     assert MATRIX_MAX_SENTENCES == 100_000
     ten = " ".join(f"Quay {{n}} has berth {k}." for k in range(10))
-    documents = [Document(ten.format(n=n), id=f"q{n}") for n in range(10_000)]
-    documents += [Document(f"Buoy {n} is red.", id=f"b{n}") for n in range(extra)]
+    documents = [SourceDocument(ten.format(n=n), id=f"q{n}") for n in range(10_000)]
+    documents += [SourceDocument(f"Buoy {n} is red.", id=f"b{n}") for n in range(extra)]
     assert sum(len(c.sentences) for c in chunk_documents(documents)) == MATRIX_MAX_SENTENCES + extra
     probe = StoreProbe(tmp_path / "index")
     with pytest.raises(_StoreSeen):
@@ -289,7 +291,8 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
 
         monkeypatch.setattr(cls, method, spy)
     documents = [
-        Document(f"Station {n} opened in {1900 + n}. Stop {n} has {n % 4 + 1} lines.", id=f"s{n}") for n in range(150)
+        SourceDocument(f"Station {n} opened in {1900 + n}. Stop {n} has {n % 4 + 1} lines.", id=f"s{n}")
+        for n in range(150)
     ]
     root = tmp_path / "index"
     encoder = RecordingEncoder(root)
@@ -320,7 +323,7 @@ def test_the_real_build_block_is_4096_sentences(tmp_path: Path) -> None:
     from arag_graph.index.text import BUILD_BLOCK
 
     assert BUILD_BLOCK == 4096
-    documents = [Document(f"Pier {n} is long. Gulls rest on pier {n}.", id=f"p{n}") for n in range(2100)]
+    documents = [SourceDocument(f"Pier {n} is long. Gulls rest on pier {n}.", id=f"p{n}") for n in range(2100)]
     root = tmp_path / "index"
     encoder = RecordingEncoder(root)
     index = build_index(documents, root, embeddings=encoder, backend="matrix", progress=False)
@@ -333,7 +336,9 @@ def test_the_real_build_block_is_4096_sentences(tmp_path: Path) -> None:
 
 
 def test_every_build_phase_shows_a_progress_bar(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    documents = [Document(f"Harbour {n} has a crane. Boats unload at harbour {n}.", id=f"h{n}") for n in range(40)]
+    documents = [
+        SourceDocument(f"Harbour {n} has a crane. Boats unload at harbour {n}.", id=f"h{n}") for n in range(40)
+    ]
     for backend, store_bar in (("matrix", "writing vectors"), ("chroma", "inserting into Chroma")):
         capfd.readouterr()
         build_index(documents, tmp_path / backend, embeddings=WordHashEmbeddings(), backend=backend, progress=True)

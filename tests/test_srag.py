@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.structured import Decomposition, SubQuestion
@@ -32,23 +32,23 @@ from tests.scripted import (
 )
 
 DOCS = [
-    Document(
+    SourceDocument(
         "Doctor Strange is a 2016 American superhero film directed by Scott Derrickson. "
         "It stars Benedict Cumberbatch as Stephen Strange.",
         id="ds",
         title="Doctor Strange (2016 film)",
     ),
-    Document(
+    SourceDocument(
         "Scott Derrickson (born July 16, 1966) is an American director, screenwriter and producer. "
         "He lives in Los Angeles, California.",
         id="sd",
         title="Scott Derrickson",
     ),
-    Document(
+    SourceDocument(
         "Edward Davis Wood Jr. (1924 – 1978) was an American filmmaker, actor, and author.", id="ew", title="Ed Wood"
     ),
-    Document("The Eiffel Tower is a wrought-iron lattice tower in Paris, France.", id="et", title="Eiffel Tower"),
-    Document("Marie Curie won the Nobel Prize in Physics in 1903.", id="mc", title="Marie Curie"),
+    SourceDocument("The Eiffel Tower is a wrought-iron lattice tower in Paris, France.", id="et", title="Eiffel Tower"),
+    SourceDocument("Marie Curie won the Nobel Prize in Physics in 1903.", id="mc", title="Marie Curie"),
 ]
 ALL = {"top_k": len(DOCS)}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.embeddings import DEFAULT_MODEL_ID
@@ -48,7 +48,9 @@ PROBE = "T5: Sentence 5 about topic 5."  # what the build embedded for chunk d5'
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store-integrity") / "index"
-    docs = [Document(TEXT.format(i=i, topic=i % 7, line=i * 3), id=f"d{i}", title=f"T{i}") for i in range(DOCUMENTS)]
+    docs = [
+        SourceDocument(TEXT.format(i=i, topic=i % 7, line=i * 3), id=f"d{i}", title=f"T{i}") for i in range(DOCUMENTS)
+    ]
     build_index(docs, root, embeddings=DefaultNamedFake(), backend="chroma", progress=False)
     return root
 
@@ -187,7 +189,7 @@ def test_a_read_only_chroma_index_with_a_full_tmpdir_is_one_short_line(tmp_path:
 
     require_mount_namespaces()
     index = tmp_path / "mounted" / "index"
-    docs = [Document(TEXT.format(i=i, topic=i % 7, line=i * 3), id=f"d{i}", title=f"T{i}") for i in range(40)]
+    docs = [SourceDocument(TEXT.format(i=i, topic=i % 7, line=i * 3), id=f"d{i}", title=f"T{i}") for i in range(40)]
     build_index(docs, index, embeddings=DefaultNamedFake(), backend="chroma", progress=False)
     small = tmp_path / "small-tmp"
     small.mkdir()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from arag_graph.baselines.graph import build_naive_rag_graph
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchy import documents_of
@@ -23,21 +23,21 @@ from tests.stubs.openai_server import OpenAIStubServer, http_error, text
 pytestmark = pytest.mark.integration
 
 DOCS = [
-    Document(
+    SourceDocument(
         "The Eiffel Tower stands in Paris. It was finished in 1889 for a world fair. Gustave Eiffel's company "
         "built it. Millions of tourists climb it every year. At night it sparkles with lights. The tower is "
         "made of wrought iron.",
         id="tower",
         title="Eiffel Tower",
     ),
-    Document(
+    SourceDocument(
         "Blue whales are the largest animals ever known. They live in every ocean. They eat tiny krill. A blue "
         "whale's heart weighs as much as a car. Their songs travel for hundreds of kilometres. Whaling nearly "
         "wiped them out.",
         id="whale",
         title="Blue whale",
     ),
-    Document(
+    SourceDocument(
         "Python is a programming language. Guido van Rossum released it in 1991. It is known for readable "
         "code. Many scientists use it for data analysis. Its package index holds hundreds of thousands of "
         "projects. Indentation marks its blocks.",
@@ -88,10 +88,10 @@ def test_two_stages_keep_chunks_of_the_best_documents(dsi_index: Any) -> None:
 
 ONE_CHUNK_DOCS = [
     *DOCS,
-    Document("The Nile flows north through Egypt into the Mediterranean Sea.", id="nile", title="Nile"),
-    Document("Mount Everest is the highest mountain above sea level.", id="everest", title="Mount Everest"),
-    Document("Marie Curie won Nobel Prizes in physics and in chemistry.", id="curie", title="Marie Curie"),
-    Document("The violin is a string instrument played with a bow.", id="violin", title="Violin"),
+    SourceDocument("The Nile flows north through Egypt into the Mediterranean Sea.", id="nile", title="Nile"),
+    SourceDocument("Mount Everest is the highest mountain above sea level.", id="everest", title="Mount Everest"),
+    SourceDocument("Marie Curie won Nobel Prizes in physics and in chemistry.", id="curie", title="Marie Curie"),
+    SourceDocument("The violin is a string instrument played with a bow.", id="violin", title="Violin"),
 ]
 
 

@@ -28,7 +28,7 @@ from arag_graph.agent.tools import (
     keyword_search,
     semantic_search,
 )
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -87,9 +87,9 @@ def split_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
         f"Paragraph {n} of the essay discusses the history of the lighthouse keeper's family." for n in range(8)
     ]
     documents = [
-        Document("Marie Curie won the Nobel Prize in Physics in 1903.", id="curie", title="Marie Curie"),
-        Document(" ".join(sentences), id="essay", title="Essay"),
-        Document("The Eiffel Tower stands in Paris.", id="eiffel", title="Eiffel Tower"),
+        SourceDocument("Marie Curie won the Nobel Prize in Physics in 1903.", id="curie", title="Marie Curie"),
+        SourceDocument(" ".join(sentences), id="essay", title="Essay"),
+        SourceDocument("The Eiffel Tower stands in Paris.", id="eiffel", title="Eiffel Tower"),
     ]
     out = tmp_path_factory.mktemp("split-index") / "index"
     return build_index(documents, out, embeddings=NamedFakeEmbeddings(), chunk_size=40, progress=False)

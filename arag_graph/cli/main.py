@@ -40,10 +40,57 @@ def _print_json(obj: Any) -> None:
 # arag index
 
 
+def _corpus_arg(args: argparse.Namespace) -> Any:
+    """The corpus of ``arag index``: one path as it is, several files read and joined in order."""
+    if len(args.corpus) == 1:
+        return args.corpus[0]
+    from arag_graph.index.corpus import load_corpus
+
+    return [document for path in args.corpus for document in load_corpus(path, args.format)]
+
+
+def _cmd_update(args: argparse.Namespace) -> int:
+    """``arag index SOURCE --out DIR --update``: sync the source into the index, rebuilding nothing unchanged."""
+    from arag_graph.core.documents import HEADER_MAX_CHARS
+    from arag_graph.index.sync import sync_index
+
+    defaults = {"chunk_size": 1000, "summaries": None, "chroma_url": None, "collection": None, "encoder": None}
+    defaults |= {"embedding": None, "embedding_base_url": None}
+    defaults |= {"backend": "auto", "header_max_chars": HEADER_MAX_CHARS}
+    # None: the profile decides, so any value given is a build setting (the index's own profile holds).
+    defaults |= {"keyword_match": None, "contextual_headers": None, "profile": None}
+    given = [name for name, default in defaults.items() if getattr(args, name) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise AragError(f"{flag}: --update keeps the settings the index was built with; drop {flag} (or rebuild)")
+    started = time.perf_counter()
+    index, report = sync_index(
+        _corpus_arg(args), args.out, corpus_format=args.format, progress=not args.json and not args.quiet
+    )
+    summary = {
+        "index": str(Path(args.out)),
+        "added": len(report.added),
+        "changed": len(report.changed),
+        "removed": len(report.removed),
+        "unchanged": report.unchanged,
+        "sentences_encoded": report.sentences_encoded,
+        "sentences_reused": report.sentences_reused,
+        "chunks": index.manifest.chunks,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    if args.json:
+        _print_json(summary)
+    else:
+        print(f"updated {args.out}: {report.summary()} in {summary['seconds']} s")
+    return 0
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from arag_graph.index.build import BuildOptions, build_index
 
     cliargs.require_utf8(cliargs.flags(args, "out", "summaries", "base_url"))
+    if args.update:
+        return _cmd_update(args)
     started = time.perf_counter()
     options = BuildOptions.for_profile(
         args.profile,
@@ -60,7 +107,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         chroma_timeout=_chroma_wait(args),
     )
     index = build_index(
-        args.corpus,
+        _corpus_arg(args),
         args.out,
         options,
         embeddings=args.embedding,
@@ -959,8 +1006,18 @@ def build_parser() -> argparse.ArgumentParser:
     common = {"parents": [_output_flags()], "formatter_class": _HelpFormatter}
 
     p = sub.add_parser("index", help="build an index of a corpus", **common)
-    p.add_argument("corpus", help="corpus file or directory")
+    p.add_argument(
+        "corpus",
+        nargs="+",
+        help="corpus file or directory (.txt, .md, .html, .pdf, JSON, JSON Lines), or several files",
+    )
     p.add_argument("--out", required=True, help="index directory (replaced only when the new build is complete)")
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="sync the corpus into the existing index at --out: only new and changed documents (by content "
+        "hash per id) are chunked and encoded, removed ones dropped; the index keeps its own settings",
+    )
     _lists(p.add_argument("--format", default=None, help="corpus format (default: detect)"), _corpus_formats)
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in o200k tokens (default 1000)")
     _add_profile(

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from arag_graph.core.documents import Chunk, Document
+from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import CorpusError
 from arag_graph.core.sentences import sentence_spans
 from arag_graph.core.tokens import count_tokens
@@ -72,10 +72,10 @@ def check_chunk_size(chunk_size: int) -> None:
         )
 
 
-def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
+def chunk_documents(docs: Iterable[SourceDocument], chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
     """Chunks of at most ``chunk_size`` o200k tokens, cut on sentence boundaries, in corpus order."""
     check_chunk_size(chunk_size)
-    planned: list[tuple[str, str | None, str, tuple[tuple[int, int], ...]]] = []
+    planned: list[tuple[str, str | None, str, tuple[tuple[int, int], ...], dict[str, Any] | None]] = []
     owners: dict[str, int] = {}
     for position, doc in enumerate(docs):
         text = doc.text.strip()
@@ -91,7 +91,7 @@ def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SI
                     "give every document a unique id (documents without one are numbered by position)"
                 )
             owners[chunk_id] = position
-            planned.append((chunk_id, doc.title, text[start:end], sentences))
+            planned.append((chunk_id, doc.title, text[start:end], sentences, doc.metadata or None))
     return [
         Chunk(
             id=chunk_id,
@@ -100,8 +100,9 @@ def chunk_documents(docs: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SI
             prev_id=planned[n - 1][0] if n > 0 else None,
             next_id=planned[n + 1][0] if n + 1 < len(planned) else None,
             sentences=sentences,
+            metadata=metadata,
         )
-        for n, (chunk_id, title, text, sentences) in enumerate(planned)
+        for n, (chunk_id, title, text, sentences, metadata) in enumerate(planned)
     ]
 
 

@@ -8,6 +8,7 @@ so every tool sees the same sentences.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,16 +29,19 @@ header never outweighs the sentence it introduces."""
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class SourceDocument:
     """One document of a corpus as loaded from disk, before chunking.
 
     ``id`` is the identifier the corpus gave (None when it gave none); ``title`` is the passage
-    or file title when there is one.
+    or file title when there is one. ``metadata`` is what a LangChain loader (or the caller) said
+    about the document (``source``, ``page``, ...): kept with its chunks, returned with search hits
+    and usable as a search filter, so it must be JSON (checked when the index is built).
     """
 
     text: str
     id: str | None = None
     title: str | None = None
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class Chunk:
     prev_id: str | None = None
     next_id: str | None = None
     sentences: tuple[tuple[int, int], ...] = field(default=())
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
+    """The metadata of the chunk's document (None when it had none)."""
 
     def sentence_texts(self) -> list[str]:
         return [self.text[start:end] for start, end in self.sentences]
@@ -70,14 +76,60 @@ class SearchHit:
     title: str | None = None
     positions: tuple[int, ...] = ()
     """Positions of the snippet sentences in the chunk (semantic hits), for sentence windows."""
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
+    """The metadata of the chunk's document (None when it had none)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "chunk_id": self.chunk_id,
             "score": self.score,
             "title": self.title,
             "snippets": list(self.snippets),
         }
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+
+MetadataFilter = Mapping[str, Any]
+"""``{key: value}``: a chunk matches when its document's metadata has every key with an equal value
+(a list or tuple value: any of its items), LangChain's plain equality filter."""
+
+
+def matches_filter(metadata: Mapping[str, Any] | None, wanted: MetadataFilter | None) -> bool:
+    """Whether a chunk with ``metadata`` passes the filter ``wanted`` (no filter: every chunk)."""
+    if not wanted:
+        return True
+    if not metadata:
+        return False
+    for key, value in wanted.items():
+        if key not in metadata:
+            return False
+        if isinstance(value, (list, tuple)):
+            if metadata[key] not in value:
+                return False
+        elif metadata[key] != value:
+            return False
+    return True
+
+
+def check_filter(wanted: Any) -> MetadataFilter | None:
+    """``wanted`` as a metadata filter, or the one-line error a caller (or a model) can act on."""
+    from arag_graph.core.errors import AragError
+
+    if wanted is None:
+        return None
+    if not isinstance(wanted, Mapping) or not all(isinstance(k, str) for k in wanted):
+        raise AragError(
+            f"metadata_filter must map metadata keys to values, e.g. {{'source': 'a.pdf'}}; got {type(wanted).__name__}"
+        )
+    operators = [k for k in wanted if k.startswith("$")]
+    if operators or any(isinstance(v, Mapping) for v in wanted.values()):
+        raise AragError(
+            "metadata_filter takes plain equality ({'source': 'a.pdf'}, or a list of allowed values); "
+            f"operators such as {operators[0] if operators else '$eq'} are not supported"
+        )
+    return wanted
 
 
 def bounded_header(header: str, limit: int) -> str:

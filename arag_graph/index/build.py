@@ -23,12 +23,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, Document
+from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS, Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, check_profile, index_values
 from arag_graph.core.safety import url_credentials, url_without_credentials
@@ -42,7 +42,7 @@ from arag_graph.index.chroma import (
 )
 from arag_graph.index.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.index.embeddings import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
-from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex
+from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import (
     BUILDS,
@@ -61,7 +61,6 @@ from arag_graph.index.layout import (
     remove_tree,
     write_atomic,
 )
-from arag_graph.index.load import _open_sentences
 from arag_graph.index.manifest import CHUNKS, SENTENCE_BACKENDS, SENTENCE_STORE, KeywordMatch, Manifest, corpus_hash
 from arag_graph.index.sentencematrix import (
     MATRIX_FILE,
@@ -69,8 +68,13 @@ from arag_graph.index.sentencematrix import (
     MatrixWriter,
     SentenceLayout,
     SentenceMatrix,
+    unit_rows,
 )
+from arag_graph.index.sources import DOCUMENTS, DocumentEntry, save_table, table_for
 from arag_graph.index.text import keyword_chunks, sentence_blocks
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document as LangChainDocument
 
 # Builds are named <UTC-ish timestamp>-<8 hex>; server collections are <prefix>-<build>.
 _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
@@ -219,7 +223,7 @@ class SummaryWriter(Protocol):
 
 
 def build_index(
-    corpus: str | os.PathLike[str] | Iterable[Document] | Sequence[Chunk],
+    corpus: str | os.PathLike[str] | Iterable[SourceDocument] | Iterable[LangChainDocument] | Sequence[Chunk],
     out: str | os.PathLike[str],
     options: BuildOptions | None = None,
     *,
@@ -252,13 +256,17 @@ def build_index(
     :func:`~arag_graph.index.load.load_index` embeds queries with the same model without being told.
     ``encoder`` picks the backend of a local model and cannot be combined with an ``Embeddings`` instance.
 
-    ``corpus`` is a path (any format :func:`arag_graph.index.corpus.load_corpus` reads), documents, or
-    ready-made chunks. An index already in ``out`` is replaced only once the new one is complete.
+    ``corpus`` is a path (any format :func:`arag_graph.index.corpus.load_corpus` reads), documents
+    (LangChain ``Document`` objects straight from any loader, their metadata kept with their chunks,
+    or :class:`~arag_graph.core.documents.SourceDocument`), or ready-made chunks. The index then
+    changes without a rebuild: :meth:`~arag_graph.index.hierarchical.HierarchicalIndex.add_documents`,
+    :meth:`~arag_graph.index.hierarchical.HierarchicalIndex.delete` and :func:`arag_graph.index.sync.sync_index`.
+    An index already in ``out`` is replaced only once the new one is complete.
     ``out`` must be new, empty or an arag index (see :mod:`arag_graph.index.layout`), and arag deletes
     only builds it recorded there.
     """
     from arag_graph.core.chunking import chunk_documents
-    from arag_graph.index.corpus import load_corpus
+    from arag_graph.index.corpus import load_corpus, source_documents
 
     opts = (options or BuildOptions()).with_changes(changes)
     started = time.perf_counter()
@@ -274,7 +282,7 @@ def build_index(
     if summaries is not None:  # an unusable summary model fails now, not after encoding
         summaries.check()
 
-    def split(docs: list[Document]) -> list[Chunk]:
+    def split(docs: list[SourceDocument]) -> list[Chunk]:
         from tqdm.auto import tqdm
 
         bar = tqdm(docs, desc="splitting documents", unit="doc", disable=not progress, leave=False)
@@ -282,15 +290,15 @@ def build_index(
             return chunk_documents(bar, chunk_size=opts.chunk_size)
 
     if isinstance(corpus, (str, os.PathLike)):
-        documents: list[Document] | None = load_corpus(corpus, opts.corpus_format)
+        documents: list[SourceDocument] | None = load_corpus(corpus, opts.corpus_format)
         chunks = split(documents)
     else:
         items = list(corpus)
         if items and all(isinstance(i, Chunk) for i in items):
             documents, chunks = None, list(items)  # type: ignore[assignment]
         else:
-            documents = items  # type: ignore[assignment]
-            chunks = split(documents)  # type: ignore[arg-type]
+            documents = source_documents(items)  # LangChain Documents from any loader, or ours
+            chunks = split(documents)
     if not chunks:
         raise AragError("the corpus has no text to index; give a corpus with at least one non-empty document")
     timings["split_seconds"] = time.perf_counter() - started
@@ -346,7 +354,7 @@ class _Build:
     record: BuildRecord
     created: bool
     chunks: list[Chunk]
-    documents: list[Document] | None
+    documents: list[SourceDocument] | None
     embeddings: Embeddings
     options: BuildOptions
     summaries: SummaryWriter | None
@@ -354,6 +362,12 @@ class _Build:
     timings: dict[str, float]
     started: float
     progress: bool
+    table: list[DocumentEntry] | None = None
+    """The documents and their chunks (an update gives it; a build derives it from ``documents``)."""
+    reuse: VectorReuse | None = None
+    """The previous build's vectors, by embedded text (an update): only new text is encoded."""
+    dimension: int = 0
+    """The vectors' dimension when no sentence is encoded (an update that leaves the index empty)."""
 
     @property
     def header_max_chars(self) -> int:
@@ -396,6 +410,8 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             opts.chroma_timeout,
             b.progress,
             b.header_max_chars,
+            b.reuse,
+            b.dimension,
         )
         sentences = stored.sentences
         timings["encode_seconds"] = stored.encode_seconds
@@ -404,13 +420,15 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
         t0 = time.perf_counter()
         store = ChunkStore(b.chunks)
         store.save(build_dir / CHUNKS)
+        table = b.table if b.table is not None else table_for(b.documents, b.chunks)
+        save_table(table, build_dir / DOCUMENTS)
         keywords = _keyword_index(keyword_chunks(store.chunks, b.header_max_chars), opts.keyword_match, b.progress)
         keywords.save(build_dir)
         timings["keyword_seconds"] = time.perf_counter() - t0
         summarized = _summaries(b, build_dir, previous)
 
         t0 = time.perf_counter()
-        written = [CHUNKS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
+        written = [CHUNKS, DOCUMENTS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
         digest = None
         store_checksums = None
         stored_count = sentences.count()
@@ -437,7 +455,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             keyword_match=opts.keyword_match,
             profile=opts.profile,
             corpus_hash=corpus_hash(b.chunks),
-            documents=len(b.documents) if b.documents is not None else len(b.chunks),
+            documents=len(b.documents) if b.documents is not None and b.table is None else len(table),
             chunks=len(b.chunks),
             sentences=stored_count,
             chroma=chroma_cfg,
@@ -456,7 +474,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
         )
         write_atomic(build_dir / MANIFEST, manifest.to_json())
         if store_checksums is not None:  # the index returned answers from a checked copy, as loads do
-            sentences = _open_sentences(root, manifest, build_dir, b.chunks, opts.chroma_timeout)
+            sentences = open_sentences(root, manifest, build_dir, b.chunks, opts.chroma_timeout)
         point_current(root, build)
         if summarized and b.summaries is not None:  # the build holds them now
             b.summaries.forget(root)
@@ -467,7 +485,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
         raise
     remove_stale_builds(record, keep=build, drop=drop)
     sentences.root = root  # from now on a failed read is this index's damage, not a failed build
-    return HierarchicalIndex(root, manifest, store, keywords, sentences, b.embeddings, build_dir)
+    return HierarchicalIndex(root, manifest, store, keywords, sentences, b.embeddings, build_dir, updater=update_index)
 
 
 def _summaries(b: _Build, build_dir: Path, previous: str | None) -> Any:
@@ -522,12 +540,16 @@ def _store_sentences(
     chroma_timeout: float | None,
     progress: bool,
     header_max_chars: int = HEADER_MAX_CHARS,
+    reuse: VectorReuse | None = None,
+    known_dimension: int = 0,
 ) -> _StoredSentences:
     """Encode every sentence and store its vector, one block of :data:`BUILD_BLOCK` at a time.
 
     Holding one block of vectors at a time keeps a build's memory flat however large the corpus:
     the matrix is written to disk as it grows, Chroma takes one block per insert, and only the
-    vectors' fingerprint (two floats a sentence) is kept for the manifest.
+    vectors' fingerprint (two floats a sentence) is kept for the manifest. With ``reuse`` (an
+    update) a sentence whose embedded text the previous build holds takes its vector from there:
+    only new text is encoded, which is what makes an update cheap.
     """
     from tqdm.auto import tqdm
 
@@ -543,16 +565,20 @@ def _store_sentences(
     with tqdm(desc="embedding sentences", **bars) as encoded, tqdm(desc=where, position=1, **bars) as stored:
         for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
             t0 = time.perf_counter()
-            vectors = embed_texts(embeddings, texts, on_batch=encoded.update, dimension=dimension or None)
+            if reuse is None:
+                vectors = embed_texts(embeddings, texts, on_batch=encoded.update, dimension=dimension or None)
+            else:
+                vectors = reuse.vectors(embeddings, texts, on_batch=encoded.update)
             encode_seconds += time.perf_counter() - t0
             dimension = int(vectors.shape[1])
             if writer is not None:
-                writer.add(vectors)
+                writer.add(vectors, unit=reuse is not None and reuse.unit)
             else:
                 assert chroma is not None
                 chroma.add_rows(start, layout, documents, vectors)
                 fingerprints.append(integrity.vector_fingerprint(vectors))
             stored.update(len(vectors))
+    dimension = dimension or known_dimension
     fingerprint = np.concatenate(fingerprints) if fingerprints else np.zeros((0, 2), np.float32)
     if writer is not None:
         writer.close()
@@ -568,3 +594,276 @@ def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool)
 
     with tqdm(total=len(chunks), desc="keyword index", unit="chunk", disable=not progress, leave=False) as bar:
         return KeywordIndex.from_chunks(chunks, match=match, on_chunks=bar.update)
+
+
+# ---------------------------------------------------------------------------------------------
+# Updates: a new build that reuses the previous build's chunks and vectors
+
+
+class VectorReuse:
+    """The previous build's sentence vectors, found by the exact text that was embedded for them.
+
+    An update encodes only sentences whose embedded text (the sentence behind its contextual
+    header) the previous build does not hold; every other vector is copied, so an update costs
+    what its new text costs to encode, plus rewriting the files (bench/results/update.md).
+    Keyed by a 16-byte hash of the text, to keep a million sentences' keys small.
+    """
+
+    def __init__(self, index: HierarchicalIndex) -> None:
+        import hashlib
+
+        self._hash = lambda text: hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        manifest = index.manifest
+        self.vectors_of, owners = index.sentences.all_vectors()
+        self.unit = isinstance(index.sentences, SentenceMatrix)
+        """The previous vectors are a matrix's unit rows: new ones are scaled the same way before they join them."""
+        headers = manifest.contextual_headers and manifest.header_max_chars > 0
+        in_order = ((c.id, p) for c in index.store.chunks for p in range(len(c.sentences)))
+        embedded: dict[tuple[str, int], str] = {}
+        for _, _, texts in sentence_blocks(index.store.chunks, headers, header_max_chars=manifest.header_max_chars):
+            for text in texts:
+                embedded[next(in_order)] = text
+        self.rows: dict[bytes, int] = {}
+        for row, owner in enumerate(owners):
+            text = embedded.get(owner)
+            if text is not None:
+                self.rows.setdefault(self._hash(text), row)
+        self.reused = 0
+        self.encoded = 0
+
+    def vectors(self, embeddings: Embeddings, texts: Sequence[str], on_batch: Any = None) -> np.ndarray:
+        """Vectors of ``texts``: copied where the previous build embedded the same text, else encoded."""
+        found = [self.rows.get(self._hash(text)) for text in texts]
+        missing = [i for i, row in enumerate(found) if row is None]
+        dimension = int(self.vectors_of.shape[1]) if self.vectors_of.ndim == 2 and len(self.vectors_of) else None
+        fresh = embed_texts(embeddings, [texts[i] for i in missing], dimension=dimension) if missing else None
+        width = dimension or (int(fresh.shape[1]) if fresh is not None else 0)
+        out = np.empty((len(texts), width), dtype=np.float32)
+        kept = [i for i, row in enumerate(found) if row is not None]
+        if kept:
+            out[kept] = np.asarray(self.vectors_of[[found[i] for i in kept]], dtype=np.float32)
+        if fresh is not None:
+            out[missing] = unit_rows(fresh) if self.unit else fresh
+        self.reused += len(kept)
+        self.encoded += len(missing)
+        if on_batch is not None:
+            on_batch(len(texts))
+        return out
+
+
+@dataclass
+class UpdateReport:
+    """What an update changed, by document id."""
+
+    added: list[str] = dataclasses.field(default_factory=list)
+    changed: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)
+    unchanged: int = 0
+    sentences_encoded: int = 0
+    sentences_reused: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
+            f"{self.unchanged} unchanged ({self.sentences_encoded} sentences encoded, "
+            f"{self.sentences_reused} reused)"
+        )
+
+
+def update_index(
+    index: HierarchicalIndex,
+    *,
+    upsert: Iterable[Any] = (),
+    delete: Iterable[str] = (),
+    sync: Iterable[Any] | None = None,
+    progress: bool = False,
+) -> tuple[HierarchicalIndex, UpdateReport]:
+    """Change the documents of the index ``index`` was loaded from, without a rebuild.
+
+    ``upsert`` documents (LangChain ``Document`` objects or :class:`SourceDocument`) replace the
+    documents with their ids in place or are appended (one without an id gets a new UUID, as
+    LangChain's vector stores do); ``delete`` removes documents by id (an unknown id is a one-line
+    error); ``sync`` makes the index hold exactly these documents, in their order (what
+    ``arag index SOURCE --update`` does): new and changed ones found by content hash, the
+    others removed.
+
+    The update is a build like any other (:func:`build_index`): a new recorded build directory,
+    checksummed and sealed, and ``CURRENT`` switched to it only when it is complete, so a reader
+    never sees half an update and a killed update leaves the previous build answering. What makes
+    it cheap: unchanged documents keep their chunks, and every sentence whose embedded text the
+    previous build holds keeps its vector (:class:`VectorReuse`). Returns the updated index (the
+    given one stays as it was: indexes are read-only snapshots, safe to share between threads)
+    and what changed.
+    """
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.core.errors import CorpusError
+    from arag_graph.index.corpus import source_documents
+    from arag_graph.index.sources import document_hash, document_id, load_table
+
+    root, build_dir = index.path, index.build_dir
+    if root is None or build_dir is None:
+        raise AragError("this index was not loaded from a directory; load it with load_index(DIR) to update it")
+    started = time.perf_counter()
+    manifest = index.manifest
+    if manifest.extra.get("summaries"):
+        raise AragError(
+            f"{root}: this index holds document summaries (--summaries), which an update cannot refresh; "
+            "rebuild it with `arag index SOURCE --out DIR --summaries ...`"
+        )
+    new_docs = source_documents(upsert)
+    gone = [str(i) for i in delete]
+    with build_lock(root):
+        if read_current(root, strict=False) != build_dir.name:
+            raise AragError(
+                f"{root}: the index changed since this copy was loaded; load it again (load_index) and repeat "
+                "the update"
+            )
+        table = load_table(root, build_dir, manifest.checksums, index.store.chunks)
+        by_id = {entry.id: entry for entry in table}
+        report = UpdateReport()
+        plan: list[DocumentEntry | SourceDocument] = []
+        if sync is not None:
+            seen: set[str] = set()
+            for position, doc in enumerate(source_documents(sync)):
+                if not doc.text.strip():
+                    continue
+                doc_id = document_id(doc, position)
+                if doc_id in seen:
+                    raise CorpusError(f"the id {doc_id[:60]!r} is used twice; give every document a unique id")
+                seen.add(doc_id)
+                old = by_id.get(doc_id)
+                if old is not None and old.hash is not None and old.hash == document_hash(doc):
+                    plan.append(old)
+                    continue
+                (report.changed if old is not None else report.added).append(doc_id)
+                plan.append(dataclasses.replace(doc, id=doc_id))
+            report.removed = [entry.id for entry in table if entry.id not in seen]
+        else:
+            unknown = [i for i in gone if i not in by_id]
+            if unknown:
+                raise AragError(
+                    f"no document {unknown[0][:60]!r} in the index at {root}"
+                    + (f" (nor {len(unknown) - 1} other id(s))" if len(unknown) > 1 else "")
+                    + "; delete only ids it holds (a document cut into pieces is deleted by its own id, not <id>#<n>)"
+                )
+            replacing: dict[str, SourceDocument] = {}
+            appended: list[SourceDocument] = []
+            for doc in new_docs:
+                if doc.id is None:
+                    import uuid
+
+                    doc = dataclasses.replace(doc, id=str(uuid.uuid4()))
+                assert doc.id is not None
+                if doc.id in replacing or any(d.id == doc.id for d in appended):
+                    raise CorpusError(f"the id {doc.id[:60]!r} is given twice; give every document a unique id")
+                if doc.id in by_id and doc.id not in gone:
+                    replacing[doc.id] = doc
+                else:
+                    appended.append(doc)
+            removed = set(gone) - set(replacing)
+            for entry in table:
+                doc = replacing.get(entry.id)
+                if entry.id in removed:
+                    report.removed.append(entry.id)
+                elif doc is None or (entry.hash is not None and entry.hash == document_hash(doc)):
+                    plan.append(entry)
+                else:
+                    report.changed.append(entry.id)
+                    plan.append(doc)
+            for doc in appended:
+                if doc.text.strip():
+                    assert doc.id is not None
+                    report.added.append(doc.id)
+                    plan.append(doc)
+        report.unchanged = sum(isinstance(item, DocumentEntry) for item in plan)
+        if not report:
+            return index, report
+        chunks, new_table = _planned_chunks(index, plan, manifest.chunk_size, chunk_documents)
+        opts = BuildOptions(
+            chunk_size=manifest.chunk_size,
+            contextual_headers=manifest.contextual_headers,
+            header_max_chars=manifest.header_max_chars if manifest.contextual_headers else 0,
+            keyword_match=manifest.keyword_match,
+            profile=check_profile(manifest.profile),  # an update keeps the profile the index was built with
+        )
+        reuse = VectorReuse(index)
+        build = _Build(
+            root=root,
+            record=open_record(root),
+            created=False,
+            chunks=chunks,
+            documents=None,
+            embeddings=index.embeddings,
+            options=opts,
+            summaries=None,
+            chroma_cfg=_same_store(manifest.chroma, build_dir.name),
+            timings={"split_seconds": time.perf_counter() - started},
+            started=started,
+            progress=progress,
+            table=new_table,
+            reuse=reuse,
+            dimension=manifest.embedding_dim,
+        )
+        try:
+            updated = _build_locked(build)
+        except OSError as exc:
+            if exc.errno is not None and exc.errno not in _WRITE_ERRORS:
+                raise
+            raise _write_failure(root, exc) from None
+    report.sentences_encoded, report.sentences_reused = reuse.encoded, reuse.reused
+    return updated, report
+
+
+def _planned_chunks(
+    index: HierarchicalIndex, plan: Sequence[DocumentEntry | SourceDocument], chunk_size: int, chunk_documents: Any
+) -> tuple[list[Chunk], list[DocumentEntry]]:
+    """The chunks of the updated corpus in order (kept documents' chunks as they were, the others cut
+    anew), linked ``prev``/``next`` across documents as a build links them, and its table."""
+    from arag_graph.core.errors import CorpusError
+    from arag_graph.index.sources import document_hash
+
+    pieces: list[list[Chunk]] = []
+    table: list[DocumentEntry] = []
+    for item in plan:
+        if isinstance(item, DocumentEntry):
+            kept = [index.store.get(chunk_id) for chunk_id in item.chunks]
+            pieces.append([c for c in kept if c is not None])
+            table.append(item)
+        else:
+            cut = chunk_documents([item], chunk_size=chunk_size)
+            pieces.append(cut)
+            assert item.id is not None
+            table.append(DocumentEntry(item.id, document_hash(item), tuple(c.id for c in cut)))
+    flat = [c for piece in pieces for c in piece]
+    owners: dict[str, int] = {}
+    for number, entry in enumerate(table):
+        for chunk_id in entry.chunks:
+            if chunk_id in owners:
+                raise CorpusError(
+                    f"chunk id {chunk_id!r} is produced by documents {table[owners[chunk_id]].id!r} and "
+                    f"{entry.id!r}; give every document a unique id"
+                )
+            owners[chunk_id] = number
+    linked = []
+    for n, chunk in enumerate(flat):
+        prev_id = flat[n - 1].id if n > 0 else None
+        next_id = flat[n + 1].id if n + 1 < len(flat) else None
+        if chunk.prev_id != prev_id or chunk.next_id != next_id:
+            chunk = dataclasses.replace(chunk, prev_id=prev_id, next_id=next_id)
+        linked.append(chunk)
+    return linked, table
+
+
+def _same_store(chroma: dict[str, Any], build: str) -> dict[str, Any]:
+    """The sentence store of an update: of the same kind as the build it replaces (a matrix stays a
+    matrix; a server collection gets a new ``<prefix>-<build>`` name)."""
+    mode = chroma.get("mode")
+    if mode == "matrix":
+        return {"mode": "matrix", "path": MATRIX_FILE}
+    if mode == "http":
+        prefix = str(chroma.get("collection", "arag")).removesuffix(f"-{build}")
+        return {"mode": "http", "url": chroma["url"], "collection": prefix, "ids": "rows"}
+    return {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}

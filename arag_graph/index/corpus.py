@@ -1,4 +1,4 @@
-"""Loading a corpus from disk into :class:`~arag_graph.core.documents.Document` objects.
+"""Loading a corpus from disk into :class:`~arag_graph.core.documents.SourceDocument` objects.
 
 The A-RAG paper, HippoRAG and LinearRAG each ship their corpora in a slightly different JSON
 shape, and users bring JSON Lines dumps or folders of notes. This module reads all of them, guesses
@@ -18,13 +18,19 @@ Formats (the names ``--format`` takes):
 ``jsonl``
     JSON Lines, one ``{"id"?, "title"?, "text"}`` object per line.
 ``dir``
-    A directory of ``.txt`` and ``.md`` files, searched recursively in path order (hidden files and
+    A directory of ``.txt``, ``.md``, ``.html`` and ``.pdf`` files, searched recursively in path order (hidden files and
     folders skipped, and so are arag index directories inside it, or the index's own ``builds``
     when the directory is indexed into itself), one document per file: the id is the path relative
     to the directory, the title the first line of a ``.md`` file when it is a ``# heading``, else
-    the file name's stem.
+    the file name's stem (an HTML file's ``<title>``, a PDF's title field, when they have one).
+    HTML is read with Beautiful Soup (``pip install arag-graph[html]``), PDF with pypdf
+    (``arag-graph[pdf]``): well-kept parsers, each an optional extra named in the error when missing.
 ``text``
-    A single ``.txt`` or ``.md`` file as one document, named as in ``dir``.
+    A single ``.txt``, ``.md``, ``.html`` or ``.pdf`` file as one document, named as in ``dir``.
+
+Documents from anywhere else, LangChain loaders included, go straight to
+:func:`arag_graph.index.build.build_index`: :func:`source_documents` takes LangChain ``Document``
+objects (``page_content``, ``metadata``, ``id``) as they come.
 
 In every object form the text may also be called ``contents``, ``content``, ``paragraph_text``,
 ``passage`` or ``body`` (Pyserini, BEIR and MuSiQue spellings), and the id ``_id``, ``idx``,
@@ -38,21 +44,23 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from arag_graph.core.documents import Document
+from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import CorpusError
 from arag_graph.core.jsonl import json_kind
 
-__all__ = ["CORPUS_FORMATS", "detect_format", "load_corpus"]
+__all__ = ["CORPUS_FORMATS", "detect_format", "load_corpus", "source_documents"]
 
 CORPUS_FORMATS: tuple[str, ...] = ("chunks", "hipporag", "jsonl", "dir", "text")
 
 TEXT_FIELDS: tuple[str, ...] = ("text", "contents", "content", "paragraph_text", "passage", "body")
 ID_FIELDS: tuple[str, ...] = ("id", "_id", "idx", "docid", "doc_id")
-TEXT_SUFFIXES: frozenset[str] = frozenset({".txt", ".md"})
+TEXT_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".html", ".htm", ".pdf"})
+# Files read through an optional parser: suffix -> (module, extra that installs it).
+_PARSED: dict[str, tuple[str, str]] = {".html": ("bs4", "html"), ".htm": ("bs4", "html"), ".pdf": ("pypdf", "pdf")}
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 
 _HEADING = re.compile(r"#[ \t]+(.+?)[ \t#]*\Z")
@@ -73,10 +81,12 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if source.is_dir():
         return "dir"
     _check_exists(source)
+    if source.suffix.lower() in _PARSED:
+        return "text"
     return _sniff(source, _read_text(source))[0]
 
 
-def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list[Document]:
+def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list[SourceDocument]:
     """Read the corpus at ``path``; ``format`` (one of :data:`CORPUS_FORMATS`) skips detection."""
     source = Path(path)
     fmt = _check_format_name(format)
@@ -90,6 +100,8 @@ def load_corpus(path: str | os.PathLike[str], format: str | None = None) -> list
             f"{source}: is a file, but --format dir reads a directory of .txt/.md files; "
             "give the directory or another --format"
         )
+    if source.suffix.lower() in _PARSED and fmt in (None, "text"):
+        return _finish(source, [_file_document(source, source.name, allow_empty=False)], "item")
     text = _read_text(source)
     value: Any = None
     if fmt is None:
@@ -273,7 +285,7 @@ def _json_shape(source: Path, value: Any) -> str:
 # --- formats -------------------------------------------------------------------------------------
 
 
-def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
+def _chunks_documents(source: Path, value: Any) -> Iterator[SourceDocument]:
     if not isinstance(value, list):
         raise CorpusError(
             f'{source}: a chunks corpus is a JSON list of "id:text" strings or {{"id", "text"}} objects, '
@@ -288,7 +300,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
                     f'{source}: {where} ({_show(item)}) does not start with "id:"; write chunks as '
                     '"id:text" strings, or use --format hipporag for passages without ids'
                 )
-            yield Document(text=text, id=key.strip())
+            yield SourceDocument(text=text, id=key.strip())
         elif isinstance(item, dict):
             document = _object_document(source, where, item)
             if document.id is None:
@@ -304,7 +316,7 @@ def _chunks_documents(source: Path, value: Any) -> Iterator[Document]:
             )
 
 
-def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
+def _hipporag_documents(source: Path, value: Any) -> Iterator[SourceDocument]:
     if isinstance(value, dict):
         if isinstance(value, _DuplicateKeys):
             raise CorpusError(
@@ -312,7 +324,7 @@ def _hipporag_documents(source: Path, value: Any) -> Iterator[Document]:
                 'keeps only one; make the titles unique or use a list of {"title", "text"} objects'
             )
         for title, sentences in value.items():
-            yield Document(text=_joined_sentences(source, title, sentences), title=title)
+            yield SourceDocument(text=_joined_sentences(source, title, sentences), title=title)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             if not isinstance(item, dict):
@@ -344,7 +356,7 @@ def _joined_sentences(source: Path, title: str, sentences: Any) -> str:
     return "".join(sentences)
 
 
-def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
+def _jsonl_documents(source: Path, text: str) -> Iterator[SourceDocument]:
     # split("\n") rather than splitlines(): JSON strings may legally hold U+2028 and friends.
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -366,7 +378,7 @@ def _jsonl_documents(source: Path, text: str) -> Iterator[Document]:
         yield _object_document(source, f"line {number}", item)
 
 
-def _object_document(source: Path, where: str, item: dict[str, Any]) -> Document:
+def _object_document(source: Path, where: str, item: dict[str, Any]) -> SourceDocument:
     """A document from a ``{id?, title?, text}`` object, accepting the common field spellings."""
     text_field = next((name for name in TEXT_FIELDS if name in item), None)
     if text_field is None:
@@ -391,17 +403,15 @@ def _object_document(source: Path, where: str, item: dict[str, Any]) -> Document
         doc_id = str(raw).strip()
         if not doc_id:
             raise CorpusError(f"{source}: {where} has an empty {id_field!r}; give it an id or leave it out")
-    return Document(text=text, id=doc_id, title=title)
+    return SourceDocument(text=text, id=doc_id, title=title)
 
 
-def _load_dir(root: Path) -> list[Document]:
-    documents = [
-        _text_document(path, path.relative_to(root).as_posix(), _read_text(path, allow_empty=True))
-        for path in _text_files(root)
-    ]
+def _load_dir(root: Path) -> list[SourceDocument]:
+    documents = [_file_document(path, path.relative_to(root).as_posix()) for path in _text_files(root)]
     if not documents:
         raise CorpusError(
-            f"{root}: no .txt or .md files in this directory; put one document per .txt/.md file or give a corpus file"
+            f"{root}: no .txt, .md, .html or .pdf files in this directory; put one document per file or give a "
+            "corpus file"
         )
     return documents
 
@@ -429,20 +439,117 @@ def _text_files(root: Path) -> list[Path]:
     return sorted(found, key=lambda path: path.relative_to(root).as_posix())
 
 
-def _text_document(path: Path, doc_id: str, text: str) -> Document:
+def _file_document(path: Path, doc_id: str, *, allow_empty: bool = True) -> SourceDocument:
+    """One file of a directory (or a single file) as a document, parsed by its suffix."""
+    parsed = _PARSED.get(path.suffix.lower())
+    if parsed is None:
+        return _text_document(path, doc_id, _read_text(path, allow_empty=allow_empty))
+    module, extra = parsed
+    try:
+        __import__(module)
+    except ImportError:
+        raise CorpusError(
+            f"{path}: reading {path.suffix.lower()} files needs the {module} package; "
+            f"pip install 'arag-graph[{extra}]' (or leave such files out)"
+        ) from None
+    data = _read_bytes(path)
+    title, text = _pdf_text(path, data) if module == "pypdf" else _html_text(data)
+    if not allow_empty and not text.strip():
+        raise CorpusError(f"{path}: has no text to index; give a file with at least one document")
+    return SourceDocument(text=text, id=doc_id, title=title or path.stem)
+
+
+def _html_text(data: bytes) -> tuple[str | None, str]:
+    """An HTML page's title and visible text (scripts, styles and templates dropped), one block a line."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(data, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else None
+    for hidden in soup(["script", "style", "template", "noscript", "head"]):
+        hidden.decompose()
+    lines = (line.strip() for line in soup.get_text("\n").splitlines())
+    return title or None, "\n".join(line for line in lines if line)
+
+
+def _pdf_text(path: Path, data: bytes) -> tuple[str | None, str]:
+    """A PDF's title field and the text of its pages (pypdf's extraction), pages a blank line apart."""
+    import io
+
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise CorpusError(f"{path}: is an encrypted PDF; decrypt it first or leave it out")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        title = reader.metadata.title if reader.metadata is not None else None
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        detail = " ".join(str(exc).split())[:80]
+        raise CorpusError(f"{path}: is not a readable PDF ({detail}); repair or remove it") from None
+    return (title.strip() if isinstance(title, str) and title.strip() else None), "\n\n".join(
+        p.strip() for p in pages if p.strip()
+    )
+
+
+def source_documents(items: Iterable[Any]) -> list[SourceDocument]:
+    """``items`` as :class:`SourceDocument`: they pass as they are, LangChain ``Document`` objects
+    (from any loader) become one each, ``page_content`` its text, ``id`` its id and ``metadata`` kept
+    (its ``title``, when a string, is the title too). Metadata must be JSON, since the index stores
+    it: anything else is a one-line error naming the key."""
+    from langchain_core.documents import Document as LangChainDocument
+
+    out: list[SourceDocument] = []
+    for number, item in enumerate(items):
+        if isinstance(item, SourceDocument):
+            document = item
+        elif isinstance(item, LangChainDocument):
+            metadata = dict(item.metadata or {})
+            title = metadata.get("title")
+            document = SourceDocument(
+                text=item.page_content,
+                id=item.id if item.id else None,
+                title=title if isinstance(title, str) and title.strip() else None,
+                metadata=metadata or None,
+            )
+        else:
+            raise CorpusError(
+                f"document {number} is a {type(item).__name__}; give LangChain Documents, SourceDocuments, "
+                "chunks or a corpus path"
+            )
+        if document.metadata:
+            _check_metadata(number, document)
+        out.append(document)
+    return out
+
+
+def _check_metadata(number: int, document: SourceDocument) -> None:
+    assert document.metadata is not None
+    for key, value in document.metadata.items():
+        try:
+            json.dumps({key: value}, allow_nan=False)
+        except (TypeError, ValueError):
+            label = f"document {_show(document.id)}" if document.id is not None else f"document {number}"
+            raise CorpusError(
+                f"{label}: metadata {_show(str(key), 40)} holds a {type(value).__name__}, which the index cannot "
+                "store; give JSON values (text, numbers, booleans, lists, objects)"
+            ) from None
+
+
+def _text_document(path: Path, doc_id: str, text: str) -> SourceDocument:
     title = path.stem
     if path.suffix.lower() == ".md":
         first = text.lstrip().partition("\n")[0].strip()
         heading = _HEADING.match(first)
         if heading:
             title = heading.group(1)
-    return Document(text=text, id=doc_id, title=title)
+    return SourceDocument(text=text, id=doc_id, title=title)
 
 
 # --- checks and messages -------------------------------------------------------------------------
 
 
-def _finish(source: Path, documents: list[Document], unit: str) -> list[Document]:
+def _finish(source: Path, documents: list[SourceDocument], unit: str) -> list[SourceDocument]:
     """Drop empty documents, and refuse a corpus with nothing left or with an id used twice."""
     kept = [document for document in documents if document.text.strip()]
     if not kept:
@@ -462,7 +569,7 @@ def _finish(source: Path, documents: list[Document], unit: str) -> list[Document
     return kept
 
 
-def _check_unicode(source: Path, number: int, document: Document) -> None:
+def _check_unicode(source: Path, number: int, document: SourceDocument) -> None:
     """Refuse text that cannot be encoded: a JSON escape of half a surrogate pair (``\\ud800``).
 
     JSON allows such escapes but they are not Unicode characters; the encoder, Chroma and the

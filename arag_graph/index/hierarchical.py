@@ -24,20 +24,20 @@ the checksums that keep a damaged index from answering are :mod:`arag_graph.inde
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.core.documents import Chunk, SearchHit
-from arag_graph.core.errors import IndexDamagedError
-from arag_graph.index.chroma import SentenceStore
+from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
+from arag_graph.core.errors import AragError, IndexDamagedError
+from arag_graph.index.chroma import SentenceStore, connect_sentence_store
 from arag_graph.index.embeddings import check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import open_index_file
 from arag_graph.index.manifest import Manifest
-from arag_graph.index.sentencematrix import SentenceMatrix
+from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
 
 SNIPPET_POOL = 3
 """semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
@@ -84,7 +84,7 @@ class ChunkStore:
     def save(self, path: Path) -> None:
         with path.open("w", encoding="utf-8") as fh:
             for c in self.chunks:
-                record = {
+                record: dict[str, Any] = {
                     "id": c.id,
                     "title": c.title,
                     "text": c.text,
@@ -92,6 +92,8 @@ class ChunkStore:
                     "next": c.next_id,
                     "sentences": [list(span) for span in c.sentences],
                 }
+                if c.metadata:  # only where there is some: indexes without metadata keep their bytes
+                    record["metadata"] = c.metadata
                 fh.write(json.dumps(record, ensure_ascii=False))
                 fh.write("\n")
 
@@ -114,10 +116,15 @@ class ChunkStore:
                         prev_id=r["prev"],
                         next_id=r["next"],
                         sentences=tuple((s, e) for s, e in r["sentences"]),
+                        metadata=r.get("metadata"),
                     )
                 except (ValueError, KeyError, TypeError):
                     raise ValueError(f"line {number} is not a chunk record") from None
-                if not isinstance(chunk.id, str) or not isinstance(chunk.text, str):
+                if (
+                    not isinstance(chunk.id, str)
+                    or not isinstance(chunk.text, str)
+                    or not isinstance(chunk.metadata, (dict, type(None)))
+                ):
                     raise ValueError(f"line {number} is not a chunk record")
                 chunks.append(chunk)
         return cls(chunks)
@@ -140,8 +147,13 @@ class HierarchicalIndex:
         sentences: SentenceStore | SentenceMatrix,
         embeddings: Embeddings,
         build_dir: Path | None = None,
+        *,
+        updater: Callable[..., tuple[HierarchicalIndex, Any]] | None = None,
     ) -> None:
         self.path = path
+        self._updater = updater
+        """What changes the index on disk (:func:`arag_graph.index.build.update_index`), handed in by
+        whoever built or loaded it, since the index itself sits below the build."""
         self.build_dir = build_dir
         """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
         self.manifest = manifest
@@ -159,6 +171,33 @@ class HierarchicalIndex:
             f"sentences={self.manifest.sentences}, model={self.manifest.embedding_model!r})"
         )
 
+    # -- changes -----------------------------------------------------------------------------
+    def add_documents(self, documents: Iterable[Any], *, progress: bool = False) -> HierarchicalIndex:
+        """Add documents (LangChain ``Document`` objects from any loader, or
+        :class:`~arag_graph.core.documents.SourceDocument`) without a rebuild; a document whose id
+        the index holds replaces it. Returns the updated index; this one stays as it was (an index
+        is a read-only snapshot that concurrent readers may hold). See
+        :func:`arag_graph.index.build.update_index` for how it is done safely and cheaply."""
+        return self._update(upsert=list(documents), progress=progress)
+
+    def delete(self, ids: Iterable[str], *, progress: bool = False) -> HierarchicalIndex:
+        """Remove the documents with these ids (each with all its chunks) without a rebuild; returns
+        the updated index, like :meth:`add_documents`. An id the index does not hold is an error."""
+        return self._update(delete=[str(i) for i in ids], progress=progress)
+
+    def _update(self, **changes: Any) -> HierarchicalIndex:
+        if self._updater is None:
+            raise AragError("this index was not built or loaded from a directory; load it with load_index(DIR)")
+        return self._updater(self, **changes)[0]
+
+    def document_ids(self) -> list[str]:
+        """The ids of the documents the index holds, in corpus order (chunks name them ``<id>`` or ``<id>#<n>``)."""
+        from arag_graph.index.sources import load_table
+
+        if self.path is None or self.build_dir is None:
+            return []
+        return [e.id for e in load_table(self.path, self.build_dir, self.manifest.checksums, self.store.chunks)]
+
     # -- chunks ------------------------------------------------------------------------------
     def get_chunk(self, chunk_id: str) -> Chunk | None:
         return self.store.get(chunk_id)
@@ -170,20 +209,29 @@ class HierarchicalIndex:
         return self.store.ids_for_title(title)
 
     # -- searches ----------------------------------------------------------------------------
-    def keyword_search(self, keywords: Sequence[str], top_k: int = 5) -> list[SearchHit]:
+    def keyword_search(
+        self, keywords: Sequence[str], top_k: int = 5, *, metadata_filter: MetadataFilter | None = None
+    ) -> list[SearchHit]:
         """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
 
         Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
         through its contextual header (its title or section, which keyword search also matches)
         shows its first sentence instead, so that the model has something to judge it by besides
-        an ID (the title is on the hit's own line).
+        an ID (the title is on the hit's own line). With ``metadata_filter`` only chunks whose
+        document metadata matches it are ranked (see :func:`~arag_graph.core.documents.matches_filter`).
         """
-        hits = self.keywords.search(list(keywords), top_k)
+        wanted = check_filter(metadata_filter)
+        # A filter ranks every matching chunk, then keeps the allowed ones: the top k of the allowed.
+        hits = self.keywords.search(list(keywords), len(self.store) if wanted else top_k)
         results = []
         for hit in hits:
             chunk = self.store.chunks[hit.chunk_index]
+            if not matches_filter(chunk.metadata, wanted):
+                continue
             snippets = self.keywords.snippets(chunk, list(hit.matched)) or _first_sentence(chunk)
-            results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title))
+            results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title, metadata=chunk.metadata))
+            if len(results) >= top_k:
+                break
         return results
 
     def query_vector(self, query: str, query_vector: Sequence[float] | None = None) -> list[float]:
@@ -232,7 +280,12 @@ class HierarchicalIndex:
         return matches
 
     def semantic_search(
-        self, query: str, top_k: int = 5, *, query_vector: Sequence[float] | None = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_vector: Sequence[float] | None = None,
+        metadata_filter: MetadataFilter | None = None,
     ) -> list[SearchHit]:
         """Chunks ranked by the cosine similarity of their best sentence to ``query``.
 
@@ -243,8 +296,11 @@ class HierarchicalIndex:
         chunk; a chunk ranked by a sentence outside that pool shows that one sentence. A wider
         snippet pool would hand the model more text per call than the paper's tool does, which
         its retrieved-tokens measure would count. ``query_vector`` lets a caller embed something
-        else than the query (HyDE).
+        else than the query (HyDE). With ``metadata_filter`` only chunks whose document metadata
+        matches it count (the fetch grows until ``top_k`` of them are found or every sentence was
+        seen).
         """
+        wanted = check_filter(metadata_filter)
         if top_k <= 0 or len(self.store) == 0:
             return []
         vector = self.query_vector(query, query_vector)
@@ -254,7 +310,11 @@ class HierarchicalIndex:
             matches = self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
+            kept = []  # the sentences of chunks the filter allows, best first: the snippet pool's source
             for chunk_id, position, similarity in matches:
+                if wanted and not matches_filter(getattr(self.store.get(chunk_id), "metadata", None), wanted):
+                    continue
+                kept.append((chunk_id, position))
                 if chunk_id not in best:
                     best[chunk_id] = similarity
                     positions[chunk_id] = []
@@ -264,7 +324,7 @@ class HierarchicalIndex:
             n = min(total, n * 4)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]
         pooled: dict[str, list[int]] = {}
-        for chunk_id, position, _ in matches[: SNIPPET_POOL * top_k]:
+        for chunk_id, position in kept[: SNIPPET_POOL * top_k]:
             pooled.setdefault(chunk_id, []).append(position)
         results = []
         for chunk_id, score in ranked:
@@ -274,7 +334,7 @@ class HierarchicalIndex:
             shown = pooled.get(chunk_id) or positions[chunk_id][:1]  # the best sentence first
             matched = tuple(p for p in sorted(set(shown)) if p < len(chunk.sentences))
             snippets = tuple(chunk.text[slice(*chunk.sentences[p])] for p in matched)
-            results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched))
+            results.append(SearchHit(chunk_id, float(score), snippets, chunk.title, matched, chunk.metadata))
         return results
 
 
@@ -283,3 +343,27 @@ def _first_sentence(chunk: Chunk) -> list[str]:
     start, end = chunk.sentences[0] if chunk.sentences else (0, len(chunk.text))
     text = chunk.text[start:end].strip()
     return [text] if text else []
+
+
+def open_sentences(
+    root: Path, manifest: Manifest, build_dir: Path, chunks: Sequence[Chunk], chroma_timeout: float | None
+) -> SentenceStore | SentenceMatrix:
+    """The sentence store a manifest describes, checked against the manifest's sentence count: the
+    matrix, or a Chroma collection (whose record ids are row numbers in builds that say so; older
+    builds find the chunk in each record's metadata)."""
+    config = manifest.chroma
+    sentences: SentenceStore | SentenceMatrix
+    if config.get("mode") == "matrix":
+        sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
+    else:
+        sentences = connect_sentence_store(
+            config, build_dir, root=root, timeout=chroma_timeout, checksums=manifest.store_checksums
+        )
+        if config.get("ids") == "rows":
+            sentences.layout = SentenceLayout(chunks)
+    stored = sentences.count()
+    if stored != manifest.sentences:
+        raise IndexDamagedError(
+            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
+        )
+    return sentences

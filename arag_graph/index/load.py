@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index import integrity
-from arag_graph.index.chroma import SentenceStore, connect_sentence_store
+from arag_graph.index.build import update_index
 from arag_graph.index.embedding_models import resolve_embeddings
 from arag_graph.index.embeddings import (
     DEFAULT_MODEL_ID,
@@ -28,37 +27,12 @@ from arag_graph.index.embeddings import (
     embedding_model_id,
     embedding_prompts,
 )
-from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex
+from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read_current
 from arag_graph.index.manifest import CHUNKS, Manifest
-from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceLayout, SentenceMatrix
+from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
-
-
-def _open_sentences(
-    root: Path, manifest: Manifest, build_dir: Path, chunks: Sequence[Chunk], chroma_timeout: float | None
-) -> SentenceStore | SentenceMatrix:
-    """The sentence store a manifest describes, checked against the manifest's sentence count: the
-    matrix, or a Chroma collection (whose record ids are row numbers in builds that say so; older
-    builds find the chunk in each record's metadata)."""
-    config = manifest.chroma
-    sentences: SentenceStore | SentenceMatrix
-    if config.get("mode") == "matrix":
-        sentences = SentenceMatrix.open(config, build_dir, SentenceLayout(chunks), manifest.embedding_dim, root)
-    else:
-        sentences = connect_sentence_store(
-            config, build_dir, root=root, timeout=chroma_timeout, checksums=manifest.store_checksums
-        )
-        if config.get("ids") == "rows":
-            sentences.layout = SentenceLayout(chunks)
-    stored = sentences.count()
-    if stored != manifest.sentences:
-        raise IndexDamagedError(
-            root, f"the sentence store holds {stored} sentences, the manifest records {manifest.sentences}"
-        )
-    return sentences
-
 
 _LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
@@ -161,8 +135,8 @@ def load_index(
             "the model from its manifest), or rebuild the index"
         )
     store, keywords = _load_files(root, build_dir, manifest)
-    sentences = _open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir)
+    sentences = open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
     if cache:
         with _LOADED_LOCK:
             _LOADED[key] = index

@@ -134,10 +134,15 @@ class Manifest:
 
 
 def corpus_hash(chunks: Iterable[Chunk]) -> str:
-    """A digest of chunk ids, titles and texts: equal hashes mean the same retrievable corpus."""
+    """A digest of chunk ids, titles, texts and metadata: equal hashes mean the same retrievable corpus.
+
+    Metadata counts only where a chunk has some, so that indexes without any keep their hash."""
     digest = hashlib.sha256()
     for c in chunks:
         for part in (c.id, c.title or "", c.text):
             digest.update(part.encode("utf-8", "surrogatepass"))
             digest.update(b"\x00")
+        if c.metadata:
+            digest.update(json.dumps(c.metadata, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            digest.update(b"\x01")
     return digest.hexdigest()

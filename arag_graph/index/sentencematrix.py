@@ -204,8 +204,11 @@ class MatrixWriter:
         self.dim: int | None = None
         self._fh: Any = None
 
-    def add(self, vectors: np.ndarray) -> None:
-        block = unit_rows(np.ascontiguousarray(vectors, dtype="<f4"))
+    def add(self, vectors: np.ndarray, *, unit: bool = False) -> None:
+        """Append a block of vectors, scaled to length 1 unless ``unit`` says they are already (an
+        update's reused rows: scaling them again could move their last bit, and with it a tie)."""
+        block = np.ascontiguousarray(vectors, dtype="<f4")
+        block = block if unit else unit_rows(block)
         if block.ndim != 2 or (self.dim is not None and block.shape[1] != self.dim):
             raise ValueError(f"sentence vectors of shape {block.shape} do not continue the matrix")
         if self._fh is None:

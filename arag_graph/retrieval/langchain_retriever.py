@@ -21,7 +21,9 @@ so a retriever and ``naive_rag`` with the same setting return the same chunks:
 
 Each document is a whole chunk (``amr``: or the matched sentences of one): ``page_content`` is its
 text, ``id`` and ``metadata["chunk_id"]`` its chunk ID (what ``chunk_read`` and the citations use),
-with ``title``, ``score`` and ``search_type`` in the metadata.
+with ``title``, ``score`` and ``search_type`` in the metadata, after the metadata its source
+document was indexed with (a LangChain loader's ``source``, ``page``, ...). ``metadata_filter``
+keeps only chunks whose document metadata matches (``{"source": "a.pdf"}``), for any search type.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
+from arag_graph.core.documents import check_filter, matches_filter
 from arag_graph.core.errors import AragError
 from arag_graph.retrieval.retrievers import Passage, Retriever, auto_merge, passages, retrieve
 
@@ -75,6 +78,14 @@ class IndexRetriever(BaseRetriever):
     k: int = 5
     """How many documents to return (fewer when the index has fewer matching chunks)."""
 
+    metadata_filter: dict[str, Any] | None = None
+    """Only chunks whose document metadata has these values (a list: any of them); None: all chunks."""
+
+    @field_validator("metadata_filter", mode="before")
+    @classmethod
+    def _a_filter(cls, value: Any) -> Any:
+        return check_filter(value)
+
     @field_validator("search_type", mode="before")
     @classmethod
     def _known_search_type(cls, value: Any) -> Any:
@@ -105,19 +116,36 @@ class IndexRetriever(BaseRetriever):
         if not query.strip():
             return []
         top_k = self.k if k is None else _check_k(k)
-        return [
-            Document(
-                id=passage.chunk_id,
-                page_content=passage.text,
-                metadata={
-                    "chunk_id": passage.chunk_id,
-                    "title": passage.title,
-                    "score": passage.score,
-                    "search_type": self.search_type,
-                },
+        documents = []
+        for passage, stored in self._filtered(query, top_k):
+            documents.append(
+                Document(
+                    id=passage.chunk_id,
+                    page_content=passage.text,
+                    metadata={
+                        **(stored or {}),
+                        "chunk_id": passage.chunk_id,
+                        "title": passage.title,
+                        "score": passage.score,
+                        "search_type": self.search_type,
+                    },
+                )
             )
-            for passage in self._passages(query, top_k)
-        ]
+        return documents
+
+    def _filtered(self, query: str, top_k: int) -> list[tuple[Passage, dict[str, Any] | None]]:
+        """The top ``top_k`` passages with their document metadata, those the filter allows only: the
+        search is asked for more until enough pass or the index has no more chunks."""
+        want = top_k
+        total = len(self.index)
+        while True:
+            found = [
+                (p, getattr(self.index.get_chunk(p.chunk_id), "metadata", None)) for p in self._passages(query, want)
+            ]
+            kept = [(p, m) for p, m in found if matches_filter(m, self.metadata_filter)]
+            if len(kept) >= top_k or not self.metadata_filter or want >= total or len(found) < want:
+                return kept[:top_k]
+            want = min(total, want * 4)
 
     def _passages(self, query: str, top_k: int) -> list[Passage]:
         if self.search_type == "amr":

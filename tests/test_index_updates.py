@@ -1,0 +1,352 @@
+"""Issue 25 items 1 and 2: any LangChain documents in, and indexes that change without a rebuild.
+
+Documents from LangChain loaders are indexed with their metadata, which hits and the retriever
+return and searches filter by; ``arag index`` reads .html and .pdf files through optional parsers.
+An index changes by ``add_documents``, ``delete`` and ``arag index SOURCE --update``: the result is
+the index a full build of the changed corpus gives (same chunks, same vectors, same answers),
+written as a new complete build that a killed update never half-replaces.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_core.document_loaders import BaseLoader
+from langchain_core.documents import Document
+
+from arag_graph.core.errors import AragError
+from arag_graph.index import build as build_module
+from arag_graph.index.build import build_index, update_index
+from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.layout import BUILDS, RECORD, read_current
+from arag_graph.index.load import load_index, verify_index
+from arag_graph.index.sync import sync_index
+from arag_graph.retrieval.langchain_retriever import make_retriever
+from tests.cli_run import assert_one_error_line, run_cli
+from tests.fakes import WordHashEmbeddings
+
+TOPICS = ["lighthouse", "harbour", "granite", "ferry", "glacier", "orchard"]
+
+
+def page(n: int) -> Document:
+    topic = TOPICS[n % len(TOPICS)]
+    return Document(
+        page_content=f"The {topic} of island {n} was built in {1800 + n}. Its keeper wrote about the {topic} daily.",
+        id=f"doc{n}",
+        metadata={"source": f"book{n % 3}.pdf", "page": n},
+    )
+
+
+class PagesLoader(BaseLoader):
+    """A LangChain loader, as any application would write one: pages with a source and page number."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def lazy_load(self) -> Iterator[Document]:
+        for n in range(self.count):
+            yield page(n)
+
+
+def build(docs: list[Document], root: Path) -> HierarchicalIndex:
+    return build_index(docs, root, embeddings=WordHashEmbeddings(), progress=False)
+
+
+def answers(index: HierarchicalIndex) -> list[object]:
+    """What every search of the index answers, for comparing two indexes."""
+    out: list[object] = []
+    for query in ["lighthouse keeper", "granite island 1803", "ferry daily", "new tower reef"]:
+        out.append([(h.chunk_id, round(h.score, 5), h.snippets, h.metadata) for h in index.semantic_search(query, 4)])
+    for keywords in (["keeper"], ["island", "granite"], ["reef"]):
+        out.append([(h.chunk_id, h.score, h.snippets) for h in index.keyword_search(keywords, 4)])
+    return out
+
+
+def same_index(updated: HierarchicalIndex, full: HierarchicalIndex) -> None:
+    assert updated.store.chunks == full.store.chunks
+    assert updated.manifest.corpus_hash == full.manifest.corpus_hash
+    a, owners_a = updated.sentences.all_vectors()
+    b, owners_b = full.sentences.all_vectors()
+    assert owners_a == owners_b
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    assert answers(updated) == answers(full)
+
+
+# --- item 1: any documents in ------------------------------------------------------------------
+
+
+def test_documents_from_a_langchain_loader_are_indexed_with_their_metadata(tmp_path: Path) -> None:
+    index = build(PagesLoader(12).load(), tmp_path / "index")
+    assert len(index) == 12
+    hit = index.keyword_search(["island"], 1)[0]
+    assert hit.metadata == {"source": "book0.pdf", "page": 0}
+    assert hit.to_dict()["metadata"] == {"source": "book0.pdf", "page": 0}
+    loaded = load_index(tmp_path / "index", embeddings=WordHashEmbeddings())
+    assert loaded.get_chunk("doc4") is not None and loaded.get_chunk("doc4").metadata == {
+        "source": "book1.pdf",
+        "page": 4,
+    }  # type: ignore[union-attr]
+    (semantic,) = loaded.semantic_search("orchard island 5", 1)
+    assert semantic.metadata is not None and semantic.metadata["page"] == semantic.metadata["page"]
+
+
+def test_metadata_filters_keyword_and_semantic_search_and_the_retriever(tmp_path: Path) -> None:
+    index = build(PagesLoader(12).load(), tmp_path / "index")
+    only = {"source": "book1.pdf"}
+    keyword = index.keyword_search(["keeper"], 3, metadata_filter=only)
+    assert [h.chunk_id for h in keyword] == ["doc1", "doc4", "doc7"]
+    semantic = index.semantic_search("lighthouse keeper", 10, metadata_filter=only)
+    assert {h.chunk_id for h in semantic} == {"doc1", "doc4", "doc7", "doc10"}
+    assert index.semantic_search("lighthouse", 3, metadata_filter={"source": ["book0.pdf", "book2.pdf"]})
+    assert all(
+        h.metadata and h.metadata["source"] != "book1.pdf"
+        for h in index.semantic_search("x y", 12, metadata_filter={"source": ["book0.pdf", "book2.pdf"]})
+    )
+    for search_type in ("semantic", "keyword", "hybrid"):
+        retriever = make_retriever(index, search_type, k=2, metadata_filter={"page": 9})
+        (doc,) = retriever.invoke("the orchard keeper")
+        assert doc.id == "doc9" and doc.metadata["source"] == "book0.pdf" and doc.metadata["page"] == 9
+        assert doc.metadata["chunk_id"] == "doc9"
+    with pytest.raises(AragError, match="plain equality"):
+        index.semantic_search("x", 2, metadata_filter={"page": {"$gt": 3}})
+
+
+def test_metadata_that_is_not_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    doc = Document(page_content="Some text.", id="a", metadata={"source": "a", "when": object()})
+    with pytest.raises(AragError) as caught:
+        build([doc], tmp_path / "index")
+    assert "metadata 'when'" in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "index").exists()
+
+
+def _pdf(path: Path, text: str, title: str) -> None:
+    """A one-page PDF whose page draws ``text``, written with pypdf."""
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    pdf_page = writer.add_blank_page(612, 792)
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    pdf_page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
+    )
+    content = DecodedStreamObject()
+    content.set_data(f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode("latin-1"))
+    pdf_page[NameObject("/Contents")] = writer._add_object(content)
+    writer.add_metadata({"/Title": title})
+    with path.open("wb") as fh:
+        writer.write(fh)
+
+
+def test_arag_index_reads_html_and_pdf_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from arag_graph.index.corpus import load_corpus
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.txt").write_text("The ferry leaves at noon.", encoding="utf-8")
+    (corpus / "page.html").write_text(
+        "<html><head><title>Harbour guide</title><script>var hidden = 1;</script></head>"
+        "<body><h1>Harbour</h1><p>The harbour crane lifts granite.</p></body></html>",
+        encoding="utf-8",
+    )
+    _pdf(corpus / "report.pdf", "The glacier retreated in 1990.", "Glacier report")
+    documents = {d.id: d for d in load_corpus(corpus)}
+    assert documents["page.html"].title == "Harbour guide"
+    assert "harbour crane lifts granite" in documents["page.html"].text and "hidden" not in documents["page.html"].text
+    assert documents["report.pdf"].title == "Glacier report"
+    assert "The glacier retreated in 1990." in documents["report.pdf"].text
+    code, out, err = run_cli(["index", str(corpus), "--out", str(tmp_path / "index"), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["documents"] == 3
+
+
+def test_a_missing_parser_names_its_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.core.errors import CorpusError
+    from arag_graph.index.corpus import load_corpus
+
+    _pdf(tmp_path / "report.pdf", "Text.", "T")
+    (tmp_path / "page.html").write_text("<p>Text.</p>", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    monkeypatch.setitem(sys.modules, "bs4", None)
+    with pytest.raises(CorpusError, match=r"pip install 'arag-graph\[pdf\]'") as caught:
+        load_corpus(tmp_path / "report.pdf")
+    assert "\n" not in str(caught.value)
+    with pytest.raises(CorpusError, match=r"pip install 'arag-graph\[html\]'"):
+        load_corpus(tmp_path)
+
+
+# --- item 2: indexes that change without a rebuild -----------------------------------------------
+
+
+def test_add_and_delete_give_the_index_a_full_rebuild_gives(tmp_path: Path) -> None:
+    docs = PagesLoader(30).load()
+    index = build(docs, tmp_path / "index")
+    before = answers(index)
+    changed = Document(
+        page_content="A new tower was raised on the reef. Its lamp is red.", id="doc7", metadata={"source": "new.pdf"}
+    )
+    added = [
+        Document(page_content="The reef tower keeper rows ashore weekly.", id="extra", metadata={"source": "new.pdf"})
+    ]
+    updated = index.add_documents([changed, *added])
+    updated = updated.delete(["doc3", "doc20"])
+    assert answers(index) == before  # the loaded snapshot a reader holds is untouched
+    corpus = [changed if d.id == "doc7" else d for d in docs if d.id not in ("doc3", "doc20")] + added
+    full = build(corpus, tmp_path / "full")
+    same_index(updated, full)
+    reloaded = load_index(tmp_path / "index", embeddings=WordHashEmbeddings())
+    same_index(reloaded, full)
+    assert verify_index(reloaded)["checksums"]
+    assert reloaded.document_ids() == [d.id for d in corpus]
+    # The build record names only the build now in use; the replaced ones are gone.
+    assert json.loads((tmp_path / "index" / RECORD).read_text())["builds"] == [read_current(tmp_path / "index")]
+    assert [p.name for p in (tmp_path / "index" / BUILDS).iterdir()] == [read_current(tmp_path / "index")]
+
+
+def test_an_update_encodes_only_new_text(tmp_path: Path) -> None:
+    index = build(PagesLoader(20).load(), tmp_path / "index")
+    new = Document(page_content="A brand new passage. It has two sentences.", id="n1")
+    updated, report = update_index(index, upsert=[new, page(4)])
+    assert (report.added, report.changed, report.unchanged) == (["n1"], [], 20)
+    assert report.sentences_encoded == 2 and report.sentences_reused == 2 * 20
+    same_again, nothing = update_index(updated, upsert=[new])
+    assert not nothing and same_again is updated
+
+
+def test_deleting_an_unknown_id_is_one_line(tmp_path: Path) -> None:
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    with pytest.raises(AragError, match="no document 'doc9'") as caught:
+        index.delete(["doc9"])
+    assert "\n" not in str(caught.value)
+
+
+def test_an_update_of_a_stale_copy_is_refused(tmp_path: Path) -> None:
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    index.add_documents([Document(page_content="More text.", id="m")])
+    with pytest.raises(AragError, match="changed since this copy was loaded"):
+        index.add_documents([Document(page_content="Other text.", id="o")])
+
+
+@pytest.mark.parametrize("fault", ["keywords", "switch"])
+def test_a_killed_update_leaves_the_previous_index_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    root = tmp_path / "index"
+    index = build(PagesLoader(10).load(), root)
+    build_before = read_current(root)
+    before = answers(load_index(root, embeddings=WordHashEmbeddings()))
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # as a kill arrives: a BaseException, mid-update
+
+    if fault == "keywords":
+        monkeypatch.setattr(build_module.KeywordIndex, "save", killed)
+    else:
+        monkeypatch.setattr(build_module, "point_current", killed)
+    with pytest.raises(KeyboardInterrupt):
+        index.add_documents([Document(page_content="The reef tower keeper rows ashore.", id="new")])
+    monkeypatch.undo()
+    assert read_current(root) == build_before
+    reloaded = load_index(root, embeddings=WordHashEmbeddings())
+    assert answers(reloaded) == before and verify_index(reloaded)["checksums"]
+    assert [p.name for p in (root / BUILDS).iterdir()] == [build_before]
+    assert json.loads((root / RECORD).read_text())["builds"] == [build_before]
+    # ... and the next update goes through.
+    assert "new" in index.add_documents([Document(page_content="The reef tower keeper.", id="new")]).document_ids()
+
+
+def test_arag_index_update_syncs_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus, root = tmp_path / "corpus", tmp_path / "index"
+    corpus.mkdir()
+    for n in range(5):
+        (corpus / f"n{n}.txt").write_text(page(n).page_content, encoding="utf-8")
+    code, _, err = run_cli(["index", str(corpus), "--out", str(root), "--quiet"], capsys)
+    assert code == 0, err
+    (corpus / "n1.txt").write_text("The orchard was replanted with pears.", encoding="utf-8")
+    (corpus / "n3.txt").unlink()
+    (corpus / "n9.txt").write_text("A ninth note about the glacier.", encoding="utf-8")
+    code, out, err = run_cli(["index", str(corpus), "--out", str(root), "--update", "--json"], capsys)
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["added"], report["changed"], report["removed"], report["unchanged"]) == (1, 1, 1, 3)
+    index = load_index(root)
+    assert index.document_ids() == ["n0.txt", "n1.txt", "n2.txt", "n4.txt", "n9.txt"]
+    assert index.keyword_search(["pears"], 1)[0].chunk_id == "n1.txt"
+    assert not index.keyword_search(["island 3"], 5) or all(
+        h.chunk_id != "n3.txt" for h in index.keyword_search(["island"], 9)
+    )
+    full = build_index(corpus, tmp_path / "full", embeddings=index.embeddings, progress=False)
+    assert index.store.chunks == full.store.chunks
+    assert [h.chunk_id for h in index.semantic_search("glacier note", 5)] == [
+        h.chunk_id for h in full.semantic_search("glacier note", 5)
+    ]
+    for flags in (
+        ["--chunk-size", "300"],
+        ["--profile", "paper"],
+        ["--keyword-match", "word"],
+        ["--no-contextual-headers"],
+    ):
+        line = assert_one_error_line(*run_cli(["index", str(corpus), "--out", str(root), "--update", *flags], capsys))
+        assert flags[0].replace("--no-", "--") in line and "--update keeps the settings" in line
+
+
+def test_sync_of_documents_matches_a_rebuild(tmp_path: Path) -> None:
+    docs = PagesLoader(15).load()
+    build(docs, tmp_path / "index")
+    changed = [*docs[5:], Document(page_content="Fresh text about a reef tower.", id="doc2", metadata={"source": "x"})]
+    synced, report = sync_index(changed, tmp_path / "index", embeddings=WordHashEmbeddings())
+    assert (len(report.added), len(report.changed), len(report.removed)) == (0, 1, 4)
+    same_index(synced, build(changed, tmp_path / "full"))
+
+
+def test_the_langchain_indexing_api_drives_the_index(tmp_path: Path) -> None:
+    from langchain_core.indexing import InMemoryRecordManager, index
+
+    from arag_graph.index.vectorstore import AragVectorStore
+
+    store = AragVectorStore(path=tmp_path / "index", embedding=WordHashEmbeddings())
+    records = InMemoryRecordManager("arag")
+    records.create_schema()
+    first = [page(n) for n in range(6)]
+    result = index(first, records, store, cleanup="incremental", source_id_key="source", key_encoder="sha256")
+    assert result == {"num_added": 6, "num_updated": 0, "num_skipped": 0, "num_deleted": 0}
+    # book1.pdf changes: its two pages are replaced by one, the rest is skipped.
+    second = [d for d in first if d.metadata["source"] != "book1.pdf"]
+    second.append(
+        Document(page_content="Book one now holds one page about a reef tower.", metadata={"source": "book1.pdf"})
+    )
+    result = index(second, records, store, cleanup="incremental", source_id_key="source", key_encoder="sha256")
+    assert result == {"num_added": 1, "num_updated": 0, "num_skipped": 4, "num_deleted": 2}
+    assert store.index is not None and len(store.index) == 5
+    (hit,) = store.similarity_search("reef tower", k=1, filter={"source": "book1.pdf"})
+    assert hit.page_content.startswith("Book one now") and hit.metadata == {"source": "book1.pdf"}
+    reloaded = load_index(tmp_path / "index", embeddings=WordHashEmbeddings())
+    assert verify_index(reloaded)["chunks"] == 5
+
+
+def test_an_update_of_a_chroma_index_matches_a_rebuild(tmp_path: Path) -> None:
+    docs = PagesLoader(8).load()
+    index = build_index(docs, tmp_path / "index", embeddings=WordHashEmbeddings(), backend="chroma", progress=False)
+    added = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra", metadata={"source": "x"})
+    updated = index.delete(["doc2"]).add_documents([added])
+    full = build_index(
+        [d for d in docs if d.id != "doc2"] + [added],
+        tmp_path / "full",
+        embeddings=WordHashEmbeddings(),
+        backend="chroma",
+        progress=False,
+    )
+    assert updated.manifest.chroma["mode"] == "persistent"
+    same_index(updated, full)
+    assert verify_index(load_index(tmp_path / "index", embeddings=WordHashEmbeddings()))["sentences"] == 15
