@@ -38,6 +38,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
+from typing_extensions import TypedDict
 
 from arag_graph.agent.tools import (
     ALL_TOOLS,
@@ -52,6 +53,7 @@ from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import agent_system_prompt
 from arag_graph.run.configuration import AgentContext, AragContext, AragNaiveContext
+from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
     finish_update,
@@ -80,6 +82,7 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "naive": ("semantic_search",),
     "none": (),
 }
+_NO_LIMIT = 10**9
 _CAP_REACHED = "the step cap is reached; no more tool calls are allowed for this question."
 SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
 """The tools that take ``top_k``: the configuration's ``top_k`` fills it when a call leaves it out."""
@@ -111,8 +114,35 @@ class AragOutputState(OutputState, total=False):
     """Tool calls that went on without a part that failed (a HyDE passage the model did not give)."""
 
 
+class StepLimits(TypedDict):
+    """The run's step cap and message-token budget, as the agent's edges read them."""
+
+    max_steps: int
+    message_token_budget: int
+
+
 class AragState(RunState, AragOutputState, total=False):
-    pass
+    limits: StepLimits
+    """Written by ``start`` and ``agent`` from the run's context; the edges read it here, because an
+    edge run by ``update_state`` (Studio's edit and fork) gets no runtime and so no context."""
+    supersteps_left: int
+    """``remaining_steps`` as the ``agent`` node saw it: under ``update_state`` the managed value
+    counts against no run's recursion limit, so the edges read the run's own figure."""
+
+
+_DEFAULT_LIMITS = StepLimits(
+    max_steps=AragContext.model_fields["max_steps"].default,
+    message_token_budget=AragContext.model_fields["message_token_budget"].default,
+)
+
+
+def step_limits(ctx: AgentContext) -> StepLimits:
+    return StepLimits(max_steps=ctx.max_steps, message_token_budget=ctx.message_token_budget)
+
+
+def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
+    """A new question: the per-question fields reset, and the run's limits recorded for the edges."""
+    return {**start_update(state), "limits": step_limits(bound.context_schema.of_run(runtime.context))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,10 +154,18 @@ def agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound, 
     run = run_of(runtime, bound)
     available = bound.available(run, tools)
     messages = state["messages"]
+    left = state.get("remaining_steps", _NO_LIMIT)
 
     def on_reply(reply: AIMessage) -> dict[str, Any]:
         refused = [_invalid_call_message(c) for c in pending_tool_calls(reply) if c.get("invalid")]
-        return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused], run.index)}
+        progress = turn_progress([*messages, reply, *refused], run.index)
+        # This run's limits (a resumed thread may run under another context than its start did).
+        return {
+            "messages": [reply, *refused],
+            "limits": step_limits(run.ctx),
+            "supersteps_left": left,
+            **progress,
+        }
 
     step = run.backbone.agent(messages, list(available.values()), bound.system_prompt(run, list(available)))
     return Call(
@@ -177,38 +215,39 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 # Edges
 
 
-def _out_of_budget(state: RunState, ctx: AgentContext) -> bool:
+def _out_of_budget(state: AragState, supersteps_since_agent: int = 0) -> bool:
+    limits = state.get("limits") or _DEFAULT_LIMITS
+    left = state.get("supersteps_left", _NO_LIMIT) - supersteps_since_agent
     return (
-        state.get("steps", 0) >= ctx.max_steps
-        or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
-        or over_token_budget(state.get("messages") or [], ctx.message_token_budget)
+        state.get("steps", 0) >= limits["max_steps"]
+        or left <= _SUPERSTEPS_TO_FINISH
+        or over_token_budget(state.get("messages") or [], limits["message_token_budget"])
     )
 
 
-def after_start(state: RunState) -> str:
+# The edges read the state alone (no runtime): LangGraph's update_state runs them without one.
+
+
+def after_start(state: AragState) -> str:
     return END if state.get("error") else "agent"
 
 
-def after_agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+def after_agent(state: AragState) -> str:
     if state.get("error"):
         return END
     reply = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
     calls = pending_tool_calls(reply)
     if not calls:
         return "finish"
-    if _out_of_budget(state, bound.context_schema.of_run(runtime.context)):
+    if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.
     return "tools" if any(not c.get("invalid") for c in calls) else "agent"
 
 
-def after_tools(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+def after_tools(state: AragState) -> str:
     steps = turn_steps(state["messages"])  # the tool node writes messages only; the count is derived
-    return (
-        "synthesize"
-        if _out_of_budget({**state, "steps": steps}, bound.context_schema.of_run(runtime.context))
-        else "agent"
-    )
+    return "synthesize" if _out_of_budget({**state, "steps": steps}, supersteps_since_agent=1) else "agent"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +340,8 @@ class ToolCallGuard:
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 warning = _hyde_failed(exc)
-        return _recorded(prepared, execute(prepared), warning)
+        _tool_started(prepared)
+        return _tool_finished(_recorded(prepared, execute(prepared), warning))
 
     async def acall(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
@@ -316,7 +356,41 @@ class ToolCallGuard:
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
                 warning = _hyde_failed(exc)
-        return _recorded(prepared, await execute(prepared), warning)
+        _tool_started(prepared)
+        return _tool_finished(_recorded(prepared, await execute(prepared), warning))
+
+
+def _call_line(name: str, args: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if k not in _HIDDEN_ARGS)
+    return f"{name}({shown})"
+
+
+def _tool_started(request: ToolCallRequest) -> None:
+    call = request.tool_call
+    args = {k: v for k, v in (call.get("args") or {}).items() if k not in _HIDDEN_ARGS}
+    emit("tool_started", _call_line(call["name"], args), tool=call["name"], args=args, id=call.get("id"))
+
+
+def _tool_finished(result: ToolMessage | Command) -> ToolMessage | Command:
+    """The ``tool_finished`` event: what the call returned, in one line (its first line, or the error)."""
+    if isinstance(result, ToolMessage):
+        artifact = result.artifact if isinstance(result.artifact, dict) else {}
+        ids = list(artifact.get("chunk_ids") or [])
+        if artifact.get("error"):
+            summary = f"{result.name}: " + next((line for line in result.text.splitlines() if line.strip()), "error")
+        else:
+            summary = f"{result.name}: {len(ids)} chunk(s), {artifact.get('tokens', 0)} tokens"
+        emit(
+            "tool_finished",
+            summary,
+            tool=result.name,
+            id=result.tool_call_id,
+            args=artifact.get("args") or {},
+            tokens=artifact.get("tokens", 0),
+            chunk_ids=ids,
+            error=bool(artifact.get("error")),
+        )
+    return result
 
 
 def _hyde_failed(exc: Exception) -> str:
@@ -406,17 +480,15 @@ def build_arag_graph(
     builder = StateGraph(
         AragState, context_schema=context_schema, input_schema=InputState, output_schema=AragOutputState
     )
-    builder.add_node("start", start_update)
+    builder.add_node("start", functools.partial(start, bound=bound))
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools)))
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges(
-        "agent", functools.partial(after_agent, bound=bound), ["tools", "agent", "synthesize", "finish", END]
-    )
-    builder.add_conditional_edges("tools", functools.partial(after_tools, bound=bound), ["agent", "synthesize"])
+    builder.add_conditional_edges("agent", after_agent, ["tools", "agent", "synthesize", "finish", END])
+    builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
     return traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
