@@ -65,7 +65,8 @@ def test_agent_streams_each_tool_call_started_and_finished(sample_index: Any) ->
         assert started["tool"] == finished["tool"] == message.name
         assert started["summary"].startswith(f"{message.name}(") and "\n" not in started["summary"]
         assert finished["chunk_ids"] == message.artifact["chunk_ids"]
-        assert finished["summary"] == f"{message.name}: {len(finished['chunk_ids'])} chunk(s), {finished['tokens']} tokens"
+        shown = f"{len(finished['chunk_ids'])} chunk(s), {finished['tokens']} tokens"
+        assert finished["summary"] == f"{message.name}: {shown}"
 
 
 def test_corag_streams_each_chain_step(sample_index: Any) -> None:

@@ -213,11 +213,14 @@ def build_index(
     *,
     embeddings: Embeddings | str | None = None,
     summaries: SummaryWriter | None = None,
-    progress: bool = True,
+    progress: bool = False,
     out_flag: str = "--out",
     **changes: Any,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``progress`` draws progress bars on stderr; off by default, so a library call is quiet (the
+    CLI turns them on at a terminal).
 
     ``out_flag`` names ``out`` as the user gave it (``--out``; eval's ``--index``; the cache
     directory) in a refusal of ``out``, so the one line says what to change.
