@@ -27,13 +27,12 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
@@ -65,7 +64,7 @@ from arag_graph.run.pipeline import (
     turn_progress,
     turn_steps,
 )
-from arag_graph.run.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState
 
 log = logging.getLogger(__name__)
@@ -454,7 +453,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
+) -> RagGraph[AgentContext, AragOutputState]:
     """Compile the A-RAG agent.
 
     ``index`` and ``model`` fixed here win over the run's context (``index_path``, ``model``),
@@ -491,7 +490,8 @@ def build_arag_graph(
     builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
+    return cast("RagGraph[AgentContext, AragOutputState]", graph)
 
 
 def _index_source(bound: Bound) -> HierarchicalIndex | Callable[[Any], HierarchicalIndex]:
@@ -506,7 +506,7 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
+) -> RagGraph[AgentContext, AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
     return build_arag_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer

@@ -33,8 +33,15 @@ from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy
+from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
+_Context = TypeVar("_Context")
+_Output = TypeVar("_Output")
+RagGraph = CompiledStateGraph[Any, _Context | dict[str, Any], InputState, _Output]
+"""What the builders return, typed for mypy and pyright: ``RagGraph[AragContext, AragOutputState]``
+takes ``context=`` as the graph's context schema or a mapping of its fields (which LangGraph turns
+into the schema), and its ``invoke`` input is ``messages`` or ``question``."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 

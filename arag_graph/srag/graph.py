@@ -64,7 +64,7 @@ from arag_graph.run.configuration import SragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
@@ -705,7 +705,7 @@ def finish(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
 
 def build_srag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> CompiledStateGraph:
+) -> RagGraph[SragContext, SragOutputState]:
     """SRAG: decompose, solve sub-questions in dependency waves (parallel within a wave), tabulate, answer."""
     bound = Bound("srag", SragContext, index, model)
     builder = StateGraph(SragState, context_schema=SragContext, input_schema=InputState, output_schema=SragOutputState)
@@ -728,4 +728,5 @@ def build_srag_graph(
     builder.add_edge("aggregate", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
+    return cast("RagGraph[SragContext, SragOutputState]", graph)
