@@ -42,7 +42,7 @@ def test_a_wrong_call_is_caught(tmp_path: Path) -> None:
         "from arag_graph import load_index\n"
         "from arag_graph.agent.graph import build_arag_graph\n"
         "index = load_index(42)\n"
-        "build_arag_graph(index, 'offline').invoke({'question': 'q'}, context=3)\n",
+        "build_arag_graph(index, 'offline').invoke({'questions': 'q'})\n",
         encoding="utf-8",
     )
     result = _mypy("--follow-imports=silent", str(wrong))

@@ -272,7 +272,7 @@ class ToolCallGuard:
 
     def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run[AgentContext]]:
         run = run_of(request.runtime, self.bound)
-        call = dict(request.tool_call)
+        call: dict[str, Any] = dict(request.tool_call)
         available = self.bound.available(run, self.tools)
         name = call.get("name") or ""
         if name not in available:
@@ -453,7 +453,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
-) -> RagGraph[AgentContext, AragOutputState]:
+) -> RagGraph[AragOutputState]:
     """Compile the A-RAG agent.
 
     ``index`` and ``model`` fixed here win over the run's context (``index_path``, ``model``),
@@ -491,7 +491,7 @@ def build_arag_graph(
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
-    return cast("RagGraph[AgentContext, AragOutputState]", graph)
+    return cast("RagGraph[AragOutputState]", graph)
 
 
 def _index_source(bound: Bound) -> HierarchicalIndex | Callable[[Any], HierarchicalIndex]:
@@ -506,7 +506,7 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
-) -> RagGraph[AgentContext, AragOutputState]:
+) -> RagGraph[AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
     return build_arag_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer

@@ -106,7 +106,7 @@ def finish(state: RunState, runtime: Runtime[Any], *, bound: Bound) -> dict[str,
 
 def build_direct_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[DirectContext, OutputState]:
+) -> RagGraph[OutputState]:
     """Direct answer: no retrieval. The index is only used to validate citations (there are none)."""
     bound = Bound("direct", DirectContext, index, model)
     builder = StateGraph(RunState, context_schema=DirectContext, input_schema=InputState, output_schema=OutputState)
@@ -118,7 +118,7 @@ def build_direct_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
-    return cast("RagGraph[DirectContext, OutputState]", graph)
+    return cast("RagGraph[OutputState]", graph)
 
 
 class NaiveRagOutputState(OutputState, total=False):
@@ -127,7 +127,7 @@ class NaiveRagOutputState(OutputState, total=False):
 
 def build_naive_rag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[NaiveRagContext, NaiveRagOutputState]:
+) -> RagGraph[NaiveRagOutputState]:
     """Naive RAG: retrieve ``top_k`` chunks once, answer from them."""
     bound = Bound("naive_rag", NaiveRagContext, index, model)
     builder = StateGraph(
@@ -143,4 +143,4 @@ def build_naive_rag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
-    return cast("RagGraph[NaiveRagContext, NaiveRagOutputState]", graph)
+    return cast("RagGraph[NaiveRagOutputState]", graph)

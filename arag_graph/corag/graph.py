@@ -407,7 +407,7 @@ def finish(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
 
 def build_corag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[CoragContext, CoragOutputState]:
+) -> RagGraph[CoragOutputState]:
     """CoRAG: retrieve, check sufficiency, reformulate, ... (at most ``max_steps`` retrievals), answer.
 
     ``decoding`` chooses greedy (one chain), best-of-N or tree search (see the module docstring).
@@ -431,4 +431,4 @@ def build_corag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
-    return cast("RagGraph[CoragContext, CoragOutputState]", graph)
+    return cast("RagGraph[CoragOutputState]", graph)

@@ -273,12 +273,13 @@ def build_index(
             return chunk_documents(bar, chunk_size=opts.chunk_size)
 
     if isinstance(corpus, (str, os.PathLike)):
-        documents: list[Document] | None = load_corpus(corpus, opts.corpus_format)
-        chunks = split(documents)
+        loaded = load_corpus(corpus, opts.corpus_format)
+        documents: list[Document] | None = loaded
+        chunks = split(loaded)
     else:
         items = list(corpus)
         if items and all(isinstance(i, Chunk) for i in items):
-            documents, chunks = None, list(items)  # type: ignore[assignment]
+            documents, chunks = None, list(items)  # type: ignore[assignment,arg-type]
         else:
             documents = items  # type: ignore[assignment]
             chunks = split(documents)  # type: ignore[arg-type]

@@ -705,7 +705,7 @@ def finish(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
 
 def build_srag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[SragContext, SragOutputState]:
+) -> RagGraph[SragOutputState]:
     """SRAG: decompose, solve sub-questions in dependency waves (parallel within a wave), tabulate, answer."""
     bound = Bound("srag", SragContext, index, model)
     builder = StateGraph(SragState, context_schema=SragContext, input_schema=InputState, output_schema=SragOutputState)
@@ -729,4 +729,4 @@ def build_srag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
-    return cast("RagGraph[SragContext, SragOutputState]", graph)
+    return cast("RagGraph[SragOutputState]", graph)
