@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -277,7 +277,8 @@ class ToolCallGuard:
         name = call.get("name") or ""
         if name not in available:
             text = f"Error: there is no tool named {name!r}. Available tools: {', '.join(available) or 'none'}."
-            artifact = {"error": True, "args": call.get("args") or {}, "tokens": 0, "chunk_ids": [], "read": []}
+            artifact: dict[str, Any] = {"error": True, "args": call.get("args") or {}, "tokens": 0}
+            artifact.update(chunk_ids=[], read=[])
             refusal = ToolMessage(
                 text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
             )
@@ -303,7 +304,8 @@ class ToolCallGuard:
             also_read=also_read if name == "chunk_read" else frozenset(),
             snippet_window=run.ctx.snippet_window,
         )
-        return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
+        edited = cast(ToolCall, {**call, "args": args})
+        return request.override(tool_call=edited, tool=_variant(self.source, name, settings)), run
 
     @staticmethod
     def _earlier_calls(request: ToolCallRequest) -> list[dict[str, Any]]:
