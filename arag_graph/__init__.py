@@ -8,7 +8,22 @@ three tools, or :func:`build_arag_graph` for the agent. Names are imported lazil
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see of the lazy names below (every name of _EXPORTS; `as`: re-exported)
+    from arag_graph.agent.tools import AragToolkit as AragToolkit
+    from arag_graph.agent.tools import create_retrieval_tools as create_retrieval_tools
+    from arag_graph.core.documents import Chunk as Chunk
+    from arag_graph.core.documents import SearchHit as SearchHit
+    from arag_graph.core.documents import SourceDocument as SourceDocument
+    from arag_graph.core.errors import AragError as AragError
+    from arag_graph.index.build import BuildOptions as BuildOptions
+    from arag_graph.index.build import build_index as build_index
+    from arag_graph.index.hierarchical import HierarchicalIndex as HierarchicalIndex
+    from arag_graph.index.load import load_index as load_index
+    from arag_graph.index.vectorstore import AragVectorStore as AragVectorStore
+    from arag_graph.retrieval.langchain_retriever import IndexRetriever as IndexRetriever
+    from arag_graph.retrieval.langchain_retriever import make_retriever as make_retriever
 
 _EXPORTS = {
     "AragError": "arag_graph.core.errors",
@@ -22,6 +37,8 @@ _EXPORTS = {
     "build_index": "arag_graph.index.build",
     "load_index": "arag_graph.index.load",
     "create_retrieval_tools": "arag_graph.agent.tools",
+    "AragToolkit": "arag_graph.agent.tools",
+    "AragVectorStore": "arag_graph.index.vectorstore",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -274,7 +274,7 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[], None]]:
 def run_evaluation(
     plan: EvalPlan,
     *,
-    progress: bool = True,
+    progress: bool = False,
     embeddings: Any = None,
     on_checked: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:

@@ -161,17 +161,26 @@ def execute(
 
     Returns the experiment's LangSmith URL when it was uploaded (the HTML report links to it).
     """
-    from langsmith import evaluate
+    from langsmith import evaluate, traceable
 
     by_id = {q.id: q for q in questions}
+    described = {"graph": run.setting.graph, "setting": run.setting.key, "model": run.plan.model}
 
+    # The root run of each example is the graph's (not langsmith's default "Target"), tagged and
+    # described by the setting, so an experiment's traces say which graph and settings they ran.
+    @traceable(
+        name=run.setting.graph,
+        run_type="chain",
+        tags=[run.setting.graph, f"setting:{run.setting.key}"],
+        metadata={**described, **{f"setting.{k}": v for k, v in run.setting.values.items()}},
+    )
     def target(inputs: dict[str, Any]) -> dict[str, Any]:
         return run.target(by_id[inputs["question_id"]])
 
     common = {
         "evaluators": feedback_evaluators(run),
         "max_concurrency": run.plan.workers,
-        "metadata": {"graph": run.setting.graph, "setting": run.setting.key, "model": run.plan.model},
+        "metadata": described,
         "experiment_prefix": f"{run.setting.graph}-{run.setting.key}",
         "client": client,
     }

@@ -308,3 +308,33 @@ def test_the_policy_reads_the_environment_when_a_run_starts(monkeypatch: pytest.
     assert policy.base_url("http://localhost:7/v1/") == "http://localhost:7/v1/"  # the same endpoint
     with pytest.raises(RunRefused):
         GraphContext(base_url="https://localhost:7/v1")  # another scheme is another endpoint
+
+
+def test_an_unknown_context_key_is_a_warning_in_a_library_run(sample_index: Any) -> None:
+    """``max_step`` (for ``max_steps``) was dropped in silence: the run went on with the default cap."""
+    from arag_graph.agent.graph import build_arag_graph
+    from arag_graph.run.configuration import UnknownContextKeyWarning
+
+    graph = build_arag_graph(sample_index, "offline")
+    with pytest.warns(
+        UnknownContextKeyWarning, match=r"AragContext has no setting 'max_step'; its settings are: .*max_steps"
+    ):
+        out = graph.invoke({"question": "Who directed Maximum Overdrive?"}, context={"max_step": 2, "top_k": 3})
+    assert out.get("error") is None and out["answer"]
+
+
+def test_an_unknown_context_key_is_refused_in_one_line_in_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a LangGraph server process (``langgraph_api`` loaded) a caller's unknown key is refused;
+    the operator's own contexts (``trusted``) already refuse one, in words of their own."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "langgraph_api", types.ModuleType("langgraph_api"))
+    with pytest.raises(
+        ContextError, match=r"^CoragContext has no setting 'beams'; its settings are: .*beam,"
+    ) as caught:
+        CoragContext(beams=2)
+    assert "\n" not in str(caught.value)
+    assert AragContext(max_steps=3).max_steps == 3  # known keys still pass
+    with pytest.raises(ContextError, match="unknown configuration field"):
+        AragContext.trusted(max_step=3)

@@ -734,6 +734,10 @@ def test_with_a_langsmith_key_results_go_up_as_experiments_on_one_dataset(
         roots_seen |= {r.id for r in roots}
         assert sorted(str(r.data.get("reference_example_id")) for r in roots) == sorted(example_ids)
         assert all(r.ended and r.outputs and "answer" in r.outputs for r in roots)
+        # Each root run is the graph's, tagged with its setting (langsmith would call it "Target").
+        assert {r.name for r in roots} == {graph}
+        assert all({graph, "setting:default"} <= set(r.data.get("tags") or []) for r in roots)
+        assert all(r.data["extra"]["metadata"]["setting"] == "default" for r in roots)
         # The graph ran inside the experiment's trace (its nodes are runs under the root).
         assert all(any(d.name == graph for d in langsmith_recorder.descendants(r)) for r in roots)
 

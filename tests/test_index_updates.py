@@ -112,6 +112,9 @@ def test_metadata_filters_keyword_and_semantic_search_and_the_retriever(tmp_path
         (doc,) = retriever.invoke("the orchard keeper")
         assert doc.id == "doc9" and doc.metadata["source"] == "book0.pdf" and doc.metadata["page"] == 9
         assert doc.metadata["chunk_id"] == "doc9"
+    # LangChain's vector-store spelling of the same filter.
+    (doc,) = make_retriever(index, search_kwargs={"k": 2, "filter": {"page": 9}}).invoke("the orchard keeper")
+    assert doc.id == "doc9"
     with pytest.raises(AragError, match="plain equality"):
         index.semantic_search("x", 2, metadata_filter={"page": {"$gt": 3}})
 

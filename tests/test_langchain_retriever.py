@@ -3,6 +3,7 @@ with the one-shot retrievers, its documents, bad input, and use inside an LCEL c
 
 from __future__ import annotations
 
+import re
 from operator import itemgetter
 from typing import Any
 
@@ -17,7 +18,7 @@ from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.summarize import summary_writer
 from arag_graph.retrieval.langchain_retriever import IndexRetriever, make_retriever
-from arag_graph.retrieval.retrievers import retrieve
+from arag_graph.retrieval.retrievers import auto_merge, auto_merge_documents, retrieve
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +59,38 @@ class TestKeywordRetrieverStandard(_Standard):
 
 class TestHybridRetrieverStandard(_Standard):
     search_type = "hybrid"
+
+
+class TestAmrRetrieverStandard(_Standard):
+    """Auto-merging hands over ``k`` documents too, although ``k`` sentences may merge into fewer."""
+
+    search_type = "amr"
+
+
+def test_search_kwargs_k_is_honoured(sample_index: HierarchicalIndex) -> None:
+    """LangChain's vector-store spelling, ``search_kwargs={"k": 2}``, was dropped in silence (5 came back)."""
+    retriever = make_retriever(sample_index, search_kwargs={"k": 2})
+    assert retriever.k == 2 and len(retriever.invoke(QUESTION)) == 2
+    direct = IndexRetriever(index=sample_index, search_type="keyword", search_kwargs={"k": 3})
+    assert len(direct.invoke(QUESTION)) == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"search_kwargs": {"score_threshold": 0.5}}, "search_kwargs 'score_threshold' is not supported"),
+        ({"search_kwargs": {"filter": {"a": 1}}, "metadata_filter": {"a": 2}}, "filter disagree; give the filter once"),
+        ({"search_kwargs": {"k": 2}, "k": 3}, "k=3 and search_kwargs k=2 disagree; give k once"),
+        ({"search_kwargs": ["k", 2]}, "search_kwargs must be a mapping such as {'k': 3}, not list"),
+        ({"score_threshold": 0.5}, "the retriever has no setting 'score_threshold'"),
+    ],
+)
+def test_settings_the_retriever_lacks_are_refused_in_one_line(
+    sample_index: HierarchicalIndex, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AragError, match=re.escape(message)) as caught:
+        make_retriever(sample_index, **kwargs)
+    assert "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -190,9 +223,15 @@ def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_p
 
     query = "Who directed the film shot in Leland, North Carolina?"
     amr = make_retriever(sample_index, search_type="amr", k=5).invoke(query)
+    # naive_rag's amr searches k sentences (ARAGOG's leaves); the retriever widens that same search
+    # until it has k documents, so naive_rag's passages are what it hands over with k sentences.
     expected = retrieve_passages(sample_index, query, config_for("naive_rag", retriever="amr"))  # type: ignore[arg-type]
-    assert [(d.id, d.page_content) for d in amr] == [(p.chunk_id, p.text) for p in expected]
-    assert {d.metadata["search_type"] for d in amr} == {"amr"}
+    assert [(p.chunk_id, p.text) for p in expected] == [
+        (p.chunk_id, p.text) for p in auto_merge(sample_index, query, 5)
+    ]
+    widened = auto_merge_documents(sample_index, query, 5)
+    assert [(d.id, d.page_content) for d in amr] == [(p.chunk_id, p.text) for p in widened]
+    assert len(amr) == 5 and {d.metadata["search_type"] for d in amr} == {"amr"}
     with pytest.raises(AragError, match="--summaries"):
         make_retriever(sample_index, search_type="dsi").invoke(query)
     chunks = sample_index.store.chunks[:20]

@@ -27,17 +27,17 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
+from typing_extensions import TypedDict
 
 from arag_graph.agent.tools import (
     ALL_TOOLS,
@@ -52,6 +52,7 @@ from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import agent_system_prompt
 from arag_graph.run.configuration import AgentContext, AragContext, AragNaiveContext
+from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
     finish_update,
@@ -63,7 +64,7 @@ from arag_graph.run.pipeline import (
     turn_progress,
     turn_steps,
 )
-from arag_graph.run.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
     "naive": ("semantic_search",),
     "none": (),
 }
+_NO_LIMIT = 10**9
 _CAP_REACHED = "the step cap is reached; no more tool calls are allowed for this question."
 SEARCH_TOOLS = frozenset({"keyword_search", "semantic_search"})
 """The tools that take ``top_k``: the configuration's ``top_k`` fills it when a call leaves it out."""
@@ -125,8 +127,35 @@ class AragOutputState(OutputState, total=False):
     """Tool calls that went on without a part that failed (a HyDE passage the model did not give)."""
 
 
+class StepLimits(TypedDict):
+    """The run's step cap and message-token budget, as the agent's edges read them."""
+
+    max_steps: int
+    message_token_budget: int
+
+
 class AragState(RunState, AragOutputState, total=False):
-    pass
+    limits: StepLimits
+    """Written by ``start`` and ``agent`` from the run's context; the edges read it here, because an
+    edge run by ``update_state`` (Studio's edit and fork) gets no runtime and so no context."""
+    supersteps_left: int
+    """``remaining_steps`` as the ``agent`` node saw it: under ``update_state`` the managed value
+    counts against no run's recursion limit, so the edges read the run's own figure."""
+
+
+_DEFAULT_LIMITS = StepLimits(
+    max_steps=AragContext.model_fields["max_steps"].default,
+    message_token_budget=AragContext.model_fields["message_token_budget"].default,
+)
+
+
+def step_limits(ctx: AgentContext) -> StepLimits:
+    return StepLimits(max_steps=ctx.max_steps, message_token_budget=ctx.message_token_budget)
+
+
+def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
+    """A new question: the per-question fields reset, and the run's limits recorded for the edges."""
+    return {**start_update(state), "limits": step_limits(bound.context_schema.of_run(runtime.context))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,10 +169,18 @@ def agent(
     run = run_of(runtime, bound)
     available = bound.bound_tools(run, tools, source)
     messages = state["messages"]
+    left = state.get("remaining_steps", _NO_LIMIT)
 
     def on_reply(reply: AIMessage) -> dict[str, Any]:
         refused = [_invalid_call_message(c) for c in pending_tool_calls(reply) if c.get("invalid")]
-        return {"messages": [reply, *refused], **turn_progress([*messages, reply, *refused], run.index)}
+        progress = turn_progress([*messages, reply, *refused], run.index)
+        # This run's limits (a resumed thread may run under another context than its start did).
+        return {
+            "messages": [reply, *refused],
+            "limits": step_limits(run.ctx),
+            "supersteps_left": left,
+            **progress,
+        }
 
     step = run.backbone.agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
     return Call(
@@ -193,38 +230,39 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 # Edges
 
 
-def _out_of_budget(state: RunState, ctx: AgentContext) -> bool:
+def _out_of_budget(state: AragState, supersteps_since_agent: int = 0) -> bool:
+    limits = state.get("limits") or _DEFAULT_LIMITS
+    left = state.get("supersteps_left", _NO_LIMIT) - supersteps_since_agent
     return (
-        state.get("steps", 0) >= ctx.max_steps
-        or state.get("remaining_steps", 10**9) <= _SUPERSTEPS_TO_FINISH
-        or over_token_budget(state.get("messages") or [], ctx.message_token_budget)
+        state.get("steps", 0) >= limits["max_steps"]
+        or left <= _SUPERSTEPS_TO_FINISH
+        or over_token_budget(state.get("messages") or [], limits["message_token_budget"])
     )
 
 
-def after_start(state: RunState) -> str:
+# The edges read the state alone (no runtime): LangGraph's update_state runs them without one.
+
+
+def after_start(state: AragState) -> str:
     return END if state.get("error") else "agent"
 
 
-def after_agent(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+def after_agent(state: AragState) -> str:
     if state.get("error"):
         return END
     reply = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
     calls = pending_tool_calls(reply)
     if not calls:
         return "finish"
-    if _out_of_budget(state, bound.context_schema.of_run(runtime.context)):
+    if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.
     return "tools" if any(not c.get("invalid") for c in calls) else "agent"
 
 
-def after_tools(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> str:
+def after_tools(state: AragState) -> str:
     steps = turn_steps(state["messages"])  # the tool node writes messages only; the count is derived
-    return (
-        "synthesize"
-        if _out_of_budget({**state, "steps": steps}, bound.context_schema.of_run(runtime.context))
-        else "agent"
-    )
+    return "synthesize" if _out_of_budget({**state, "steps": steps}, supersteps_since_agent=1) else "agent"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,12 +288,13 @@ class ToolCallGuard:
 
     def _prepare(self, request: ToolCallRequest) -> tuple[ToolCallRequest | ToolMessage, Run[AgentContext]]:
         run = run_of(request.runtime, self.bound)
-        call = dict(request.tool_call)
+        call: dict[str, Any] = dict(request.tool_call)
         available = self.bound.available(run, self.tools)
         name = call.get("name") or ""
         if name not in available:
             text = f"Error: there is no tool named {name!r}. Available tools: {', '.join(available) or 'none'}."
-            artifact = {"error": True, "args": call.get("args") or {}, "tokens": 0, "chunk_ids": [], "read": []}
+            artifact: dict[str, Any] = {"error": True, "args": call.get("args") or {}, "tokens": 0}
+            artifact.update(chunk_ids=[], read=[])
             refusal = ToolMessage(
                 text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
             )
@@ -278,7 +317,8 @@ class ToolCallGuard:
         settings = dataclasses.replace(
             self.bound.tool_settings(run), also_read=also_read if name == "chunk_read" else frozenset()
         )
-        return request.override(tool_call={**call, "args": args}, tool=_variant(self.source, name, settings)), run
+        edited = cast(ToolCall, {**call, "args": args})
+        return request.override(tool_call=edited, tool=_variant(self.source, name, settings)), run
 
     @staticmethod
     def _earlier_calls(request: ToolCallRequest) -> list[dict[str, Any]]:
@@ -314,7 +354,8 @@ class ToolCallGuard:
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 warning = _hyde_failed(exc)
-        return _recorded(prepared, execute(prepared), warning)
+        _tool_started(prepared)
+        return _tool_finished(_recorded(prepared, execute(prepared), warning))
 
     async def acall(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
@@ -329,7 +370,41 @@ class ToolCallGuard:
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
                 warning = _hyde_failed(exc)
-        return _recorded(prepared, await execute(prepared), warning)
+        _tool_started(prepared)
+        return _tool_finished(_recorded(prepared, await execute(prepared), warning))
+
+
+def _call_line(name: str, args: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if k not in _HIDDEN_ARGS)
+    return f"{name}({shown})"
+
+
+def _tool_started(request: ToolCallRequest) -> None:
+    call = request.tool_call
+    args = {k: v for k, v in (call.get("args") or {}).items() if k not in _HIDDEN_ARGS}
+    emit("tool_started", _call_line(call["name"], args), tool=call["name"], args=args, id=call.get("id"))
+
+
+def _tool_finished(result: ToolMessage | Command) -> ToolMessage | Command:
+    """The ``tool_finished`` event: what the call returned, in one line (its first line, or the error)."""
+    if isinstance(result, ToolMessage):
+        artifact = result.artifact if isinstance(result.artifact, dict) else {}
+        ids = list(artifact.get("chunk_ids") or [])
+        if artifact.get("error"):
+            summary = f"{result.name}: " + next((line for line in result.text.splitlines() if line.strip()), "error")
+        else:
+            summary = f"{result.name}: {len(ids)} chunk(s), {artifact.get('tokens', 0)} tokens"
+        emit(
+            "tool_finished",
+            summary,
+            tool=result.name,
+            id=result.tool_call_id,
+            args=artifact.get("args") or {},
+            tokens=artifact.get("tokens", 0),
+            chunk_ids=ids,
+            error=bool(artifact.get("error")),
+        )
+    return result
 
 
 def _hyde_failed(exc: Exception) -> str:
@@ -393,7 +468,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
+) -> RagGraph[AragOutputState]:
     """Compile the A-RAG agent.
 
     ``index`` and ``model`` fixed here win over the run's context (``index_path``, ``model``),
@@ -419,20 +494,19 @@ def build_arag_graph(
     builder = StateGraph(
         AragState, context_schema=context_schema, input_schema=InputState, output_schema=AragOutputState
     )
-    builder.add_node("start", start_update)
+    builder.add_node("start", functools.partial(start, bound=bound))
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools, source=source)))
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges(
-        "agent", functools.partial(after_agent, bound=bound), ["tools", "agent", "synthesize", "finish", END]
-    )
-    builder.add_conditional_edges("tools", functools.partial(after_tools, bound=bound), ["agent", "synthesize"])
+    builder.add_conditional_edges("agent", after_agent, ["tools", "agent", "synthesize", "finish", END])
+    builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
+    return cast("RagGraph[AragOutputState]", graph)
 
 
 def _index_source(bound: Bound) -> HierarchicalIndex | Callable[[Any], HierarchicalIndex]:
@@ -447,7 +521,7 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
+) -> RagGraph[AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
     return build_arag_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer

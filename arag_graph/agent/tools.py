@@ -467,7 +467,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return set(read_in(_messages_of(runtime), _index_of(index, runtime))) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags = {
+        flags: dict[str, Any] = {
             "full_text": settings.full_text,
             "dedupe": settings.dedupe,
             "snippet_window": settings.snippet_window,
@@ -477,7 +477,7 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return out.content, out.artifact()
 
     def _semantic(query: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags = {
+        flags: dict[str, Any] = {
             "full_text": settings.full_text,
             "dedupe": settings.dedupe,
             "query_vector": settings.query_vector,

@@ -13,12 +13,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
@@ -28,7 +27,7 @@ from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_pa
 from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, Run, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, question_of
 
 log = logging.getLogger(__name__)
@@ -156,7 +155,7 @@ def finish(state: RunState, runtime: Runtime[Any], *, bound: Bound) -> dict[str,
 
 def build_direct_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> CompiledStateGraph:
+) -> RagGraph[OutputState]:
     """Direct answer: no retrieval. The index is only used to validate citations (there are none)."""
     bound = Bound("direct", DirectContext, index, model)
     builder = StateGraph(RunState, context_schema=DirectContext, input_schema=InputState, output_schema=OutputState)
@@ -167,7 +166,8 @@ def build_direct_graph(
     builder.add_conditional_edges("start", after_start, {"go": "answer", "error": END})
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
+    return cast("RagGraph[OutputState]", graph)
 
 
 class NaiveRagOutputState(OutputState, total=False):
@@ -176,7 +176,7 @@ class NaiveRagOutputState(OutputState, total=False):
 
 def build_naive_rag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> CompiledStateGraph:
+) -> RagGraph[NaiveRagOutputState]:
     """Naive RAG: retrieve ``top_k`` chunks once, answer from them."""
     bound = Bound("naive_rag", NaiveRagContext, index, model)
     builder = StateGraph(
@@ -191,4 +191,5 @@ def build_naive_rag_graph(
     builder.add_edge("retrieve", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
+    return cast("RagGraph[NaiveRagOutputState]", graph)

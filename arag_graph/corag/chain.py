@@ -91,6 +91,7 @@ from arag_graph.llm.prompts import verdict
 from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages, rrf_scores
 from arag_graph.run.configuration import CoragContext
+from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import retrieval_update
 from arag_graph.run.runtime import Bound, Run, backbone_for, run_of
@@ -442,6 +443,16 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
                 *warnings,
                 f"step {step}: the sub-answer fell back to 'no relevant information' ({problem})",
             ]
+        chain_id = state.get("id") or ""
+        emit(
+            "chain_step",
+            f"{f'chain {chain_id} ' if chain_id else ''}step {step}: {query} -> {sub_answer} ({len(new)} new chunk(s))",
+            chain=chain_id,
+            step=step,
+            query=query,
+            chunk_ids=link["chunk_ids"],
+            sub_answer=sub_answer,
+        )
         return update
 
     if not found:  # nothing to read: no model call

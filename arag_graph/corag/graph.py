@@ -65,11 +65,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from statistics import fmean
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Overwrite, Send
 
@@ -98,7 +97,7 @@ from arag_graph.llm.offline import OfflinePolicy
 from arag_graph.run.configuration import CoragContext
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, Run, model_label, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, question_of
 
 __all__ = [
@@ -424,7 +423,7 @@ def finish(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
 
 def build_corag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> CompiledStateGraph:
+) -> RagGraph[CoragOutputState]:
     """CoRAG: retrieve, check sufficiency, reformulate, ... (at most ``max_steps`` retrievals), answer.
 
     ``decoding`` chooses greedy (one chain), best-of-N or tree search (see the module docstring).
@@ -447,4 +446,5 @@ def build_corag_graph(
     builder.add_conditional_edges("collect", send_tasks, {"chain": "chain", "answer": "answer", "end": END})
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
+    return cast("RagGraph[CoragOutputState]", graph)

@@ -229,11 +229,14 @@ def build_index(
     *,
     embeddings: Embeddings | str | None = None,
     summaries: SummaryWriter | None = None,
-    progress: bool = True,
+    progress: bool = False,
     out_flag: str = "--out",
     **changes: Any,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
+
+    ``progress`` draws progress bars on stderr; off by default, so a library call is quiet (the
+    CLI turns them on at a terminal).
 
     ``out_flag`` names ``out`` as the user gave it (``--out``; eval's ``--index``; the cache
     directory) in a refusal of ``out``, so the one line says what to change.
@@ -290,12 +293,13 @@ def build_index(
             return chunk_documents(bar, chunk_size=opts.chunk_size)
 
     if isinstance(corpus, (str, os.PathLike)):
-        documents: list[SourceDocument] | None = load_corpus(corpus, opts.corpus_format)
-        chunks = split(documents)
+        loaded = load_corpus(corpus, opts.corpus_format)
+        documents: list[SourceDocument] | None = loaded
+        chunks = split(loaded)
     else:
         items = list(corpus)
         if items and all(isinstance(i, Chunk) for i in items):
-            documents, chunks = None, list(items)  # type: ignore[assignment]
+            documents, chunks = None, list(items)  # type: ignore[assignment,arg-type]
         else:
             documents = source_documents(items)  # LangChain Documents from any loader, or ours
             chunks = split(documents)

@@ -33,7 +33,7 @@ def default_sample_index_path() -> Path:
     return cache_dir() / "sample-index"
 
 
-def ensure_sample_index(path: str | os.PathLike[str] | None = None, *, progress: bool = True) -> HierarchicalIndex:
+def ensure_sample_index(path: str | os.PathLike[str] | None = None, *, progress: bool = False) -> HierarchicalIndex:
     """Load the sample index, building it first when there is none.
 
     A damaged index is rebuilt only in arag's own cache (the default place); one at a ``path`` the

@@ -13,11 +13,18 @@ so a retriever and ``naive_rag`` with the same setting return the same chunks:
   picked out first, which is the agent's job.
 * ``hybrid``: both rankings fused by reciprocal rank (``naive_rag``'s ``hybrid``); scores are
   fusion scores, comparable only within one result list.
-* ``amr``: ARAGOG's auto-merging retrieval (``naive_rag``'s ``amr``, default threshold): the ``k``
+* ``amr``: ARAGOG's auto-merging retrieval (``naive_rag``'s ``amr``, default threshold): the
   nearest sentences, handed over whole as their chunk (or document) where more than half of it
-  matched, else as the matched sentences alone.
+  matched, else as the matched sentences alone. ``naive_rag`` searches ``top_k`` sentences (ARAGOG's
+  leaves), which may merge into fewer passages; a retriever's ``k`` is a number of documents
+  (LangChain's contract), so it searches as many sentences as it takes to hand over ``k``
+  (:func:`~arag_graph.retrieval.retrievers.auto_merge_documents`).
 * ``dsi``: ARAGOG's document summary index (``naive_rag``'s ``dsi``): the ``k`` best chunks inside
   the documents whose summaries are nearest; needs an index built with ``--summaries``.
+
+``search_kwargs={"k": 2, "filter": {"source": "a.pdf"}}`` (the argument LangChain's vector-store
+retrievers take) sets ``k`` and the ``metadata_filter``; any other setting the retriever does not
+have is refused in one line rather than ignored.
 
 Each document is a whole chunk (``amr``: or the matched sentences of one): ``page_content`` is its
 text, ``id`` and ``metadata["chunk_id"]`` its chunk ID (what ``chunk_read`` and the citations use),
@@ -28,16 +35,17 @@ keeps only chunks whose document metadata matches (``{"source": "a.pdf"}``), for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from arag_graph.core.documents import check_filter, matches_filter
 from arag_graph.core.errors import AragError
-from arag_graph.retrieval.retrievers import Passage, Retriever, auto_merge, passages, retrieve
+from arag_graph.retrieval.retrievers import Passage, Retriever, auto_merge_documents, passages, retrieve
 
 SearchType = Literal["semantic", "keyword", "hybrid", "amr", "dsi"]
 SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
@@ -85,6 +93,25 @@ class IndexRetriever(BaseRetriever):
     @classmethod
     def _a_filter(cls, value: Any) -> Any:
         return check_filter(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_settings(cls, data: Any) -> Any:
+        """``search_kwargs`` read (its ``k`` and ``filter``), and any setting the retriever lacks
+        refused, not dropped."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        search_kwargs = data.pop("search_kwargs", None)
+        if search_kwargs is not None:
+            data |= _from_search_kwargs(search_kwargs, data.get("k"), data.get("metadata_filter"))
+        unknown = sorted(set(data) - set(cls.model_fields))
+        if unknown:
+            raise AragError(
+                f"the retriever has no setting {unknown[0]!r}; it takes index, search_type, k, metadata_filter "
+                "(or search_kwargs={'k': N, 'filter': {...}}), tags and metadata"
+            )
+        return data
 
     @field_validator("search_type", mode="before")
     @classmethod
@@ -149,7 +176,7 @@ class IndexRetriever(BaseRetriever):
 
     def _passages(self, query: str, top_k: int) -> list[Passage]:
         if self.search_type == "amr":
-            return auto_merge(self.index, query, top_k)
+            return auto_merge_documents(self.index, query, top_k)
         if self.search_type == "dsi":
             from arag_graph.retrieval.summaries import summary_search
 
@@ -157,11 +184,49 @@ class IndexRetriever(BaseRetriever):
         return passages(self.index, retrieve(self.index, query, top_k, _RETRIEVER[self.search_type]))
 
 
-def make_retriever(index: Any, search_type: SearchType = "semantic", k: int = 5, **kwargs: Any) -> IndexRetriever:
+def _from_search_kwargs(search_kwargs: Any, k: Any, metadata_filter: Any) -> dict[str, Any]:
+    """``k`` and ``metadata_filter`` from LangChain's ``search_kwargs`` (``{"k": 3, "filter": {...}}``,
+    as its vector-store retrievers take them); anything else, or a value given twice differently, is
+    refused in one line."""
+    if not isinstance(search_kwargs, Mapping):
+        given = type(search_kwargs).__name__
+        raise AragError(f"retriever search_kwargs must be a mapping such as {{'k': 3}}, not {given}")
+    other = sorted(set(search_kwargs) - {"k", "filter"})
+    if other:
+        raise AragError(
+            f"retriever search_kwargs {other[0]!r} is not supported: only 'k' and 'filter' are; "
+            "choose the ranking with search_type"
+        )
+    out: dict[str, Any] = {"k": _check_k(5 if k is None else k)}
+    if "k" in search_kwargs:
+        out["k"] = _check_k(search_kwargs["k"])
+        if k is not None and _check_k(k) != out["k"]:
+            raise AragError(f"retriever k={k!r} and search_kwargs k={search_kwargs['k']!r} disagree; give k once")
+    if "filter" in search_kwargs:
+        out["metadata_filter"] = search_kwargs["filter"]
+        if metadata_filter is not None and metadata_filter != search_kwargs["filter"]:
+            raise AragError("retriever metadata_filter and search_kwargs filter disagree; give the filter once")
+    return out
+
+
+def make_retriever(
+    index: Any,
+    search_type: SearchType = "semantic",
+    k: int | None = None,
+    *,
+    search_kwargs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> IndexRetriever:
     """``index`` as a LangChain ``BaseRetriever``; ``search_type``: semantic, keyword, hybrid, amr or dsi.
 
-    Top ``k`` documents; ``kwargs`` go to the retriever (``tags``, ``metadata``). A function of the
-    retrieval layer rather than a method of the index, so that the index never imports what is built
-    on it.
+    Top ``k`` documents (default 5), given as ``k`` or, as LangChain's vector-store retrievers take
+    it, ``search_kwargs={"k": k}`` (with ``"filter"``: the ``metadata_filter``); ``kwargs`` go to the
+    retriever (``metadata_filter``, ``tags``, ``metadata``). A
+    setting the retriever does not have is an error, never ignored. A function of the retrieval
+    layer rather than a method of the index, so that the index never imports what is built on it.
     """
-    return IndexRetriever(index=index, search_type=search_type, k=k, **kwargs)
+    if search_kwargs is not None:
+        kwargs["search_kwargs"] = search_kwargs
+    if k is not None:
+        kwargs["k"] = k
+    return IndexRetriever(index=index, search_type=search_type, **kwargs)

@@ -254,6 +254,22 @@ def _retrieved(
     return passages(index, retrieve(index, query, top_k, s.retriever, query_vector=query_vector), window)
 
 
+def auto_merge_documents(index: HierarchicalIndex, query: str, k: int) -> list[Passage]:
+    """Auto-merging retrieval that hands over ``k`` passages (fewer only when the index holds fewer).
+
+    :func:`auto_merge` searches ``top_k`` sentences (ARAGOG's leaves), and sentences that merge, or
+    share a chunk, become one passage, so it may hand over fewer than ``top_k``. A LangChain
+    retriever promises ``k`` documents: the leaves double until the merged passages reach ``k``.
+    """
+    sentences = sum(len(chunk.sentences) for chunk in index.store.chunks)
+    leaves = k
+    while True:
+        found = auto_merge(index, query, leaves)
+        if len(found) >= k or leaves >= sentences:  # every sentence searched: the index has no more
+            return found[:k]
+        leaves = min(2 * leaves, sentences)
+
+
 def retrieve_passages(
     index: HierarchicalIndex,
     query: str,

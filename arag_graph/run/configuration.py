@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
+import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -46,6 +48,29 @@ def _one_line(error: ValidationError, schema: str) -> str:
 
 _TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_context", default=False)
 """Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
+
+
+def in_langgraph_server() -> bool:
+    """Whether a LangGraph server (``langgraph dev``, LangGraph Platform) runs graphs in this process."""
+    return "langgraph_api" in sys.modules
+
+
+class UnknownContextKeyWarning(UserWarning):
+    """A library run's context named a setting its graph does not have; the setting had no effect."""
+
+
+def _check_keys(cls: type[BaseModel], data: dict[str, Any]) -> None:
+    """A key the graph does not have is never dropped in silence: a typo (``max_step``) would
+    otherwise run with the default. A served run's caller gets the one-line refusal; a library call
+    a warning (code may pass one mapping to several graphs)."""
+    unknown = sorted(set(data) - set(cls.model_fields))
+    if not unknown:
+        return
+    valid = ", ".join(sorted(cls.model_fields))
+    message = f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}"
+    if in_langgraph_server() and not _TRUSTING.get():
+        raise ContextError(message)
+    warnings.warn(f"{message} (ignored)", UnknownContextKeyWarning, stacklevel=3)
 
 
 class GraphContext(BaseModel):
@@ -117,6 +142,7 @@ class GraphContext(BaseModel):
         are :class:`~arag_graph.core.errors.ContextError`, a ``ValueError``, so a LangGraph server
         returns the line to its client.
         """
+        _check_keys(type(self), data)
         if data.get("profile") not in (None, DEFAULT_PROFILE):
             # The profile fills what the run leaves unset; a value given explicitly wins. An unknown
             # profile is left to the schema, which refuses it in one line.

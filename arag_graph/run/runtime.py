@@ -33,8 +33,15 @@ from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy
+from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
+_Output = TypeVar("_Output")
+RagGraph = CompiledStateGraph[Any, Any, InputState, _Output]
+"""What the builders return, typed for mypy and pyright: ``RagGraph[AragOutputState]``'s ``invoke``
+takes ``messages`` or ``question`` and returns the graph's output fields. ``context=`` is typed
+``Any``: it takes the graph's context schema or a mapping of its fields (which LangGraph turns into
+the schema), and LangGraph's type parameter admits no plain mapping."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 
@@ -277,7 +284,7 @@ class TracedGraph(CompiledStateGraph):
             return await super().ainvoke(input, config, context=context, **kwargs)
 
 
-def traced_graph(graph: CompiledStateGraph, bound: Bound) -> TracedGraph:
+def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph:
     """``graph`` (just compiled) named and tagged after its graph, every run carrying its metadata.
 
     Rebuilt the way ``Pregel.copy`` rebuilds a graph (from its attributes); a test pins that this

@@ -66,9 +66,10 @@ from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.configuration import SragContext
+from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, run_index, run_of, traced_graph
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
@@ -157,6 +158,8 @@ class SragState(RunState, SragOutputState, total=False):
     """The facts given to the final answer, as a model sees them (empty without structured extraction)."""
     sources: list[str]
     """The chunks the evidence cites (without structured extraction: the passages answered from)."""
+    ask_router: bool
+    """Whether the run's context asked for the router (``start`` reads the context, the edge this)."""
 
 
 class SolveTask(TypedDict):
@@ -546,16 +549,22 @@ def build_solve_graph(bound: Bound) -> CompiledStateGraph:
 # The question: route, decompose, waves of sub-questions, the table, the answer
 
 
-def start(state: SragState) -> dict[str, Any]:
+def start(state: SragState, runtime: Runtime[SragContext]) -> dict[str, Any]:
+    """A new question: fields reset, and whether the router runs decided here, from the run's context.
+
+    The decision goes to ``ask_router`` for :func:`after_start` to read: an edge run by
+    ``update_state`` (Studio's edit and fork) gets no runtime, so no edge may read the context.
+    """
     update = start_update(state)
     update.update(sub_questions=Overwrite([]), table=[], evidence="", sources=[], route="", warnings=Overwrite([]))
+    update["ask_router"] = SragContext.of_run(runtime.context).route
     return update
 
 
-def after_start(state: SragState, runtime: Runtime[SragContext]) -> str:
+def after_start(state: SragState) -> str:
     if state.get("error"):
         return "end"
-    return "route" if SragContext.of_run(runtime.context).route else "decompose"
+    return "route" if state.get("ask_router") else "decompose"
 
 
 def route(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> Call:
@@ -590,6 +599,9 @@ def decompose(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) 
         records, notes = plan_sub_questions(value, question, ctx.max_sub_questions)
         if problem:
             notes.insert(0, f"the decomposition fell back to the question itself ({problem})")
+        listed = [{"id": r["id"], "question": r["question"], "depends_on": r.get("depends_on", [])} for r in records]
+        shown = "; ".join(f"{r['id']}. {r['question']}" for r in listed)
+        emit("sub_questions", f"{len(listed)} sub-question(s): {shown}", sub_questions=listed)
         return {"sub_questions": Overwrite(records), "route": "srag", "warnings": notes}
 
     alone = Decomposition(sub_questions=[SubQuestion(id=1, question=question)])
@@ -623,11 +635,33 @@ def dispatch(state: SragState) -> list[Send] | str:
     ]
 
 
+def _announce_wave(ran: Sequence[SubQuestionRecord]) -> None:
+    """``sub_question_done`` events for the wave just solved, from this node of the parent graph, so
+    that a caller streaming ``custom`` without ``subgraphs=True`` sees them too."""
+    wave = max((r.get("wave", 1) for r in ran), default=0)
+    for record in (r for r in ran if r.get("wave", 1) == wave):
+        question = record.get("resolved") or record.get("question", "")
+        found = f"{len(record.get('chunk_ids') or [])} chunk(s), {len(record.get('triplets') or [])} fact(s)"
+        error = record.get("error")
+        answer = record.get("answer") or ""
+        outcome = f"failed: {error}" if error else (f"{answer} ({found})" if answer else found)
+        emit(
+            "sub_question_done",
+            f"sub-question {record['id']}: {question} -> {outcome}",
+            id=record["id"],
+            question=question,
+            answer=answer,
+            chunk_ids=list(record.get("chunk_ids") or []),
+            error=error,
+        )
+
+
 def collect(state: SragState) -> dict[str, Any]:
     """Fold the finished branches into the common output fields, in wave then id order."""
     records = state.get("sub_questions") or []
     ran = sorted((r for r in records if r.get("retrieval")), key=lambda r: (r.get("wave", 1), r["id"]))
     trajectory = [r["retrieval"] for r in ran]
+    _announce_wave(ran)
     update: dict[str, Any] = {
         "steps": len(trajectory),
         "retrieved_tokens": sum(step.get("tokens", 0) for step in trajectory),
@@ -678,7 +712,7 @@ def finish(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
 
 def build_srag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> CompiledStateGraph:
+) -> RagGraph[SragOutputState]:
     """SRAG: decompose, solve sub-questions in dependency waves (parallel within a wave), tabulate, answer."""
     bound = Bound("srag", SragContext, index, model)
     builder = StateGraph(SragState, context_schema=SragContext, input_schema=InputState, output_schema=SragOutputState)
@@ -701,4 +735,5 @@ def build_srag_graph(
     builder.add_edge("aggregate", "answer")
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
-    return traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
+    graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
+    return cast("RagGraph[SragOutputState]", graph)

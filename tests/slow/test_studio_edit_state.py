@@ -1,0 +1,81 @@
+"""Studio's edit-state and fork through ``langgraph dev``: the SDK's ``threads.update_state``.
+
+Studio's edit button posts the new values to ``/threads/{id}/state`` with ``as_node``; the server runs
+the edges leaving that node without a runtime, so an edge that read the run's context answered
+HTTP 400 (``Missing required config key 'N/A'``). Checked: editing a pending tool call at an
+interrupt, resuming so that the edited call runs, editing a finished thread, and forking from an
+earlier checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.slow.devserver import DevServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTION = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))[0][
+    "question"
+]
+EDITED_QUERY = "Maximum Overdrive director"
+
+
+def _tool_results(values: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
+    return [m for m in values["messages"] if m["type"] == "tool" and m["tool_call_id"] == call_id]
+
+
+@pytest.mark.parametrize("graph_id", ["arag", "arag_naive"])
+def test_edit_a_pending_tool_call_then_resume(dev_server: DevServer, graph_id: str) -> None:
+    client = dev_server.client()
+    with dev_server.log_on_failure():
+        thread = client.threads.create()["thread_id"]
+        client.runs.wait(
+            thread, graph_id, input={"question": QUESTION}, context={"max_steps": 2}, interrupt_before=["tools"]
+        )
+        state = client.threads.get_state(thread)
+        assert state["next"] == ["tools"]
+        reply = state["values"]["messages"][-1]
+        call = reply["tool_calls"][0]
+        edited = {**reply, "tool_calls": [{**call, "args": {**call["args"], "query": EDITED_QUERY}}]}
+        client.threads.update_state(thread, {"messages": [edited]}, as_node="agent")
+        assert client.threads.get_state(thread)["next"] == ["tools"]
+
+        out: dict[str, Any] = client.runs.wait(thread, graph_id, input=None, context={"max_steps": 2})  # type: ignore[assignment]
+        assert out.get("error") is None and out["answer"].strip()
+        values = client.threads.get_state(thread)["values"]
+        ran = _tool_results(values, call["id"])
+        assert len(ran) == 1 and ran[0]["artifact"]["args"]["query"] == EDITED_QUERY
+
+        # A finished thread can be edited too (Studio's state editor on the last checkpoint).
+        client.threads.update_state(thread, {"answer": "edited"}, as_node="finish")
+        assert client.threads.get_state(thread)["values"]["answer"] == "edited"
+
+
+def test_fork_from_an_earlier_checkpoint(dev_server: DevServer) -> None:
+    client = dev_server.client()
+    with dev_server.log_on_failure():
+        thread = client.threads.create()["thread_id"]
+        first: dict[str, Any] = client.runs.wait(  # type: ignore[assignment]
+            thread, "arag", input={"question": QUESTION}, context={"max_steps": 2}
+        )
+        assert first["steps"] == 2
+        history = client.threads.get_history(thread, limit=50)
+        before_tools = [s for s in history if s["next"] == ["tools"]][-1]  # the first pending call
+        reply = before_tools["values"]["messages"][-1]
+        call = reply["tool_calls"][0]
+        fork = {**reply, "tool_calls": [{**call, "name": "keyword_search", "args": {"keywords": ["Leland"]}}]}
+        forked = client.threads.update_state(
+            thread, {"messages": [fork]}, as_node="agent", checkpoint=before_tools["checkpoint"]
+        )
+        out: dict[str, Any] = client.runs.wait(  # type: ignore[assignment]
+            thread, "arag", input=None, context={"max_steps": 2}, checkpoint=forked["checkpoint"]
+        )
+        assert out.get("error") is None and out["answer"].strip()
+        ran = _tool_results(client.threads.get_state(thread)["values"], call["id"])
+        assert [m["name"] for m in ran] == ["keyword_search"]

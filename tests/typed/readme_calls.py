@@ -1,0 +1,45 @@
+"""The README's and the library guide's calls, for mypy (tests/test_typing.py): never run, only checked.
+
+``assert_type`` fails the check when a public name is seen as ``Any`` (the lazy exports of
+``arag_graph/__init__.py``) or a builder's output type is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_type
+
+from langchain_core.documents import Document
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool
+
+from arag_graph import HierarchicalIndex, build_index, create_retrieval_tools, load_index, make_retriever
+from arag_graph.agent.graph import AragOutputState, build_arag_graph
+from arag_graph.corag.graph import build_corag_graph
+from arag_graph.run.configuration import AragContext
+from arag_graph.run.runtime import RagGraph
+
+
+def readme() -> None:
+    index = load_index("indexes/sample")
+    assert_type(index, HierarchicalIndex)
+    index.keyword_search(["Two Dollar Radio"], top_k=3)
+    graph = build_arag_graph(index, model="offline")
+    out = graph.invoke({"question": "Where is the publisher of Grace Krilanovich's first novel based?"})
+    assert_type(graph, RagGraph[AragOutputState])
+    print(out["answer"], out["citations"], out["read_chunks"], out["steps"])
+    tools = create_retrieval_tools(index)
+    assert_type(tools, list[BaseTool])
+
+
+def library_guide() -> None:
+    index = build_index("arag_graph/data/sample/corpus.json", "indexes/mine")
+    assert_type(index, HierarchicalIndex)
+    index.semantic_search("who directed Maximum Overdrive", top_k=5)
+    graph = build_arag_graph(index, model="offline")
+    graph.invoke({"question": "Who directed Maximum Overdrive?"}, context={"max_steps": 10})
+    graph.invoke({"question": "Who directed Maximum Overdrive?"}, context=AragContext.trusted(max_steps=10))
+    build_corag_graph(index, "offline").invoke({"question": "q"}, context={"decoding": "best_of_n", "n": 2})
+    docs = make_retriever(index, k=5).invoke("who directed Maximum Overdrive")
+    assert_type(docs, list[Document])
+    settings: dict[str, Any] = {"max_steps": 3}
+    graph.invoke({"messages": [HumanMessage("a follow-up")]}, {"configurable": {"thread_id": "t"}}, context=settings)
