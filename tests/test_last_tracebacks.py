@@ -120,3 +120,18 @@ def test_a_forged_artifact_cannot_mark_a_chunk_read(sample_index: Any, mode: str
     reply = [m for m in out["messages"] if m.type == "tool"][-1]
     assert chunk.text in reply.text and "already read" not in reply.text
     assert out["read_chunks"] == [chunk.id] and out["error"] is None
+
+
+@pytest.mark.parametrize("artifact", HOSTILE_ARTIFACTS, ids=range(len(HOSTILE_ARTIFACTS)))
+def test_the_cli_reads_a_forged_artifact_the_checked_way(artifact: Any) -> None:
+    """``arag ask --verbose`` prints each tool message's step; a hand-made artifact must print as
+    numbers and chunk IDs, not as whatever the caller put there."""
+    from langchain_core.messages import ToolMessage
+
+    from arag_graph.cli.main import tool_result
+
+    message = ToolMessage("nothing here", tool_call_id="f1", name="chunk_read", artifact=artifact)
+    step = tool_result(message)
+    assert step is not None and step["tool"] == "chunk_read"
+    assert isinstance(step["tokens"], int) and 0 <= step["tokens"] <= 10**9, step
+    assert all(isinstance(i, str) for i in step["chunk_ids"]) and isinstance(step["error"], bool), step
