@@ -29,7 +29,6 @@ from arag_graph.index.load import load_index
 from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
 from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
-from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
@@ -52,6 +51,8 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
     (graph nodes), never on a server's event loop.
     """
     if not path:
+        from arag_graph.qa.sample import ensure_sample_index  # the build path, only when it is needed
+
         return ensure_sample_index(progress=False)
     if not served:
         with serving(None):
@@ -187,7 +188,11 @@ def index_label(bound: Bound, ctx: GraphContext) -> str:
         path = bound.index or ctx.choice().index_path
     if not ctx.is_trusted:  # a caller reads its run's metadata (thread state, checkpoints): no operator paths
         return ServingPolicy.from_env().shown(path)
-    return str(Path(path)) if path else str(default_sample_index_path())
+    if path:
+        return str(Path(path))
+    from arag_graph.qa.sample import default_sample_index_path  # imports the build path: only here
+
+    return str(default_sample_index_path())
 
 
 def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
