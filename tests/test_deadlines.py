@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import openai
@@ -118,43 +118,69 @@ def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: DripServer, 
 # ---------------------------------------------------------------------------------------------
 # Chroma server
 
+DATABASE = {"id": str(uuid.uuid4()), "name": "default_database", "tenant": "default_tenant"}
+# Chroma's requests in the order a client sends them: its start-up (identity, tenant, database), the
+# heartbeat a build checks first, then the collection (created by a build, opened by a search).
 START = {
-    "/heartbeat": {"nanosecond heartbeat": 1},
     "/auth/identity": {"user_id": "", "tenant": "default_tenant", "databases": ["default_database"]},
     "/tenants/default_tenant": {"name": "default_tenant"},
+    "/databases/default_database": DATABASE,
+    "/heartbeat": {"nanosecond heartbeat": 1},
 }
 
 
-def chroma_start(method: str, path: str) -> bytes | None:
-    """Chroma's start-up requests answered; every collection request drips."""
-    for suffix, payload in START.items():
-        if path.endswith(suffix):
-            return complete(200, json.dumps(payload).encode())
-    if path.endswith("/databases/default_database"):
-        body = {"id": str(uuid.uuid4()), "name": "default_database", "tenant": "default_tenant"}
-        return complete(200, json.dumps(body).encode())
-    return None
+def chroma_answering(*suffixes: str) -> Callable[[str, str], bytes | None]:
+    """A Chroma server that answers requests ending in ``suffixes`` and drips every other one."""
+
+    def answer(method: str, path: str) -> bytes | None:
+        for suffix in suffixes:
+            if path.endswith(suffix):
+                return complete(200, json.dumps(START[suffix]).encode())
+        return None
+
+    return answer
+
+
+chroma_start = chroma_answering(*START)
+"""Chroma's start-up requests answered; every collection request drips."""
+
+
+def chroma_open(method: str, path: str) -> bytes | None:
+    """Start-up and opening the collection answered; the query drips."""
+    name = path.rpartition("/collections/")[2]
+    if method == "GET" and name and "/" not in name:
+        collection = {"id": str(uuid.uuid4()), "name": name, "tenant": "default_tenant", "configuration_json": {}}
+        return complete(200, json.dumps({**collection, "database": "default_database"}).encode())
+    return chroma_start(method, path)
 
 
 def timed_out(line: str, url: str) -> None:
     assert url in line and "did not answer within 1 s" in line and "timed out" in line, line
 
 
-def test_a_dripping_chroma_heartbeat_fails_the_build_in_one_line(
-    drip: DripServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("answered", range(len(START) + 1), ids=[*START, "/collections"])
+def test_a_chroma_server_dripping_at_any_stage_fails_the_build_in_one_line(
+    answered: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Each request of ``arag index --chroma-url`` drips in turn, the client's start-up included
+    (Chroma sends those without a timeout): the command fails in time, and the server sees the
+    client leave, so no thread is left waiting on it."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "a", "text": "The Nile is a river."}) + "\n", encoding="utf-8")
-    argv = ["index", str(corpus), "--out", str(tmp_path / "i"), "--chroma-url", drip.root_url, "--quiet"]
-    timed_out(assert_one_error_line(*run_cli([*argv, "--chroma-timeout", "1"], capsys)), drip.root_url)
+    with DripServer(limit=LIMIT, answer=chroma_answering(*list(START)[:answered])) as drip:
+        argv = ["index", str(corpus), "--out", str(tmp_path / "i"), "--chroma-url", drip.root_url, "--quiet"]
+        timed_out(assert_one_error_line(*run_cli([*argv, "--chroma-timeout", "1"], capsys)), drip.root_url)
+        outcomes = drip.outcomes()  # a failed build also drops its collection: that request drips too
+        assert outcomes and set(outcomes) == {CLIENT_LEFT}, outcomes
     assert not (tmp_path / "i").exists()
-    every_client_left(drip, attempts=1)
+    record("chroma_waits", f"index: server drips after {answered} answered requests", trials=1, faults=1, survived=1)
 
 
+@pytest.mark.parametrize("answer", [chroma_start, chroma_open], ids=["open", "query"])
 def test_a_chroma_server_that_drips_collection_requests_fails_search_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    answer: Callable[[str, str], bytes | None], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with DripServer(limit=LIMIT, answer=chroma_start) as drip:
+    with DripServer(limit=LIMIT, answer=answer) as drip:
         root = server_index(tmp_path, drip.root_url)
         argv = ["search", "--index", str(root), "--query", "a river", "--chroma-timeout", "1"]
         timed_out(assert_one_error_line(*run_cli(argv, capsys)), drip.root_url)

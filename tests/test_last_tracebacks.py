@@ -120,3 +120,60 @@ def test_a_forged_artifact_cannot_mark_a_chunk_read(sample_index: Any, mode: str
     reply = [m for m in out["messages"] if m.type == "tool"][-1]
     assert chunk.text in reply.text and "already read" not in reply.text
     assert out["read_chunks"] == [chunk.id] and out["error"] is None
+
+
+@pytest.mark.parametrize("artifact", HOSTILE_ARTIFACTS, ids=range(len(HOSTILE_ARTIFACTS)))
+def test_the_cli_reads_a_forged_artifact_the_checked_way(artifact: Any) -> None:
+    """``arag ask --verbose`` prints each tool message's step; a hand-made artifact must print as
+    numbers and chunk IDs, not as whatever the caller put there."""
+    from langchain_core.messages import ToolMessage
+
+    from arag_graph.cli.main import tool_result
+
+    message = ToolMessage("nothing here", tool_call_id="f1", name="chunk_read", artifact=artifact)
+    step = tool_result(message)
+    assert step is not None and step["tool"] == "chunk_read"
+    assert isinstance(step["tokens"], int) and 0 <= step["tokens"] <= 10**9, step
+    assert all(isinstance(i, str) for i in step["chunk_ids"]) and isinstance(step["error"], bool), step
+
+
+# ---------------------------------------------------------------------------------------------
+# An AragError raised inside a served run's node
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_damage_found_inside_a_node_reaches_a_served_caller_as_its_line(
+    sample_index: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """LangGraph's server sends the caller the message of a ``ValueError`` only ("An internal error
+    occurred" for anything else): damage a search finds mid-run must arrive as its one line, still
+    an ``IndexDamagedError``, without the operator's directories."""
+    import asyncio
+    import shutil
+
+    from langgraph_api.serde import default as server_reply
+
+    from arag_graph.core.errors import IndexDamagedError
+    from arag_graph.index.hierarchical import HierarchicalIndex
+    from arag_graph.registry import build_graph
+
+    root = tmp_path / "operator-indexes"
+    shutil.copytree(sample_index.path, root / "main")
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(root))
+    monkeypatch.setenv("ARAG_INDEX", str(root / "main"))
+
+    def damaged(self: HierarchicalIndex, *args: Any, **kwargs: Any) -> Any:
+        raise IndexDamagedError(self.path, f"the vectors in {self.path / 'builds'} do not match their checksums")
+
+    monkeypatch.setattr(HierarchicalIndex, "semantic_search", damaged)
+    graph, served = build_graph("naive_rag"), {"index_path": "main"}
+    with pytest.raises(IndexDamagedError) as caught:
+        if mode == "async":
+            asyncio.run(graph.ainvoke({"question": QUESTION}, context=served))
+        else:
+            graph.invoke({"question": QUESTION}, context=served)
+    reply = server_reply(caught.value)
+    assert reply["error"] == "IndexDamagedError" and reply["message"] == str(caught.value), reply
+    assert "do not match their checksums" in reply["message"] and "\n" not in reply["message"], reply
+    assert str(root) not in reply["message"] and str(tmp_path) not in reply["message"], reply

@@ -190,3 +190,15 @@ def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
     assert set(traced.nodes) == set(plain.nodes) and set(traced.channels) == set(plain.channels)
     assert traced.get_context_jsonschema() == plain.get_context_jsonschema()
     assert traced.invoke({"x": 1}) == plain.invoke({"x": 1}) == {"x": 2}
+
+
+def test_the_run_layer_imports_the_sample_build_only_when_a_run_needs_it() -> None:
+    """``run.runtime`` needs the sample only to find or build the default index; importing the
+    sample module at import time pulled the whole build path (encoders, chunking, writers) into
+    every graph's start-up."""
+    import subprocess
+    import sys
+
+    probe = "import sys, arag_graph.run.runtime; print(sorted(m for m in sys.modules if 'arag_graph.qa.' in m))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "arag_graph.qa.sample" not in done.stdout, done.stdout

@@ -94,3 +94,31 @@ def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:
     assert Triplet.model_validate({"subject": "a", "predicate": "b", "object": "c"}).relevance == 1.0
     with pytest.raises(ValueError):
         Sufficiency.model_validate({"reasoning": "no verdict"})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("replies", "expected", "problem_says"),
+    [
+        (["not json", Reformulation(query="retried").model_dump_json()], "retried", None),
+        (["not json", "{}"], "Q?", "Field required"),
+    ],
+    ids=["second-attempt", "fallback"],
+)
+def test_sync_and_async_calls_share_one_retry_policy(
+    openai_server: OpenAIStubServer, mode: str, replies: list[str], expected: str, problem_says: str | None
+) -> None:
+    """One bad reply is retried once; two fall back to the schema's fallback with the last problem."""
+    import asyncio
+
+    from arag_graph.llm.structured import astructured_call
+
+    openai_server.script([text(r) for r in replies])
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("retry"), max_retries=0)
+    call = {"question": "Q?"}
+    if mode == "async":
+        value, problem = asyncio.run(astructured_call(model, Reformulation, [HumanMessage("Q?")], **call))
+    else:
+        value, problem = structured_call(model, Reformulation, [HumanMessage("Q?")], **call)
+    assert value.query == expected and len(openai_server.completions) == 2
+    assert (problem is None) if problem_says is None else (problem_says in (problem or "")), problem

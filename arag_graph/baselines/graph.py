@@ -26,8 +26,8 @@ from arag_graph.core.safety import describe_model_error
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
 from arag_graph.run.nodes import Call, model_node
-from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
+from arag_graph.run.pipeline import finish, retrieval_update, start_update
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, question_of
 
 log = logging.getLogger(__name__)
@@ -143,10 +143,6 @@ def answer_from_passages(state: NaiveRagState, runtime: Runtime[NaiveRagContext]
 def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: Bound) -> Call:
     run = run_of(runtime, bound)
     return Call(run.backbone.direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
-
-
-def finish(state: RunState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
-    return finish_update(state, run_index(runtime, bound))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -313,11 +313,17 @@ def describe_step(update: dict[str, Any]) -> list[str]:
 
 
 def tool_result(message: Any) -> dict[str, Any] | None:
-    """A tool message as a trajectory step (None for a call answered without running)."""
-    artifact = message.artifact if isinstance(message.artifact, dict) else {}
-    if artifact.get("not_run"):
+    """A tool message as a trajectory step (None for a call answered without running).
+
+    The artifact is read the one checked way (:func:`arag_graph.llm.tool_artifacts.artifact_of`):
+    the messages a run streams can hold a caller's own tool messages, whose artifacts say anything.
+    """
+    from arag_graph.llm.tool_artifacts import artifact_of
+
+    artifact = artifact_of(message)
+    if artifact["not_run"]:
         return None
-    return {"tool": message.name, **artifact, "error": bool(artifact.get("error")) or message.status == "error"}
+    return {"tool": message.name, **artifact, "error": artifact["error"] or message.status == "error"}
 
 
 def run_question(

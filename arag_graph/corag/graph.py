@@ -96,8 +96,8 @@ from arag_graph.llm.models import supports_setting
 from arag_graph.llm.offline import OfflinePolicy
 from arag_graph.run.configuration import CoragContext
 from arag_graph.run.nodes import Call, model_node
-from arag_graph.run.pipeline import finish_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_index, run_of, traced_graph
+from arag_graph.run.pipeline import finish, start_update
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, question_of
 
 __all__ = [
@@ -411,10 +411,6 @@ def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
         name="answer_model",
         on_error=lambda message: {"error": message, **done},
     )
-
-
-def finish(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> dict[str, Any]:
-    return finish_update(state, run_index(runtime, bound))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ read-only index directory (mounted read-only, as deployments do) answers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import math
 import os
@@ -40,7 +41,6 @@ import re
 import shutil
 import stat
 import tempfile
-import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -69,8 +69,6 @@ CHROMA_URL_ENV = "ARAG_CHROMA_URL"
 CHROMA_TIMEOUT_ENV = "ARAG_CHROMA_TIMEOUT"
 DEFAULT_CHROMA_TIMEOUT = 60.0
 _CONNECT_TIMEOUT = 10.0
-# Requests Chroma's client sends while it is constructed (identity, tenant, database), each bounded.
-_CONSTRUCTION_REQUESTS = 3
 # The one name a build gives its embedded store's directory; a manifest naming anything else is damaged.
 _STORE_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Chroma's rule for collection names (checked by the server and the embedded client alike).
@@ -287,13 +285,12 @@ class SentenceStore:
             self.client.delete_collection(self.collection.name)
 
 
-def _timed_out(exc: BaseException | None) -> bool:
-    """Whether ``exc`` or an error it was raised from is a timeout (Chroma re-raises them as ValueError)."""
-    import httpx
-
+def _caused_by(exc: BaseException | None, kinds: tuple[type[BaseException], ...]) -> bool:
+    """Whether ``exc`` or an error it was raised from is one of ``kinds`` (Chroma re-raises timeouts
+    and refused connections as ValueError)."""
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, kinds):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
@@ -302,12 +299,12 @@ def _timed_out(exc: BaseException | None) -> bool:
 def _server_failure(url: str, exc: BaseException, timeout: float, action: str) -> AragError:
     import httpx
 
-    if _timed_out(exc):
+    if _caused_by(exc, (httpx.TimeoutException,)):
         return AragError(
             f"the Chroma server at {url} did not answer within {timeout:g} s ({action} timed out); check the "
             f"server, or allow more time with --chroma-timeout or ${CHROMA_TIMEOUT_ENV}"
         )
-    if isinstance(exc, (httpx.TransportError, ConnectionError)):
+    if _caused_by(exc, (httpx.TransportError, ConnectionError)):
         return AragError(
             f"cannot reach the Chroma server at {url} ({type(exc).__name__}); start it with "
             "`chroma run --path DIR --port PORT` or fix --chroma-url"
@@ -323,20 +320,15 @@ def _http_client(url: str, timeout: float) -> Any:
     reuses a loaded index).
 
     Chroma's client has no timeout setting (its httpx session is made with ``timeout=None``) and
-    sends requests while it is being constructed. So a bounded heartbeat goes first, which fails a
-    server that accepts and never answers (or answers one byte at a time) within the limit; the
-    client is constructed in a daemon thread that we stop waiting for after the bound (a server
-    that answers the heartbeat and then stalls leaves that thread blocked, not the caller); and the
-    client's session then gets the bound and a transport that makes it the total of each request
-    (:mod:`arag_graph.core.deadlines`). The session is a private attribute of chromadb 1.x; the tests
-    run servers that never answer or drip, so a chromadb that moves it fails them.
+    sends requests while it is being constructed (identity, tenant, database). So the client is a
+    :class:`_DeadlineClient`, whose session gets the bound, and a transport that makes it the total of
+    each request (:mod:`arag_graph.core.deadlines`), before its first request: construction, the
+    heartbeat, opening the collection and every query then end in time in the caller's own thread,
+    against a server that never answers and one that answers a byte at a time alike.
     """
     from urllib.parse import urlparse
 
-    import chromadb
     import httpx
-
-    from arag_graph.core.deadlines import httpx_transport, keep_deadlines
 
     try:
         parsed = urlparse(url if "://" in url else f"http://{url}")
@@ -350,37 +342,62 @@ def _http_client(url: str, timeout: float) -> Any:
     base = f"{'https' if parsed.scheme == 'https' else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
     # Before the first request: Chroma's client sends the Chroma credentials with every one of them.
     check_endpoint("chroma", base, "the sentence store's Chroma server")
+    settings = _settings()
+    settings.chroma_api_impl = "chromadb.api.fastapi.FastAPI"
+    settings.chroma_server_host, settings.chroma_server_http_port = host, port
+    settings.chroma_server_ssl_enabled = parsed.scheme == "https"
     try:
-        with httpx.Client(transport=httpx_transport(), timeout=bound) as probe:
-            probe.get(f"{base}/api/v2/heartbeat").raise_for_status()
-    except Exception as exc:
-        raise _server_failure(url, exc, timeout, "heartbeat") from None
-    made: dict[str, Any] = {}
-
-    def construct() -> None:
-        try:
-            made["client"] = chromadb.HttpClient(
-                host=host, port=port, ssl=parsed.scheme == "https", settings=_settings()
-            )
-        except Exception as exc:  # chromadb raises several types for an unreachable server
-            made["error"] = exc
-
-    worker = threading.Thread(target=construct, name="chroma-connect", daemon=True)
-    worker.start()
-    worker.join(_CONSTRUCTION_REQUESTS * timeout)
-    if worker.is_alive():
-        raise _server_failure(url, httpx.ReadTimeout("no answer"), timeout, "connect")
-    if "error" in made:
-        raise _server_failure(url, made["error"], timeout, "connect") from None
-    client = made["client"]
+        client = _client_class()(bound, settings=settings)
+    except Exception as exc:  # chromadb raises several types for an unreachable server
+        raise _server_failure(url, exc, timeout, "connect") from None
     client._arag_endpoint = base
-    server = getattr(client, "_server", None)
-    session = getattr(server, "_session", None)
-    if isinstance(session, httpx.Client):
-        session.timeout = bound
-        verify = getattr(getattr(server, "_settings", None), "chroma_server_ssl_verify", None)
-        keep_deadlines(session, limits=server.http_limits, **({} if verify is None else {"verify": verify}))
     return client
+
+
+@functools.cache
+def _client_class() -> type:
+    """:class:`_DeadlineClient`: made on first use, as importing chromadb takes a while."""
+    from chromadb.api.client import Client
+
+    class _DeadlineClient(Client):  # type: ignore[misc]
+        """Chroma's client, whose HTTP session keeps total deadlines from its first request on.
+
+        Chroma's constructor first makes its server API (the session, no request yet), then asks for
+        the caller's identity (the first request, so the session is bounded there), then checks the
+        tenant and database through an admin client with a session of its own (bounded before those
+        two requests). The tests that stall each start-up request fail if a chromadb release
+        reorders this.
+        """
+
+        def __init__(self, bound: Any, **kwargs: Any) -> None:
+            self._arag_bound = bound
+            super().__init__(**kwargs)
+
+        def get_user_identity(self) -> Any:
+            _keep_session_deadlines(self._server, self._arag_bound)
+            return super().get_user_identity()
+
+        def _validate_tenant_database(self, tenant: str, database: str) -> None:
+            _keep_session_deadlines(self._admin_client._server, self._arag_bound)
+            super()._validate_tenant_database(tenant=tenant, database=database)
+
+    return _DeadlineClient
+
+
+def _keep_session_deadlines(server: Any, bound: Any) -> None:
+    """Give the session of Chroma's server API (chromadb 1.x's private ``_session``) the bound and a
+    transport that makes it the total of each request, once."""
+    import httpx
+
+    from arag_graph.core.deadlines import keep_deadlines
+
+    session = getattr(server, "_session", None)
+    if not isinstance(session, httpx.Client) or getattr(session, "_arag_bounded", False):
+        return
+    session.timeout = bound
+    verify = getattr(getattr(server, "_settings", None), "chroma_server_ssl_verify", None)
+    keep_deadlines(session, limits=server.http_limits, **({} if verify is None else {"verify": verify}))
+    session._arag_bounded = True
 
 
 def check_chroma_server(url: str, timeout: float | None = None) -> None:

@@ -9,8 +9,9 @@ through here: it answers the same requests with its own rules (:mod:`arag_graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -198,6 +199,46 @@ def _problem(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
 
 
+class _RetryPolicy(Generic[T]):
+    """The one retry policy of a structured call, sync and async alike: two attempts, then the
+    schema's fallback (:data:`FALLBACKS`) with the last attempt's problem.
+
+    An attempt fails on a reply that is no valid ``schema`` object and on any error of the call
+    (invalid JSON, a refusal, a provider error), except :class:`BudgetExceeded`: no call was made
+    and none will be, so there is nothing to retry or fall back from.
+    """
+
+    attempts_per_call = 2
+
+    def __init__(self, schema: type[T], question: str) -> None:
+        self.schema, self.question = schema, question
+        self.value: T | None = None
+        self.problem: str | None = None
+
+    def attempts(self) -> Iterator[None]:
+        for _attempt in range(self.attempts_per_call):
+            yield
+            if self.value is not None:
+                return
+
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator[None]:
+        try:
+            yield
+        except BudgetExceeded:
+            raise
+        except Exception as exc:
+            self.value, self.problem = None, _problem(exc)
+
+    def reply(self, result: Any) -> None:
+        self.value, self.problem = _parsed(result, self.schema)
+
+    def result(self) -> tuple[T, str | None]:
+        if self.value is not None:
+            return self.value, None
+        return FALLBACKS[self.schema](self.question), self.problem  # type: ignore[return-value]
+
+
 def structured_call(
     model: BaseChatModel,
     schema: type[T],
@@ -206,19 +247,13 @@ def structured_call(
     question: str,
     config: RunnableConfig | None = None,
 ) -> tuple[T, str | None]:
-    """Ask ``model`` for a ``schema`` object; retry once, then fall back. Returns (value, problem)."""
+    """Ask ``model`` for a ``schema`` object under :class:`_RetryPolicy`. Returns (value, problem)."""
     runnable = model.with_structured_output(schema, include_raw=True)
-    problem: str | None = None
-    for _attempt in range(2):
-        try:
-            value, problem = _parsed(runnable.invoke(list(messages), config), schema)
-        except BudgetExceeded:  # no call was made, and none will be: nothing to retry or fall back from
-            raise
-        except Exception as exc:  # invalid JSON, refusals, provider errors
-            value, problem = None, _problem(exc)
-        if value is not None:
-            return value, None
-    return FALLBACKS[schema](question), problem  # type: ignore[return-value]
+    policy = _RetryPolicy(schema, question)
+    for _ in policy.attempts():
+        with policy.attempt():
+            policy.reply(runnable.invoke(list(messages), config))
+    return policy.result()
 
 
 async def astructured_call(
@@ -229,19 +264,13 @@ async def astructured_call(
     question: str,
     config: RunnableConfig | None = None,
 ) -> tuple[T, str | None]:
-    """Async twin of :func:`structured_call`."""
+    """Async twin of :func:`structured_call`, under the same :class:`_RetryPolicy`."""
     runnable = model.with_structured_output(schema, include_raw=True)
-    problem: str | None = None
-    for _attempt in range(2):
-        try:
-            value, problem = _parsed(await runnable.ainvoke(list(messages), config), schema)
-        except BudgetExceeded:  # no call was made, and none will be: nothing to retry or fall back from
-            raise
-        except Exception as exc:
-            value, problem = None, _problem(exc)
-        if value is not None:
-            return value, None
-    return FALLBACKS[schema](question), problem  # type: ignore[return-value]
+    policy = _RetryPolicy(schema, question)
+    for _ in policy.attempts():
+        with policy.attempt():
+            policy.reply(await runnable.ainvoke(list(messages), config))
+    return policy.result()
 
 
 def structured_runnable(model: BaseChatModel, schema: type[T], question: str) -> Runnable[Any, tuple[T, str | None]]:

@@ -15,6 +15,7 @@ from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.tool_artifacts import artifact_of, read_in
 from arag_graph.run.budgets import question_problem
+from arag_graph.run.runtime import Bound, run_index
 from arag_graph.run.state import RunState, question_of
 
 
@@ -71,6 +72,12 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
             else "the model returned an empty answer"
         )
     return update
+
+
+def finish(state: RunState, runtime: Any, *, bound: Bound) -> dict[str, Any]:
+    """The last node of the retrieve-then-answer graphs (Naive RAG, Direct, CoRAG, SRAG):
+    :func:`finish_update` with the run's index; bind ``bound`` with ``functools.partial``."""
+    return finish_update(state, run_index(runtime, bound))
 
 
 def _text(message: AnyMessage) -> str:

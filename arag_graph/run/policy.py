@@ -47,6 +47,7 @@ same calls.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from arag_graph.core.endpoints import EndpointKind, canonical_model
-from arag_graph.core.errors import ContextError
+from arag_graph.core.errors import AragError, ContextError
 
 OFFLINE = "offline"
 OPENAI_API = "https://api.openai.com/v1"
@@ -64,6 +65,29 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 class RunRefused(ContextError):
     """A run asked for a model, endpoint or index that the operator does not allow."""
+
+
+@functools.cache
+def _reported(kind: type[AragError]) -> type[AragError]:
+    """``kind``, made a ``ValueError`` too when it is not one: what LangGraph's server reports to
+    the caller with its message (any other type reaches the caller as "An internal error occurred")."""
+    if issubclass(kind, ValueError):
+        return kind
+    return type(kind.__name__, (kind, ValueError), {"__module__": kind.__module__, "__doc__": kind.__doc__})
+
+
+def served_error(exc: AragError, policy: ServingPolicy | None = None) -> AragError:
+    """``exc`` as a served run's caller receives it: its one line, the operator's directories taken
+    out (:meth:`ServingPolicy.private`), as an error of the same class that the server reports.
+
+    The class is kept (``except IndexDamagedError`` still catches it), with ``ValueError`` added
+    where it lacks it; the traceback and the chain stay in the operator's log, not the caller's reply.
+    """
+    policy = policy or ServingPolicy.from_env()
+    kind = _reported(type(exc))
+    made = kind.__new__(kind)
+    Exception.__init__(made, " ".join(policy.private(str(exc)).split()))
+    return made
 
 
 def _listed(name: str) -> list[str]:

@@ -29,10 +29,9 @@ from arag_graph.index.load import load_index
 from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
 from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
-from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
-from arag_graph.run.policy import RunRefused, ServingPolicy
+from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
 from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
@@ -59,6 +58,8 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
     (graph nodes), never on a server's event loop.
     """
     if not path:
+        from arag_graph.qa.sample import ensure_sample_index  # the build path, only when it is needed
+
         return ensure_sample_index(progress=False)
     if not served:
         with serving(None):
@@ -207,7 +208,11 @@ def index_label(bound: Bound, ctx: GraphContext) -> str:
         path = bound.index or ctx.choice().index_path
     if not ctx.is_trusted:  # a caller reads its run's metadata (thread state, checkpoints): no operator paths
         return ServingPolicy.from_env().shown(path)
-    return str(Path(path)) if path else str(default_sample_index_path())
+    if path:
+        return str(Path(path))
+    from arag_graph.qa.sample import default_sample_index_path  # imports the build path: only here
+
+    return str(default_sample_index_path())
 
 
 def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
@@ -257,17 +262,19 @@ class TracedGraph(CompiledStateGraph):
             return config
         return {**(config or {}), "metadata": {**((config or {}).get("metadata") or {}), **metadata}}
 
-    # Plain methods returning LangGraph's own iterators (not generators wrapping them), so closing
-    # or cancelling the stream reaches LangGraph directly.
+    # LangGraph's own iterators; a served run's are wrapped (its errors as the caller sees them),
+    # and the wrappers close LangGraph's iterator whenever they are closed or cancelled.
     def stream(  # type: ignore[override]
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> Iterator[Any]:
-        return super().stream(input, self._traced(config, context), context=context, **kwargs)
+        stream = super().stream(input, self._traced(config, context), context=context, **kwargs)
+        return _served_errors(stream) if _served(context) else stream
 
     def astream(  # type: ignore[override]
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        return super().astream(input, self._traced(config, context), context=context, **kwargs)
+        stream = super().astream(input, self._traced(config, context), context=context, **kwargs)
+        return _served_errors_async(stream) if _served(context) else stream
 
     # langsmith.evaluate(graph, ..., upload_results=False) calls invoke under LangSmith's local
     # tracing mode, in which langchain-core would still post every node's run to the client's URL
@@ -282,6 +289,37 @@ class TracedGraph(CompiledStateGraph):
     ) -> Any:
         with local_tracing_guard():
             return await super().ainvoke(input, config, context=context, **kwargs)
+
+
+def _served(context: Any) -> bool:
+    """Whether a run's context is a caller's (a served run), not one the operator made."""
+    return not (isinstance(context, GraphContext) and context.is_trusted)
+
+
+def _served_errors(stream: Iterator[Any]) -> Iterator[Any]:
+    """``stream``, an :class:`AragError` raised in any node reaching the caller as its one line
+    (:func:`arag_graph.run.policy.served_error`) rather than LangGraph's "An internal error occurred"."""
+    try:
+        yield from stream
+    except AragError as exc:
+        raise served_error(exc) from None
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+
+
+async def _served_errors_async(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """:func:`_served_errors` for ``astream`` (what the LangGraph server calls)."""
+    try:
+        async for item in stream:
+            yield item
+    except AragError as exc:
+        raise served_error(exc) from None
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph:

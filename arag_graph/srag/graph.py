@@ -68,8 +68,8 @@ from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_pa
 from arag_graph.run.configuration import SragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
-from arag_graph.run.pipeline import finish_update, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_index, run_of, traced_graph
+from arag_graph.run.pipeline import finish, retrieval_update, start_update
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
@@ -704,10 +704,6 @@ def answer(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
     else:
         step = run.backbone.answer(question, sources)
     return Call(step, lambda reply: {"messages": [reply]}, name="answer_model")
-
-
-def finish(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> dict[str, Any]:
-    return finish_update(state, run_index(runtime, bound))
 
 
 def build_srag_graph(

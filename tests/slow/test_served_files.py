@@ -46,7 +46,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Itera
     (root / "empty").mkdir()
     via = base / "root-link"
     via.symlink_to(root, target_is_directory=True)
-    env = {"ARAG_INDEX_ROOT": str(via), "ARAG_INDEX": str(root / "real")}
+    # gpt-4o-mini is allowed but the operator set no key: its runs fail inside a graph node
+    env = {"ARAG_INDEX_ROOT": str(via), "ARAG_INDEX": str(root / "real"), "ARAG_ALLOWED_MODELS": "gpt-4o-mini"}
     (base / "server").mkdir()
     with running_dev_server(base / "server", env) as server:
         yield server, base, root
@@ -96,3 +97,27 @@ def test_no_served_run_reads_an_index_through_a_link(
         assert str(base) not in history, "a checkpoint names the operator's directories"
         assert "BlockingError" not in server.log_tail(200_000)
     record("served_files", f"a run naming {index_path!r}", trials=1, faults=1, survived=1)
+
+
+def test_an_error_inside_a_node_reaches_the_caller_as_its_line(served: tuple[DevServer, Path, Path]) -> None:
+    """An allowed model without the operator's key fails in the node that builds it (an AragError,
+    not a ValueError): the caller gets its one line, not "An internal error occurred"."""
+    server, base, _ = served
+    client = server.client()
+    with server.log_on_failure():
+        thread = client.threads.create()
+        try:
+            out: Any = client.runs.wait(
+                thread["thread_id"],
+                "naive_rag",
+                input={"question": QUESTION},
+                context={"index_path": "real", "model": "gpt-4o-mini"},
+            )
+        except Exception as exc:  # the SDK raises the run's error with the message the server sent
+            error = str(exc)
+        else:
+            error = str(out.get("error") if isinstance(out, dict) else out)
+        assert "ModelSpecError" in error and "needs an API key" in error, error
+        assert "\n" not in error.strip() and "internal error" not in error.lower(), error
+        assert str(base) not in error, error
+    record("served_files", "an AragError raised inside a node", trials=1, faults=1, survived=1)
