@@ -65,7 +65,10 @@ MODULES: dict[str, Target] = {
         ("tests/test_endpoint_rule.py",),
         select="endpoint_hook or client_endpoint or canonical_model_spelling or routing_spelling",
     ),
-    "arag_graph/core/safety.py": Target(("tests/test_secrets.py", "tests/test_judge.py")),
+    "arag_graph/core/safety.py": Target(
+        ("tests/test_secrets.py",),
+        select="six_characters or remembered or key_shaped or split_secret or one_line_with",
+    ),
     "arag_graph/index/integrity.py": Target(("tests/test_index_damage.py",)),
     "evaluators/predictions.py": Target(("tests/test_eval_runner.py", "tests/test_eval_safety.py")),
     "arag_graph/run/policy.py": Target(("tests/test_configuration.py",)),
