@@ -70,7 +70,11 @@ MODULES: dict[str, Target] = {
         select="six_characters or remembered or key_shaped or split_secret or one_line_with",
     ),
     "arag_graph/index/integrity.py": Target(("tests/test_index_damage.py",)),
-    "evaluators/predictions.py": Target(("tests/test_eval_runner.py", "tests/test_eval_safety.py")),
+    "evaluators/predictions.py": Target(
+        ("tests/test_eval_safety.py",),
+        select="out_must_be or refuses_a_link_at or the_lock_refuses or run_record_holds or names_every_changed "
+        "or only_scored or fingerprint or resuming_into or rejected_file or the_writer",
+    ),
     "arag_graph/run/policy.py": Target(("tests/test_configuration.py",)),
     "arag_graph/agent/tools.py": Target(("tests/test_tools.py", "tests/test_standard_tools.py")),
     "arag_graph/index/layout.py": Target(("tests/test_index.py", "tests/test_index_ownership.py")),

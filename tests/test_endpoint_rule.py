@@ -374,6 +374,7 @@ def test_client_endpoint_prefers_the_sdk_client_underneath_and_ignores_non_urls(
         ("Azure-OpenAI:dep", "azure_openai:dep"),
         ("Anthropic: Claude-X ", "anthropic:Claude-X"),
         ("ollama:llama3:8b", "ollama:llama3:8b"),
+        ("OpenAI:ft:gpt-4o:org", "ft:gpt-4o:org"),  # only the first colon ends the provider
         ("", ""),
     ],
 )

@@ -2,7 +2,7 @@
 
 Issue 22, section 3: such a run stayed active for over 7 minutes, because every read got a byte
 before its timeout. The operator allows one model endpoint, a drip server
-(:mod:`tests.stubs.drip_server`); a remote caller (``langgraph_sdk``) runs a graph on it, once
+(:mod:`tests.stubs.silent_server`, dripping); a remote caller (``langgraph_sdk``) runs a graph on it, once
 with the operator's limits from the environment and once with the run's own ``timeout`` and
 ``max_retries`` fields. Each run must end with its one-line "timed out" reason, and the drip server
 must have seen the server's client leave, once per attempt. No timed assertion: the drip server
@@ -19,7 +19,7 @@ import pytest
 from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
-from tests.stubs.drip_server import CLIENT_LEFT, DripServer
+from tests.stubs.silent_server import CLIENT_LEFT, SilentServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -27,8 +27,8 @@ QUESTION = "Who directed the film that was shot in or around Leland, North Carol
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[DevServer, DripServer]]:
-    with DripServer(limit=60.0) as drip:
+def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[DevServer, SilentServer]]:
+    with SilentServer(drip=True, limit=60.0) as drip:
         env = {
             "OPENAI_API_KEY": sentinel_key("operator-deadlines"),
             "ARAG_ALLOWED_BASE_URLS": drip.url,
@@ -47,7 +47,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Itera
     ids=["operator-limits", "run-limits"],
 )
 def test_a_served_run_on_a_dripping_model_ends(
-    served: tuple[DevServer, DripServer], graph: str, limits: dict[str, Any], attempts: int
+    served: tuple[DevServer, SilentServer], graph: str, limits: dict[str, Any], attempts: int
 ) -> None:
     server, drip = served
     client = server.client()
