@@ -69,7 +69,10 @@ MODULES: dict[str, Target] = {
         ("tests/test_secrets.py",),
         select="six_characters or remembered or key_shaped or split_secret or one_line_with",
     ),
-    "arag_graph/index/integrity.py": Target(("tests/test_index_damage.py",)),
+    "arag_graph/index/integrity.py": Target(
+        ("tests/test_index_damage.py",),
+        select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file",
+    ),
     "evaluators/predictions.py": Target(
         ("tests/test_eval_safety.py",),
         select="out_must_be or refuses_a_link_at or the_lock_refuses or run_record_holds or names_every_changed "
