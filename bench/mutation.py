@@ -67,7 +67,7 @@ MODULES: dict[str, Target] = {
     ),
     "arag_graph/core/safety.py": Target(
         ("tests/test_secrets.py",),
-        select="six_characters or remembered or key_shaped or split_secret or one_line_with",
+        select="six_characters or remembered or key_shaped or split_secret or one_line_with or at_once or exactly_six",
     ),
     "arag_graph/index/integrity.py": Target(
         ("tests/test_index_damage.py",),

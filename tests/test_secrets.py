@@ -298,3 +298,40 @@ def test_model_errors_read_as_one_line_with_what_to_check(no_known_secrets: None
     )
     assert "did not reply: raise" in describe_model_error(TimeoutError("late"))
     assert "did not reply: raise" in describe_model_error(httpx.ReadTimeout("late"))
+
+
+def test_the_stream_redactor_gives_out_everything_before_a_secret_or_key_at_once(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the held-back end starts: all of a secret or key-shaped text that could still grow is
+    held (and the three characters before a key shape), nothing more."""
+    from arag_graph.core.safety import StreamRedactor
+
+    secret, key = "s3cret-value-1", "sk-abcdefghijkl"
+    monkeypatch.setenv("ARAG_API_KEY", secret)
+    length = 150
+    for word, shown, margin in ((secret, "***", 0), (key, "***", 3)):
+        for at in range(40, 110):
+            redactor = StreamRedactor(extra=("extra-secret-9",))
+            cut = length - redactor.hold
+            text = "." * at + word + "." * (length - at - len(word))
+            if at - margin < cut < at + len(word) or (margin and at - margin < cut and at + len(word) == cut):
+                expected = "." * (at - margin) if at + len(word) > cut else "." * at + shown
+            elif at + len(word) <= cut:
+                expected = "." * at + shown + "." * (cut - at - len(word))
+            else:
+                expected = "." * cut
+            out = redactor.feed(text)
+            assert out == expected, (word, at)
+            assert out + redactor.flush() == "." * at + shown + "." * (length - at - len(word))
+    redactor = StreamRedactor(extra=("extra-secret-9",))
+    assert redactor.feed("an extra-secret-9 " + "y" * 100) + redactor.flush() == "an *** " + "y" * 100
+    redactor = StreamRedactor(extra=("extra-secret-9",))
+    assert redactor.feed("extra-secret-9") == "" and redactor.flush() == "***"
+
+
+def test_a_url_credential_of_exactly_six_characters_is_remembered(no_known_secrets: None) -> None:
+    from arag_graph.core import safety
+
+    safety.remember_url_credentials("http://someone:pass66@h/v1")
+    assert safety._remembered == {"pass66"}
