@@ -164,7 +164,17 @@ def copy_repo(dest: Path) -> None:
             shutil.copy2(REPO / name, target)
 
 
+def installed(module: str) -> str:
+    """Where ``module`` sits in the installed package: ``evaluators/`` is installed as ``arag_graph.evaluators``."""
+    return f"arag_graph/{module}" if module.startswith("evaluators/") else module
+
+
 def configure(work: Path, module: str, tests: list[str]) -> None:
+    if module != installed(module):
+        # Tests import arag_graph.evaluators, which the editable install maps to the working tree's
+        # evaluators/: mutmut's copy is only imported when it sits inside the mutated arag_graph.
+        shutil.copytree(work / "evaluators", work / "arag_graph" / "evaluators")
+        module = installed(module)
     source = module.split("/")[0] + "/"
     with (work / "pyproject.toml").open("a", encoding="utf-8") as fh:
         fh.write(
@@ -181,7 +191,7 @@ def configure(work: Path, module: str, tests: list[str]) -> None:
 def run_module(module: str, max_children: int) -> dict[str, Any]:
     target = MODULES[module]
     tests = target.pytest_args()
-    patterns = target.patterns(module)
+    patterns = target.patterns(installed(module))
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     with tempfile.TemporaryDirectory(prefix="arag-mutation-") as tmp:
         work = Path(tmp)
@@ -193,7 +203,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children), *patterns]
             subprocess.run(command, cwd=work, stdout=fh, stderr=fh)
-        meta_path = work / "mutants" / f"{module}.meta"
+        meta_path = work / "mutants" / f"{installed(module)}.meta"
         codes: dict[str, int | None] = {}
         if meta_path.exists():
             codes = json.loads(meta_path.read_text())["exit_code_by_key"]

@@ -335,3 +335,56 @@ def test_a_url_credential_of_exactly_six_characters_is_remembered(no_known_secre
 
     safety.remember_url_credentials("http://someone:pass66@h/v1")
     assert safety._remembered == {"pass66"}
+
+
+def _largest_safe_cut(text: str, secret: str, cut: int) -> int:
+    """The largest position at or before ``cut`` that no occurrence of ``secret`` straddles."""
+    starts = [i for i in range(len(text)) if text.startswith(secret, i)]
+    while any(s < cut < s + len(secret) for s in starts):
+        cut -= 1
+    return cut
+
+
+@pytest.mark.parametrize("secret", ["s3cret-value-1", "ab" * 7], ids=["plain", "overlapping"])
+def test_the_stream_redactor_holds_back_exactly_the_secrets_that_could_straddle(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    from arag_graph.core.safety import StreamRedactor
+
+    monkeypatch.setenv("ARAG_API_KEY", secret)
+    texts = []
+    for length in (70, 150):
+        for at in range(0, length - 20):
+            texts.append("." * at + secret + "." * (length - at - len(secret)))
+            texts.append("." * 3 + secret + "." * at + "ab" * 10 + "." * (length - at - 23 - len(secret)))
+    for whole in texts:
+        redactor = StreamRedactor()
+        cut = _largest_safe_cut(whole, secret, max(0, len(text) - redactor.hold))
+        assert redactor.feed(whole) == whole[:cut].replace(secret, "***"), whole
+        assert redactor.flush() == whole[cut:].replace(secret, "***"), whole
+
+
+def test_describe_model_error_knows_other_clients_connection_and_cut_off_errors(no_known_secrets: None) -> None:
+    import httpx
+
+    from arag_graph.core.safety import describe_model_error
+
+    class APIConnectionError(Exception):  # another provider's SDK, named as OpenAI's
+        pass
+
+    class ConnectError(Exception):
+        pass
+
+    class CutOffReplyError(Exception):
+        pass
+
+    unreachable = "; the model server could not be reached; check --base-url and that the server is up"
+    for error in (APIConnectionError("down"), ConnectError("down"), httpx.ReadError("reset")):
+        assert describe_model_error(error).endswith(unreachable), error
+    assert describe_model_error(CutOffReplyError("cut")) == (
+        "model call failed: CutOffReplyError: cut; the model server sent an incomplete or malformed reply; retry, "
+        "and check any proxy in between"
+    )
+    assert describe_model_error(ValueError("plain")) == (
+        "model call failed: ValueError: plain; check the model name, base URL and API key, or retry later"
+    )
