@@ -71,7 +71,8 @@ MODULES: dict[str, Target] = {
     ),
     "arag_graph/index/integrity.py": Target(
         ("tests/test_index_damage.py",),
-        select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file",
+        select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file "
+        "or opens_under_the_index_root",
     ),
     "evaluators/predictions.py": Target(
         ("tests/test_eval_safety.py",),

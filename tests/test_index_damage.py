@@ -922,3 +922,42 @@ def test_vector_fingerprints_tolerate_rounding_but_not_damage() -> None:
     assert _close(vector_fingerprint(vectors * (1 + 5e-4)), got)
     assert not _close(vector_fingerprint(vectors * 1.01), got)
     assert not _close(vector_fingerprint(np.array([[3e38, 3e38, 0], [0, 0, 0]], np.float32)), got)
+
+
+def test_check_file_opens_under_the_index_root_and_names_a_read_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from arag_graph.index import integrity
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.bin").write_bytes(b"a")
+    recorded = integrity.file_checksum(tmp_path / "elsewhere" / "a.bin")
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "build").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(AragError, match="symbolic link"):  # the link is below the root: not followed
+        integrity.check_file(tmp_path / "index", tmp_path / "index" / "build", "a.bin", recorded)
+
+    def failing(root: Path, path: Path) -> Any:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(integrity, "open_index_file", failing)
+    with pytest.raises(AragError) as caught:
+        integrity.check_file(tmp_path, tmp_path, "a.bin", recorded)
+    assert str(caught.value) == damage_line(tmp_path, f"{tmp_path / 'a.bin'} cannot be read (Input/output error)")
+
+
+def test_copy_verified_names_a_store_file_that_cannot_be_opened(tmp_path: Path) -> None:
+    import socket
+
+    from arag_graph.index.integrity import copy_verified
+
+    source, recorded = store(tmp_path)
+    header = source / "seg" / "header.bin"
+    header.unlink()
+    with socket.socket(socket.AF_UNIX) as listener:  # a socket file: opening it fails with ENXIO
+        listener.bind(str(header))
+        with pytest.raises(AragError) as caught:
+            copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+    assert str(caught.value) == damage_line(tmp_path, f"{header} cannot be read (No such device or address)")
