@@ -762,6 +762,13 @@ def test_copy_verified_copies_exactly_what_the_build_recorded(tmp_path: Path) ->
     source, recorded = store(tmp_path)
     copy_verified(tmp_path, source, tmp_path / "copy", recorded)
     assert tree_checksums(tmp_path / "copy") == recorded
+    # private to this process (0o700), into a new directory below missing ones or an empty one made for it
+    assert {(p / ".").stat().st_mode & 0o777 for p in (tmp_path / "copy", tmp_path / "copy" / "seg")} == {0o700}
+    copy_verified(tmp_path, source, tmp_path / "a" / "b" / "copy", recorded)
+    assert tree_checksums(tmp_path / "a" / "b" / "copy") == recorded
+    (tmp_path / "made").mkdir()
+    copy_verified(tmp_path, source, tmp_path / "made", recorded)
+    assert tree_checksums(tmp_path / "made") == recorded
 
 
 @pytest.mark.parametrize("case", ["changed", "unrecorded", "missing", "linked_file", "linked_dir", "unreadable_dir"])
@@ -815,8 +822,11 @@ def test_copy_verified_names_tmpdir_when_the_copy_cannot_be_written(tmp_path: Pa
         "private copy of it in each process: give TMPDIR room for it (or point TMPDIR elsewhere)"
     )
     (tmp_path / "blocked").write_bytes(b"")  # a file where the copy's directory must go
-    with pytest.raises(AragError, match=r"could not be copied to .* \(Not a directory\)"):
+    with pytest.raises(AragError) as caught:
         copy_verified(tmp_path, source, tmp_path / "blocked" / "copy", recorded)
+    assert str(caught.value).startswith(
+        f"{source}: the sentence store could not be copied to {tmp_path / 'blocked'} (Not a directory); "
+    )
 
 
 class FakeRecords:
