@@ -971,3 +971,26 @@ def test_copy_verified_names_a_store_file_that_cannot_be_opened(tmp_path: Path) 
         with pytest.raises(AragError) as caught:
             copy_verified(tmp_path, source, tmp_path / "copy", recorded)
     assert str(caught.value) == damage_line(tmp_path, f"{header} cannot be read (No such device or address)")
+
+
+def test_the_sentence_digest_covers_chunk_position_and_text_of_every_record() -> None:
+    import hashlib
+
+    from arag_graph.core.documents import Chunk
+    from arag_graph.index.integrity import sentence_digest
+
+    chunk = Chunk(id="c7", text="A lamp. B lamp.", sentences=[(0, 7), (8, 15)])
+    manual = hashlib.sha256(b"c7\x000\x00A lamp.\x00c7\x001\x00B lamp.\x00").hexdigest()
+    assert sentence_digest([chunk]) == f"sha256:{manual}"
+
+
+def test_vector_fingerprints_near_zero_compare_within_the_absolute_tolerance() -> None:
+    import warnings
+
+    from arag_graph.index.integrity import _close
+
+    assert _close(np.array([1e-5, 0.0], np.float32), np.array([0.0, 0.0], np.float32))
+    assert not _close(np.array([1e-2, 0.0], np.float32), np.array([0.0, 0.0], np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # damage is a failed comparison, not a numpy warning
+        assert not _close(np.array([np.inf, np.nan], np.float32), np.array([1.0, 1.0], np.float32))
