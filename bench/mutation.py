@@ -72,7 +72,7 @@ MODULES: dict[str, Target] = {
     "arag_graph/index/integrity.py": Target(
         ("tests/test_index_damage.py",),
         select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file "
-        "or opens_under_the_index_root or sentence_digest_covers or near_zero",
+        "or opens_under_the_index_root or sentence_digest_covers or near_zero or devices_or_fail",
     ),
     "evaluators/predictions.py": Target(
         ("tests/test_eval_safety.py",),

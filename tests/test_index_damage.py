@@ -994,3 +994,33 @@ def test_vector_fingerprints_near_zero_compare_within_the_absolute_tolerance() -
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # damage is a failed comparison, not a numpy warning
         assert not _close(np.array([np.inf, np.nan], np.float32), np.array([1.0, 1.0], np.float32))
+
+
+def test_store_files_that_are_devices_or_fail_to_read_are_named(tmp_path: Path) -> None:
+    import errno
+    import os
+    import stat
+
+    from arag_graph.index import integrity
+
+    source, recorded = store(tmp_path)
+    header = source / "seg" / "header.bin"
+    header.unlink()
+    with contextlib.suppress(PermissionError):  # making a device node needs root (CAP_MKNOD)
+        os.mknod(header, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # a character device (/dev/null's)
+    if header.exists():
+        with pytest.raises(AragError) as caught:
+            integrity.copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+        assert str(caught.value) == damage_line(tmp_path, f"{header} is not a regular file")
+
+    class Failing:
+        def read(self, size: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(AragError) as caught:
+        integrity._read(tmp_path, header, Failing())
+    assert str(caught.value) == damage_line(tmp_path, f"{header} cannot be read (Input/output error)")
+    failure = integrity._copy_failure(source, tmp_path / "copy" / "x", OSError())
+    assert str(failure).startswith(
+        f"{source}: the sentence store could not be copied to {tmp_path / 'copy'} (OSError);"
+    )
