@@ -982,6 +982,9 @@ def test_the_sentence_digest_covers_chunk_position_and_text_of_every_record() ->
     chunk = Chunk(id="c7", text="A lamp. B lamp.", sentences=[(0, 7), (8, 15)])
     manual = hashlib.sha256(b"c7\x000\x00A lamp.\x00c7\x001\x00B lamp.\x00").hexdigest()
     assert sentence_digest([chunk]) == f"sha256:{manual}"
+    half = Chunk(id="c8", text="Half \ud800.", sentences=[(0, 7)])  # a lone surrogate still has a digest
+    manual = hashlib.sha256(b"c8\x000\x00Half \xed\xa0\x80.\x00").hexdigest()
+    assert sentence_digest([half]) == f"sha256:{manual}"
 
 
 def test_vector_fingerprints_near_zero_compare_within_the_absolute_tolerance() -> None:
