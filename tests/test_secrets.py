@@ -345,7 +345,9 @@ def _largest_safe_cut(text: str, secret: str, cut: int) -> int:
     return cut
 
 
-@pytest.mark.parametrize("secret", ["s3cret-value-1", "ab" * 7], ids=["plain", "overlapping"])
+@pytest.mark.parametrize(
+    "secret", ["s3cret-value-1", "ab" * 7, "s3cret-value-s"], ids=["plain", "overlapping", "ends-as-it-starts"]
+)
 def test_the_stream_redactor_holds_back_exactly_the_secrets_that_could_straddle(
     no_known_secrets: None, monkeypatch: pytest.MonkeyPatch, secret: str
 ) -> None:
@@ -353,13 +355,15 @@ def test_the_stream_redactor_holds_back_exactly_the_secrets_that_could_straddle(
 
     monkeypatch.setenv("ARAG_API_KEY", secret)
     texts = []
-    for length in (70, 150):
+    for length in (70, 83, 150):
         for at in range(0, length - 20):
             texts.append("." * at + secret + "." * (length - at - len(secret)))
+            texts.append("." * at + secret * 2 + "." * (length - at - 2 * len(secret)))  # back to back
+            texts.append("." * at + secret + secret[1:] + "." * (length - at - 2 * len(secret) + 1))
             texts.append("." * 3 + secret + "." * at + "ab" * 10 + "." * (length - at - 23 - len(secret)))
     for whole in texts:
         redactor = StreamRedactor()
-        cut = _largest_safe_cut(whole, secret, max(0, len(text) - redactor.hold))
+        cut = _largest_safe_cut(whole, secret, max(0, len(whole) - redactor.hold))
         assert redactor.feed(whole) == whole[:cut].replace(secret, "***"), whole
         assert redactor.flush() == whole[cut:].replace(secret, "***"), whole
 
