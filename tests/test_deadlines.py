@@ -2,7 +2,7 @@
 
 httpx's timeouts bound each read, so a server that sends one byte every 0.4 s (less than any read
 timeout set here) and never finishes held a chat-model call, an embeddings request and a Chroma
-request forever (issue 22, section 3). The drip server (:mod:`tests.stubs.drip_server`) plays that
+request forever (issue 22, section 3). The drip server (:mod:`tests.stubs.silent_server`, dripping) plays that
 server for every endpoint kind: the chat model (sync and async, as graphs and served runs call it),
 the LLM judge, the summary writer, an OpenAI-compatible embeddings endpoint, and a Chroma server at
 each stage (heartbeat, collection requests). Each test checks the kind of failure (timed out, in
@@ -29,7 +29,7 @@ from arag_graph.registry import build_graph, config_for
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import sentinel_key
 from tests.reliability import record
-from tests.stubs.drip_server import CLIENT_LEFT, DripServer, complete
+from tests.stubs.silent_server import CLIENT_LEFT, SilentServer, complete
 from tests.test_chroma_timeouts import server_index
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -50,12 +50,12 @@ def model_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def drip() -> Iterator[DripServer]:
-    with DripServer(limit=LIMIT) as server:
+def drip() -> Iterator[SilentServer]:
+    with SilentServer(drip=True, limit=LIMIT) as server:
         yield server
 
 
-def every_client_left(server: DripServer, attempts: int) -> None:
+def every_client_left(server: SilentServer, attempts: int) -> None:
     outcomes = server.outcomes()
     assert outcomes == [CLIENT_LEFT] * attempts, outcomes
 
@@ -66,7 +66,7 @@ def every_client_left(server: DripServer, attempts: int) -> None:
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_a_graph_run_against_a_dripping_model_ends_after_its_attempts(
-    mode: str, drip: DripServer, model_env: None, sample_index: HierarchicalIndex
+    mode: str, drip: SilentServer, model_env: None, sample_index: HierarchicalIndex
 ) -> None:
     """The run's ``timeout`` and ``max_retries`` fields: two attempts, each ended by its deadline."""
     built = build_graph("naive_rag", index=sample_index, model="gpt-4o-mini")
@@ -81,7 +81,7 @@ def test_a_graph_run_against_a_dripping_model_ends_after_its_attempts(
     record("bounded_waits", f"naive_rag {mode}, model drips one byte at a time", trials=1, faults=1, survived=1)
 
 
-def test_the_judge_against_a_dripping_model_times_out(drip: DripServer, model_env: None) -> None:
+def test_the_judge_against_a_dripping_model_times_out(drip: SilentServer, model_env: None) -> None:
     from arag_graph.evaluators.judge import resolve_judge
 
     judge = resolve_judge("gpt-4o-mini", drip.url, timeout=1, max_retries=0)
@@ -91,7 +91,7 @@ def test_the_judge_against_a_dripping_model_times_out(drip: DripServer, model_en
     every_client_left(drip, attempts=1)
 
 
-def test_the_summary_writer_against_a_dripping_model_times_out(drip: DripServer, model_env: None) -> None:
+def test_the_summary_writer_against_a_dripping_model_times_out(drip: SilentServer, model_env: None) -> None:
     from arag_graph.llm.summarize import _model_summarizer
 
     summarize = _model_summarizer("gpt-4o-mini", drip.url, timeout=1, max_retries=0)
@@ -104,7 +104,7 @@ def test_the_summary_writer_against_a_dripping_model_times_out(drip: DripServer,
 # OpenAI-compatible embeddings
 
 
-def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: DripServer, model_env: None) -> None:
+def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: SilentServer, model_env: None) -> None:
     from arag_graph.index.embedding_models import resolve_embeddings
 
     embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
@@ -167,7 +167,7 @@ def test_a_chroma_server_dripping_at_any_stage_fails_the_build_in_one_line(
     client leave, so no thread is left waiting on it."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "a", "text": "The Nile is a river."}) + "\n", encoding="utf-8")
-    with DripServer(limit=LIMIT, answer=chroma_answering(*list(START)[:answered])) as drip:
+    with SilentServer(drip=True, limit=LIMIT, answer=chroma_answering(*list(START)[:answered])) as drip:
         argv = ["index", str(corpus), "--out", str(tmp_path / "i"), "--chroma-url", drip.root_url, "--quiet"]
         timed_out(assert_one_error_line(*run_cli([*argv, "--chroma-timeout", "1"], capsys)), drip.root_url)
         outcomes = drip.outcomes()  # a failed build also drops its collection: that request drips too
@@ -180,7 +180,7 @@ def test_a_chroma_server_dripping_at_any_stage_fails_the_build_in_one_line(
 def test_a_chroma_server_that_drips_collection_requests_fails_search_in_one_line(
     answer: Callable[[str, str], bytes | None], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with DripServer(limit=LIMIT, answer=answer) as drip:
+    with SilentServer(drip=True, limit=LIMIT, answer=answer) as drip:
         root = server_index(tmp_path, drip.root_url)
         argv = ["search", "--index", str(root), "--query", "a river", "--chroma-timeout", "1"]
         timed_out(assert_one_error_line(*run_cli(argv, capsys)), drip.root_url)

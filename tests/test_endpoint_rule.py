@@ -285,3 +285,98 @@ def test_any_providers_model_gets_the_same_redaction(monkeypatch: pytest.MonkeyP
     assert model.invoke("hi").content == "the key is *** indeed"
     streamed = "".join(str(chunk.content) for chunk in model.stream("hi"))
     assert streamed == "the key is *** indeed"
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook itself (arag_graph.core.endpoints), without a server: what mutation testing runs
+
+
+class RecordingGuard:
+    """A guard that records what it was asked and refuses one URL."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None, str]] = []
+
+    def check_endpoint(self, kind: Any, url: str | None, what: str) -> None:
+        self.calls.append((kind, url, what))
+        if url == "http://refused.example":
+            raise RunRefused(f"{what} at {url} is not allowed")
+
+
+def test_the_endpoint_hook_checks_only_inside_a_served_run_and_restores_the_outer_guard() -> None:
+    from arag_graph.core.endpoints import check_endpoint
+
+    check_endpoint("model", "http://refused.example", "model")  # the operator's own code: no guard
+    outer, inner = RecordingGuard(), RecordingGuard()
+    with serving(outer):
+        check_endpoint("chroma", "http://a.example", "chroma server")
+        with serving(None):  # a trusted caller inside a served run stays checked by the outer guard
+            check_endpoint("model", "http://b.example", "model")
+        with serving(inner):
+            check_endpoint("embeddings", None, "embeddings")
+            with pytest.raises(RunRefused, match=r"model at http://refused\.example"):
+                check_endpoint("model", "http://refused.example", "model")
+        check_endpoint("model", "http://c.example", "model")
+    check_endpoint("model", "http://refused.example", "model")
+    assert outer.calls == [
+        ("chroma", "http://a.example", "chroma server"),
+        ("model", "http://b.example", "model"),
+        ("model", "http://c.example", "model"),
+    ]
+    assert inner.calls == [("embeddings", None, "embeddings"), ("model", "http://refused.example", "model")]
+
+
+def test_the_endpoint_hook_restores_the_outer_guard_after_a_refusal() -> None:
+    from arag_graph.core.endpoints import check_endpoint
+
+    outer, inner = RecordingGuard(), RecordingGuard()
+    with serving(outer):
+        with pytest.raises(RunRefused), serving(inner):
+            check_endpoint("model", "http://refused.example", "model")
+        check_endpoint("model", "http://after.example", "model")
+    assert outer.calls == [("model", "http://after.example", "model")]
+
+
+class Holder:
+    """An object with some of the fields providers keep their endpoint in."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+@pytest.mark.parametrize(
+    "field", ["base_url", "openai_api_base", "anthropic_api_url", "api_base", "endpoint", "azure_endpoint"]
+)
+def test_client_endpoint_reads_every_field_providers_use(field: str) -> None:
+    assert client_endpoint(Holder(**{field: "https://x.example/v1"})) == "https://x.example/v1"
+
+
+def test_client_endpoint_prefers_the_sdk_client_underneath_and_ignores_non_urls() -> None:
+    sdk = Holder(base_url="https://sdk.example/v1/")
+    assert client_endpoint(Holder(base_url="https://field.example", root_client=sdk)) == "https://sdk.example/v1/"
+    inner = Holder(_client=Holder(base_url="https://embeddings.example/v1"))
+    assert client_endpoint(Holder(openai_api_base=None, client=inner)) == "https://embeddings.example/v1"
+    assert client_endpoint(Holder(client=Holder(api_base="https://inner.example"))) == "https://inner.example"
+    assert client_endpoint(Holder(_client=Holder(endpoint="https://private.example"))) == "https://private.example"
+    # a value that is no URL (a deployment name) is skipped for the next field or holder
+    assert client_endpoint(Holder(base_url="gpt-4o", api_base="http://next.example")) == "http://next.example"
+    assert client_endpoint(Holder(base_url="", root_client=Holder(base_url=None))) is None
+    assert client_endpoint(object()) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "canonical"),
+    [
+        ("gpt-4o-mini", "gpt-4o-mini"),
+        ("  gpt-4o-mini ", "gpt-4o-mini"),
+        ("OpenAI:gpt-4o-mini", "gpt-4o-mini"),
+        (" openai : gpt-4o-mini ", "gpt-4o-mini"),
+        ("Azure-OpenAI:dep", "azure_openai:dep"),
+        ("Anthropic: Claude-X ", "anthropic:Claude-X"),
+        ("ollama:llama3:8b", "ollama:llama3:8b"),
+        ("OpenAI:ft:gpt-4o:org", "ft:gpt-4o:org"),  # only the first colon ends the provider
+        ("", ""),
+    ],
+)
+def test_canonical_model_spelling(spec: str, canonical: str) -> None:
+    assert canonical_model(spec) == canonical

@@ -694,3 +694,177 @@ def test_resuming_into_results_of_an_index_with_other_settings_is_refused(tmp_pa
     with pytest.raises(AragError, match=r"keyword_match differ") as caught:
         check_resume(plan, SimpleNamespace(manifest=_manifest(keyword_match="substring")))
     assert "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The --out rules, the lock and the run record, called directly (what mutation testing runs)
+
+
+def test_out_must_be_new_empty_or_an_earlier_evaluations(tmp_path: Path) -> None:
+    from arag_graph.evaluators.predictions import LOCK_FILE, RUN_FILE, check_out_dir
+
+    check_out_dir(tmp_path / "new")
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(AragError) as caught:
+        check_out_dir(tmp_path / "file")
+    assert str(caught.value) == f"--out {tmp_path / 'file'} is a file; give a directory for the evaluation's results"
+    out = tmp_path / "out"
+    out.mkdir()
+    check_out_dir(out)
+    (out / LOCK_FILE).write_text("", encoding="utf-8")
+    (out / f".{RUN_FILE}.tmp").write_text("{", encoding="utf-8")
+    check_out_dir(out)  # what a run killed before its first record leaves
+    for name in ("d.txt", "a.txt", "c.txt"):
+        (out / name).write_text("", encoding="utf-8")
+    with pytest.raises(AragError) as caught:
+        check_out_dir(out)
+    assert str(caught.value) == (
+        f"--out {out} is a directory arag did not write (it holds a.txt, c.txt, d.txt, and no run.json); "
+        "give a new or empty directory, or an earlier evaluation's --out to resume it"
+    )
+    (out / "b.txt").write_text("", encoding="utf-8")
+    with pytest.raises(AragError, match=r"it holds a\.txt, b\.txt, c\.txt, \.\.\., and no run\.json"):
+        check_out_dir(out)
+    (out / RUN_FILE).write_text(json.dumps({"fingerprint": {}}), encoding="utf-8")
+    check_out_dir(out)  # an earlier evaluation's, whatever else it holds
+    for damaged in ("{", "[]", '{"fingerprint": []}', '{"plan": {}}'):
+        (out / RUN_FILE).write_text(damaged, encoding="utf-8")
+        with pytest.raises(AragError) as caught:
+            check_out_dir(out)
+        assert str(caught.value) == (
+            f"{out / RUN_FILE} is not the run record of an arag evaluation (damaged, or another program's); "
+            "use another --out, or delete that directory to start over"
+        )
+
+
+@pytest.mark.parametrize("where", ["top", "predictions"])
+def test_out_refuses_a_link_at_its_top_or_in_predictions(where: str, tmp_path: Path) -> None:
+    from arag_graph.evaluators.predictions import PREDICTIONS, RUN_FILE, check_out_dir
+
+    out = tmp_path / "out"
+    (out / PREDICTIONS).mkdir(parents=True)
+    (out / RUN_FILE).write_text(json.dumps({"fingerprint": {}}), encoding="utf-8")
+    (tmp_path / "elsewhere").write_text("", encoding="utf-8")
+    check_out_dir(out)
+    link = (out if where == "top" else out / PREDICTIONS) / "linked.jsonl"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(AragError) as caught:
+        check_out_dir(out)
+    assert str(caught.value) == (
+        f"--out {out} holds a symbolic link, {link}, and arag follows no link in its results; "
+        "remove it or use another --out"
+    )
+    linked_out = tmp_path / "linked-out"
+    linked_out.symlink_to(tmp_path / "new-out", target_is_directory=True)
+    (tmp_path / "new-out").mkdir()
+    check_out_dir(linked_out)  # --out itself may be a link: the user named it
+
+
+def test_the_lock_refuses_a_second_evaluation_and_removes_only_a_directory_it_made_empty(tmp_path: Path) -> None:
+    from arag_graph.evaluators.predictions import LOCK_FILE, exclusive
+
+    out = tmp_path / "made" / "out"
+    with exclusive(out):
+        assert (out / LOCK_FILE).exists()
+        with pytest.raises(AragError) as caught, exclusive(out):
+            pass
+        assert str(caught.value) == (
+            f"--out {out} is in use by another arag eval that is still running; wait for it to finish "
+            "(rerun then to resume), or use another --out"
+        )
+        assert (out / LOCK_FILE).exists()  # the refused second run removed nothing
+    assert not out.exists() and (tmp_path / "made").is_dir()
+    with exclusive(out):
+        (out / "run.json").write_text("{}", encoding="utf-8")
+    assert (out / "run.json").exists()
+    with exclusive(out):  # released: a rerun takes it
+        pass
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    with exclusive(existing):
+        pass
+    assert existing.is_dir()
+
+
+def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp_path: Path) -> None:
+    import hashlib
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.plan import EvalPlan
+    from arag_graph.evaluators.predictions import RUN_FILE, _fingerprint, check_resume
+
+    plan = EvalPlan(
+        dataset=sample_questions_path(),
+        graphs=["naive_rag"],
+        out=tmp_path / "out",
+        base_url="http://user:pw-123456@127.0.0.1:9/v1",
+    )
+    check_resume(plan, None)
+    assert not plan.out.exists()  # before the index is loaded nothing is written
+    manifest = _manifest(embedding_base_url="http://u:secret-1@127.0.0.1:9/v1", extra={"summaries": {"model": "m"}})
+    check_resume(plan, SimpleNamespace(manifest=manifest))
+    meta = json.loads((plan.out / RUN_FILE).read_text(encoding="utf-8"))
+    assert meta["fingerprint"] == {
+        "dataset_sha256": hashlib.sha256(sample_questions_path().read_bytes()).hexdigest(),
+        "model": "offline",
+        "judge": None,
+        "top_k": 5,
+        "context": {},
+        "corpus_hash": "c0ffee",
+        "embedding_model": "sentence-transformers/all-MiniLM-L6-v2",
+        "encoder": "onnx-int8",
+        "embedding_base_url": "http://***@127.0.0.1:9/v1",
+        "embedding_dim": 384,
+        "chunk_size": 1000,
+        "contextual_headers": True,
+        "header_max_chars": 200,
+        "keyword_match": "word",
+        "sentence_search": "exact",
+        "summaries": "m",
+    }
+    assert meta["plan"]["base_url"] == "http://***@127.0.0.1:9/v1" and meta["plan"]["out"] == str(plan.out)
+    assert meta["plan"]["graphs"] == ["naive_rag"] and isinstance(meta["updated"], str)
+    check_resume(plan, None)  # the same settings resume, before and after loading the index
+    check_resume(plan, SimpleNamespace(manifest=manifest))
+    no_chroma = SimpleNamespace(manifest=_manifest(chroma=None, extra=None))
+    assert _fingerprint(plan, no_chroma)["sentence_search"] == "hnsw"
+    assert _fingerprint(plan, no_chroma)["summaries"] is None
+    assert _fingerprint(plan, SimpleNamespace(manifest=_manifest()))["embedding_base_url"] is None
+
+
+def test_resume_names_every_changed_setting_and_ignores_settings_the_record_lacks(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from arag_graph.evaluators.plan import EvalPlan
+    from arag_graph.evaluators.predictions import RUN_FILE, check_resume
+
+    plan = EvalPlan(dataset=sample_questions_path(), graphs=["naive_rag"], out=tmp_path / "out")
+    check_resume(plan, SimpleNamespace(manifest=_manifest()))
+    changed = dataclasses.replace(plan, model="gpt-4o-mini", top_k=9)
+    with pytest.raises(AragError) as caught:
+        check_resume(changed, None)
+    assert str(caught.value) == (
+        f"{plan.out} holds results of another evaluation (model, top_k differ); "
+        "use another --out or delete that directory"
+    )
+    meta = json.loads((plan.out / RUN_FILE).read_text(encoding="utf-8"))
+    del meta["fingerprint"]["model"]  # a record of an older arag, without that setting
+    (plan.out / RUN_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    check_resume(dataclasses.replace(plan, model="gpt-4o-mini"), None)
+
+
+def test_only_scored_records_of_runs_that_did_not_fail_are_kept_on_resume() -> None:
+    from arag_graph.evaluators.predictions import _is_complete, _is_prediction, _is_scored
+
+    assert _is_prediction(GOOD) and not _is_prediction({**GOOD, "question_id": 1}) and not _is_prediction([GOOD])
+    assert _is_complete(GOOD) and _is_scored(GOOD)
+    failed = {**GOOD, "prediction": {"answer": "", "error": "model call failed"}}
+    assert _is_scored(failed) and not _is_complete(failed)
+    assert _is_complete({**GOOD, "prediction": {"answer": "A", "error": None}})
+    for broken in (
+        {**GOOD, "prediction": None},
+        {**GOOD, "prediction": {"answer": None}},
+        {**GOOD, "metrics": None},
+        {**GOOD, "graph": None},
+    ):
+        assert not _is_scored(broken) and not _is_complete(broken)

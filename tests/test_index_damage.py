@@ -703,3 +703,329 @@ def test_damage_past_the_first_mib_of_the_vectors_file_is_refused_at_load(tmp_pa
         load_index(root, embeddings=wide)
     assert "sentences.npy differs from what the build wrote" in damaged_line(caught.value, root)
     record("index_damage", "load: matrix changed past its first MiB", faults=1, survived=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks themselves (arag_graph.index.integrity), on files and records made here: what
+# mutation testing runs
+
+
+def damage_line(root: Path, problem: str) -> str:
+    return f"index damaged: {problem}; rebuild with `arag index CORPUS --out {root}`"
+
+
+def test_checksums_are_tagged_sorted_and_name_what_differs(tmp_path: Path) -> None:
+    import hashlib
+
+    from arag_graph.index.integrity import check_file, check_recorded, checksums, json_checksum, tree_checksums
+
+    (tmp_path / "b.txt").write_bytes(b"bee")
+    (tmp_path / "a.txt").write_bytes(b"")
+    assert list(checksums(tmp_path, ["b.txt", "a.txt"])) == ["a.txt", "b.txt"]
+    assert checksums(tmp_path, ["b.txt"])["b.txt"] == "sha256:" + hashlib.sha256(b"bee").hexdigest()
+    assert json_checksum({"b": 1, "a": "é"}) == "sha256:" + hashlib.sha256(b'{"a":"\\u00e9","b":1}').hexdigest()
+    with pytest.raises(AragError) as caught:
+        check_file(tmp_path, tmp_path, "b.txt", "sha256:0")
+    assert str(caught.value) == damage_line(
+        tmp_path, f"{tmp_path / 'b.txt'} differs from what the build wrote (checksum mismatch)"
+    )
+    with pytest.raises(AragError) as caught:
+        check_file(tmp_path, tmp_path, "gone.txt", "sha256:0")
+    assert str(caught.value) == damage_line(tmp_path, f"{tmp_path / 'gone.txt'} cannot be read (it is missing)")
+    check_recorded(tmp_path, tmp_path, {}, "sha256:1", "x")  # nothing recorded: nothing to compare
+    check_recorded(tmp_path, tmp_path, {"x": "sha256:1"}, "sha256:1", "x")
+    with pytest.raises(AragError) as caught:
+        check_recorded(tmp_path, tmp_path, {"x": "sha256:1"}, "sha256:2", "x")
+    assert str(caught.value) == damage_line(
+        tmp_path, f"{tmp_path / 'x'} differs from what the build wrote (checksum mismatch)"
+    )
+    (tmp_path / "z" / "y").mkdir(parents=True)
+    (tmp_path / "z" / "y" / "c.bin").write_bytes(b"sea")
+    (tmp_path / "z" / "d.bin").write_bytes(b"dee")
+    tree = tree_checksums(tmp_path / "z")
+    assert list(tree) == ["d.bin", "y/c.bin"] and tree["y/c.bin"] == "sha256:" + hashlib.sha256(b"sea").hexdigest()
+
+
+def store(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A two-level store of three files, and its recorded checksums."""
+    from arag_graph.index.integrity import tree_checksums
+
+    source = tmp_path / "store"
+    (source / "seg").mkdir(parents=True)
+    (source / "chroma.sqlite3").write_bytes(b"db" * 1000)
+    (source / "seg" / "header.bin").write_bytes(b"h" * 10)
+    (source / "seg" / "data.bin").write_bytes(bytes(range(256)) * 5000)  # over one read block
+    return source, tree_checksums(source)
+
+
+def test_copy_verified_copies_exactly_what_the_build_recorded(tmp_path: Path) -> None:
+    from arag_graph.index.integrity import copy_verified, tree_checksums
+
+    source, recorded = store(tmp_path)
+    copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+    assert tree_checksums(tmp_path / "copy") == recorded
+    # private to this process (0o700), into a new directory below missing ones or an empty one made for it
+    assert {(p / ".").stat().st_mode & 0o777 for p in (tmp_path / "copy", tmp_path / "copy" / "seg")} == {0o700}
+    copy_verified(tmp_path, source, tmp_path / "a" / "b" / "copy", recorded)
+    assert tree_checksums(tmp_path / "a" / "b" / "copy") == recorded
+    (tmp_path / "made").mkdir()
+    copy_verified(tmp_path, source, tmp_path / "made", recorded)
+    assert tree_checksums(tmp_path / "made") == recorded
+
+
+@pytest.mark.parametrize("case", ["changed", "unrecorded", "missing", "linked_file", "linked_dir", "unreadable_dir"])
+def test_copy_verified_refuses_every_difference_in_one_line(case: str, tmp_path: Path) -> None:
+    import os
+
+    from arag_graph.index.integrity import copy_verified
+
+    source, recorded = store(tmp_path)
+    data = source / "seg" / "data.bin"
+    problem = {
+        "changed": f"the sentence store file {data} differs from what the build wrote (checksum mismatch)",
+        "unrecorded": f"{source / 'seg' / 'extra.bin'} is not a file the build wrote into the sentence store",
+        "missing": f"the sentence store {source} lacks seg/header.bin, which the build wrote",
+        "linked_file": f"{source / 'seg' / 'header.bin'} is a symbolic link, which arag does not follow",
+        "linked_dir": f"{source / 'other'} is a symbolic link, which arag does not follow",
+        "unreadable_dir": f"the sentence store {tmp_path / 'nowhere'} cannot be read (No such file or directory)",
+    }[case]
+    if case == "changed":
+        raw = bytearray(data.read_bytes())
+        raw[(1 << 20) + 5] ^= 1
+        data.write_bytes(bytes(raw))
+    elif case == "unrecorded":
+        (source / "seg" / "extra.bin").write_bytes(b"")
+    elif case == "missing":
+        (source / "seg" / "header.bin").unlink()
+    elif case == "linked_file":
+        (tmp_path / "outside").write_bytes(b"h" * 10)
+        (source / "seg" / "header.bin").unlink()
+        (source / "seg" / "header.bin").symlink_to(tmp_path / "outside")
+    elif case == "linked_dir":
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(tmp_path / "elsewhere", source / "other", target_is_directory=True)
+    else:
+        source = tmp_path / "nowhere"
+    with pytest.raises(AragError) as caught:
+        copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+    assert str(caught.value) == damage_line(tmp_path, problem)
+
+
+def test_copy_verified_names_tmpdir_when_the_copy_cannot_be_written(tmp_path: Path) -> None:
+    from arag_graph.index.integrity import copy_verified
+
+    source, recorded = store(tmp_path)
+    (tmp_path / "copy" / "seg").mkdir(parents=True)
+    (tmp_path / "copy" / "seg" / "data.bin").write_bytes(b"")  # the copy's file exists already
+    with pytest.raises(AragError) as caught:
+        copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+    assert str(caught.value) == (
+        f"{source}: the sentence store could not be copied to {tmp_path} (File exists); Chroma opens a "
+        "private copy of it in each process: give TMPDIR room for it (or point TMPDIR elsewhere)"
+    )
+    (tmp_path / "blocked").write_bytes(b"")  # a file where the copy's directory must go
+    with pytest.raises(AragError) as caught:
+        copy_verified(tmp_path, source, tmp_path / "blocked" / "copy", recorded)
+    assert str(caught.value).startswith(
+        f"{source}: the sentence store could not be copied to {tmp_path / 'blocked'} (Not a directory); "
+    )
+
+
+class FakeRecords:
+    """Sentence records as a Chroma store returns them, in batches, with what a test changes."""
+
+    def __init__(self, rows: list[tuple[dict[str, Any], str, np.ndarray]]) -> None:
+        self.rows = rows
+        self.batches: list[list[str]] = []
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def records(self, ids: Any) -> dict[str, tuple[dict[str, Any], str, np.ndarray]]:
+        self.batches.append(list(ids))
+        return {i: self.rows[int(i)] for i in ids if int(i) < len(self.rows)}
+
+
+def sentence_records(count: int) -> tuple[list[Any], list[tuple[dict[str, Any], str, np.ndarray]]]:
+    from arag_graph.core.documents import Chunk
+
+    chunks = []
+    for c in range(count // 2):
+        text = f"Cape {c} has a lamp. It was lit in {1800 + c}."
+        chunks.append(
+            Chunk(id=f"c{c}", text=text, sentences=[(0, text.index(".") + 1), (text.index(".") + 2, len(text))])
+        )
+    vectors = np.random.default_rng(7).standard_normal((count, 8)).astype(np.float32)
+    rows = []
+    for c, chunk in enumerate(chunks):
+        for position, (start, end) in enumerate(chunk.sentences):
+            rows.append(
+                ({"chunk_id": chunk.id, "position": position}, chunk.text[start:end], vectors[2 * c + position])
+            )
+    return chunks, rows
+
+
+def test_verify_sentences_reads_every_record_in_batches(tmp_path: Path) -> None:
+    from arag_graph.index import integrity
+
+    chunks, rows = sentence_records(4002)
+    fingerprint = integrity.vector_fingerprint(np.stack([r[2] for r in rows]))
+    records = FakeRecords(rows)
+    expected = integrity.sentence_digest(chunks)
+    assert integrity.verify_sentences(tmp_path, records, chunks, expected, fingerprint) == 4002
+    assert [len(b) for b in records.batches] == [2000, 2000, 2]
+    assert records.batches[1][0] == "2000" and records.batches[2] == ["4000", "4001"]
+    assert integrity.verify_sentences(tmp_path, FakeRecords(rows), chunks, None, None) == 4002
+
+
+@pytest.mark.parametrize(
+    "case", ["count", "fingerprint_shape", "missing", "chunk", "position", "text", "vector", "digest"]
+)
+def test_verify_sentences_names_the_first_difference(case: str, tmp_path: Path) -> None:
+    from arag_graph.index import integrity
+
+    chunks, rows = sentence_records(6)
+    fingerprint = integrity.vector_fingerprint(np.stack([r[2] for r in rows]))
+    expected = integrity.sentence_digest(chunks)
+    records = FakeRecords(rows)
+    metadata, text, vector = rows[3]
+    problem = {
+        "count": "the sentence store holds 5 sentences, the chunks have 6",
+        "fingerprint_shape": "the vector fingerprint has shape (5, 2), not (6, 2)",
+        "missing": "sentence record 5 is missing from the sentence store",
+        "chunk": "sentence record 3 points at chunk 'c0' position 1, not at sentence 1 of chunk 'c1'",
+        "position": "sentence record 3 points at chunk 'c1' position 0, not at sentence 1 of chunk 'c1'",
+        "text": "sentence record 3 points at chunk 'c1' position 1, not at sentence 1 of chunk 'c1'",
+        "vector": "the vector of sentence record 3 differs from what the build stored",
+        "digest": "the sentence records differ from what the build stored (checksum mismatch)",
+    }[case]
+    if case == "count":
+        rows.pop()
+    elif case == "fingerprint_shape":
+        fingerprint = fingerprint[:5]
+    elif case == "missing":
+        records.records = lambda ids: {i: rows[int(i)] for i in ids if i != "5"}  # type: ignore[method-assign]
+    elif case == "chunk":
+        rows[3] = ({**metadata, "chunk_id": "c0"}, text, vector)
+    elif case == "position":
+        rows[3] = ({**metadata, "position": 0}, text, vector)
+    elif case == "text":
+        rows[3] = (metadata, text + " ", vector)
+    elif case == "vector":
+        rows[3] = (metadata, text, vector * 1.01)
+    else:
+        expected = integrity.sentence_digest(chunks[:2])
+    with pytest.raises(AragError) as caught:
+        integrity.verify_sentences(tmp_path, records, chunks, expected, fingerprint)
+    assert str(caught.value) == damage_line(tmp_path, problem)
+
+
+def test_vector_fingerprints_tolerate_rounding_but_not_damage() -> None:
+    from arag_graph.index.integrity import _close, vector_fingerprint
+
+    vectors = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]], np.float32)
+    got = vector_fingerprint(vectors)
+    assert got.shape == (2, 2) and got.dtype == np.float32
+    assert got[0, 0] == pytest.approx(5.0) and got[1].tolist() == [0.0, 0.0]
+    assert abs(got[0, 1]) > 0.1  # the projection on the fixed direction tells vectors of one length apart
+    assert np.array_equal(vector_fingerprint(vectors), got)  # the direction is fixed
+    assert vector_fingerprint(np.zeros((0, 3), np.float32)).shape == (0, 2)
+    assert vector_fingerprint(np.zeros(4, np.float32)).shape == (4, 2)
+    assert _close(vector_fingerprint(vectors * (1 + 5e-4)), got)
+    assert not _close(vector_fingerprint(vectors * 1.01), got)
+    assert not _close(vector_fingerprint(np.array([[3e38, 3e38, 0], [0, 0, 0]], np.float32)), got)
+
+
+def test_check_file_opens_under_the_index_root_and_names_a_read_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from arag_graph.index import integrity
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.bin").write_bytes(b"a")
+    recorded = integrity.file_checksum(tmp_path / "elsewhere" / "a.bin")
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "build").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(AragError, match="symbolic link"):  # the link is below the root: not followed
+        integrity.check_file(tmp_path / "index", tmp_path / "index" / "build", "a.bin", recorded)
+
+    def failing(root: Path, path: Path) -> Any:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(integrity, "open_index_file", failing)
+    with pytest.raises(AragError) as caught:
+        integrity.check_file(tmp_path, tmp_path, "a.bin", recorded)
+    assert str(caught.value) == damage_line(tmp_path, f"{tmp_path / 'a.bin'} cannot be read (Input/output error)")
+
+
+def test_copy_verified_names_a_store_file_that_cannot_be_opened(tmp_path: Path) -> None:
+    import socket
+
+    from arag_graph.index.integrity import copy_verified
+
+    source, recorded = store(tmp_path)
+    header = source / "seg" / "header.bin"
+    header.unlink()
+    with socket.socket(socket.AF_UNIX) as listener:  # a socket file: opening it fails with ENXIO
+        listener.bind(str(header))
+        with pytest.raises(AragError) as caught:
+            copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+    assert str(caught.value) == damage_line(tmp_path, f"{header} cannot be read (No such device or address)")
+
+
+def test_the_sentence_digest_covers_chunk_position_and_text_of_every_record() -> None:
+    import hashlib
+
+    from arag_graph.core.documents import Chunk
+    from arag_graph.index.integrity import sentence_digest
+
+    chunk = Chunk(id="c7", text="A lamp. B lamp.", sentences=[(0, 7), (8, 15)])
+    manual = hashlib.sha256(b"c7\x000\x00A lamp.\x00c7\x001\x00B lamp.\x00").hexdigest()
+    assert sentence_digest([chunk]) == f"sha256:{manual}"
+    half = Chunk(id="c8", text="Half \ud800.", sentences=[(0, 7)])  # a lone surrogate still has a digest
+    manual = hashlib.sha256(b"c8\x000\x00Half \xed\xa0\x80.\x00").hexdigest()
+    assert sentence_digest([half]) == f"sha256:{manual}"
+
+
+def test_vector_fingerprints_near_zero_compare_within_the_absolute_tolerance() -> None:
+    import warnings
+
+    from arag_graph.index.integrity import _close
+
+    assert _close(np.array([1e-5, 0.0], np.float32), np.array([0.0, 0.0], np.float32))
+    assert not _close(np.array([1e-2, 0.0], np.float32), np.array([0.0, 0.0], np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # damage is a failed comparison, not a numpy warning
+        assert not _close(np.array([np.inf, np.nan], np.float32), np.array([1.0, 1.0], np.float32))
+
+
+def test_store_files_that_are_devices_or_fail_to_read_are_named(tmp_path: Path) -> None:
+    import errno
+    import os
+    import stat
+
+    from arag_graph.index import integrity
+
+    source, recorded = store(tmp_path)
+    header = source / "seg" / "header.bin"
+    header.unlink()
+    with contextlib.suppress(PermissionError):  # making a device node needs root (CAP_MKNOD)
+        os.mknod(header, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # a character device (/dev/null's)
+    if header.exists():
+        with pytest.raises(AragError) as caught:
+            integrity.copy_verified(tmp_path, source, tmp_path / "copy", recorded)
+        assert str(caught.value) == damage_line(tmp_path, f"{header} is not a regular file")
+
+    class Failing:
+        def read(self, size: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(AragError) as caught:
+        integrity._read(tmp_path, header, Failing())
+    assert str(caught.value) == damage_line(tmp_path, f"{header} cannot be read (Input/output error)")
+    failure = integrity._copy_failure(source, tmp_path / "copy" / "x", OSError())
+    assert str(failure).startswith(
+        f"{source}: the sentence store could not be copied to {tmp_path / 'copy'} (OSError);"
+    )

@@ -185,3 +185,210 @@ def test_arag_eval_writes_no_key_anywhere(
         assert all(e and "HTTP 401" in e and "***" in e for e in errors), errors
     quoted = len(records) if behaviour == "key_quoting" else 0
     record("secrets", f"arag eval {behaviour}", trials=len(records), faults=quoted, survived=quoted, files=len(files))
+
+
+# ---------------------------------------------------------------------------------------------
+# The redaction rules themselves (arag_graph.core.safety), without a model: what mutation testing runs
+
+
+@pytest.fixture
+def no_known_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.core import safety
+
+    for name in safety._SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(safety, "_remembered", set())
+
+
+@pytest.mark.parametrize(
+    "name", ["OPENAI_API_KEY", "ARAG_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "ARAG_JUDGE_API_KEY"]
+)
+def test_every_key_variable_is_a_secret_from_six_characters(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    from arag_graph.core.safety import redact, secrets_in_env
+
+    monkeypatch.setenv(name, "abcde")
+    assert secrets_in_env() == [] and redact("abcde") == "abcde"
+    monkeypatch.setenv(name, "plain6")
+    assert secrets_in_env() == ["plain6"]
+    assert redact("the key plain6 here") == "the key *** here"
+
+
+def test_url_credentials_are_remembered_as_secrets(no_known_secrets: None) -> None:
+    from arag_graph.core import safety
+    from arag_graph.core.safety import remember_url_credentials, url_credentials, url_without_credentials
+
+    remember_url_credentials(None)
+    remember_url_credentials("")
+    remember_url_credentials("http://short:pass5@h/v1")  # both under six characters
+    remember_url_credentials("http://token-as-user-1@h/v1")  # a user alone is a token
+    remember_url_credentials("http://someuser:pa%24%24word@h/v1")  # the password, quoted and not
+    assert safety._remembered == {"token-as-user-1", "pa%24%24word", "pa$$word"}
+    assert safety.redact("echo pa$$word and token-as-user-1, not someuser") == "echo *** and ***, not someuser"
+    assert url_without_credentials("see http://u:p@h:1/x?Api-Key=abc&v=2;sig=s#f") == (
+        "see http://***@h:1/x?Api-Key=***&v=2;sig=***#f"
+    )
+    assert url_credentials("http://u:p@h/x") == "u:p@"
+    assert url_credentials("http://h/x?a=1&access_token=t") == "access_token=t"
+    assert url_credentials("http://h/x?a=1") is None
+
+
+def test_key_shaped_text_is_redacted(no_known_secrets: None) -> None:
+    from arag_graph.core.safety import redact
+
+    assert redact("a sk-abcdefgh and lsv2_pt_abcdefgh, not sk-short", ("not",)) == "a *** and ***, *** sk-short"
+    assert redact("", ("",)) == ""
+
+
+@pytest.mark.parametrize("secret", ["s3cret-value-1", "x" * 80])
+def test_the_stream_redactor_never_gives_out_a_split_secret(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    from arag_graph.core.safety import StreamRedactor
+
+    monkeypatch.setenv("ARAG_API_KEY", secret)
+    text = f"before {secret} middle sk-abcdefghijkl then http://u:pw@h/ ?token=zzzzzz end " + "y" * 70
+    for size in (1, 2, 5, 13):
+        redactor = StreamRedactor()
+        pieces = [redactor.feed(text[i : i + size]) for i in range(0, len(text), size)]
+        assert all(secret[:6] not in piece and "sk-abcdefghijkl" not in piece for piece in pieces)
+        shown = "".join(pieces) + redactor.flush()
+        assert shown == "before *** middle *** then http://***@h/ ?token=*** end " + "y" * 70
+        assert redactor.flush() == ""
+    redactor = StreamRedactor()
+    assert redactor.hold == max(len(secret), 64) - 1
+    assert redactor.feed("z" * 200) == "z" * (200 - redactor.hold)  # plain text is not held back whole
+
+
+def test_model_errors_read_as_one_line_with_what_to_check(no_known_secrets: None) -> None:
+    import httpx
+    import openai
+
+    from arag_graph.core.errors import BudgetExceeded
+    from arag_graph.core.safety import describe_model_error
+
+    class Failure(Exception):
+        def __init__(self, text: str, status_code: int | None = None) -> None:
+            super().__init__(text)
+            self.status_code = status_code
+
+    assert describe_model_error(BudgetExceeded("cap sk-abcdefghij reached")) == "cap *** reached"
+    assert describe_model_error(Failure("bad\n  thing", 500)) == (
+        "model call failed: Failure (HTTP 500): bad thing; check the model name, base URL and API key, or retry later"
+    )
+    assert describe_model_error(Failure("x" * 400)).count("x") == 300
+    assert describe_model_error(Failure("no", 401)).endswith("; check the API key")
+    assert describe_model_error(Failure("Invalid API key")).endswith("; check the API key")
+    assert describe_model_error(Failure("Authentication failed")).endswith("; check the API key")
+    assert describe_model_error(Failure("slow", 429)).endswith(
+        "; the provider is rate-limiting; retry later or lower --workers"
+    )
+    request = httpx.Request("POST", "http://h/v1", extensions={"timeout": {"read": 2.5}})
+    unreachable = "; the model server could not be reached; check --base-url and that the server is up"
+    assert describe_model_error(openai.APIConnectionError(request=request)).endswith(unreachable)
+    assert describe_model_error(httpx.ConnectError("refused")).endswith(unreachable)
+    assert describe_model_error(json.JSONDecodeError("x", "doc", 0)).endswith(
+        "; the model server sent an incomplete or malformed reply; retry, and check any proxy in between"
+    )
+    assert describe_model_error(openai.APITimeoutError(request=request)) == (
+        "model call failed: timed out (APITimeoutError: Request timed out.); the model server did not reply "
+        "within 2.5 s per attempt: raise the limit with --model-timeout SECONDS (or $ARAG_MODEL_TIMEOUT, or the "
+        "timeout setting) and --model-retries, or check that the server is up"
+    )
+    assert "did not reply: raise" in describe_model_error(TimeoutError("late"))
+    assert "did not reply: raise" in describe_model_error(httpx.ReadTimeout("late"))
+
+
+def test_the_stream_redactor_gives_out_everything_before_a_secret_or_key_at_once(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the held-back end starts: all of a secret or key-shaped text that could still grow is
+    held (and the three characters before a key shape), nothing more."""
+    from arag_graph.core.safety import StreamRedactor
+
+    secret, key = "s3cret-value-1", "sk-abcdefghijkl"
+    monkeypatch.setenv("ARAG_API_KEY", secret)
+    length = 150
+    for word, shown, margin in ((secret, "***", 0), (key, "***", 3)):
+        for at in range(40, 110):
+            redactor = StreamRedactor(extra=("extra-secret-9",))
+            cut = length - redactor.hold
+            text = "." * at + word + "." * (length - at - len(word))
+            if at - margin < cut < at + len(word) or (margin and at - margin < cut and at + len(word) == cut):
+                expected = "." * (at - margin) if at + len(word) > cut else "." * at + shown
+            elif at + len(word) <= cut:
+                expected = "." * at + shown + "." * (cut - at - len(word))
+            else:
+                expected = "." * cut
+            out = redactor.feed(text)
+            assert out == expected, (word, at)
+            assert out + redactor.flush() == "." * at + shown + "." * (length - at - len(word))
+    redactor = StreamRedactor(extra=("extra-secret-9",))
+    assert redactor.feed("an extra-secret-9 " + "y" * 100) + redactor.flush() == "an *** " + "y" * 100
+    redactor = StreamRedactor(extra=("extra-secret-9",))
+    assert redactor.feed("extra-secret-9") == "" and redactor.flush() == "***"
+
+
+def test_a_url_credential_of_exactly_six_characters_is_remembered(no_known_secrets: None) -> None:
+    from arag_graph.core import safety
+
+    safety.remember_url_credentials("http://someone:pass66@h/v1")
+    assert safety._remembered == {"pass66"}
+
+
+def _largest_safe_cut(text: str, secret: str, cut: int) -> int:
+    """The largest position at or before ``cut`` that no occurrence of ``secret`` straddles."""
+    starts = [i for i in range(len(text)) if text.startswith(secret, i)]
+    while any(s < cut < s + len(secret) for s in starts):
+        cut -= 1
+    return cut
+
+
+@pytest.mark.parametrize(
+    "secret", ["s3cret-value-1", "ab" * 7, "s3cret-value-s"], ids=["plain", "overlapping", "ends-as-it-starts"]
+)
+def test_the_stream_redactor_holds_back_exactly_the_secrets_that_could_straddle(
+    no_known_secrets: None, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    from arag_graph.core.safety import StreamRedactor
+
+    monkeypatch.setenv("ARAG_API_KEY", secret)
+    texts = []
+    for length in (70, 83, 150):
+        for at in range(0, length - 20):
+            texts.append("." * at + secret + "." * (length - at - len(secret)))
+            texts.append("." * at + secret * 2 + "." * (length - at - 2 * len(secret)))  # back to back
+            texts.append("." * at + secret + secret[1:] + "." * (length - at - 2 * len(secret) + 1))
+            texts.append("." * 3 + secret + "." * at + "ab" * 10 + "." * (length - at - 23 - len(secret)))
+    for whole in texts:
+        redactor = StreamRedactor()
+        cut = _largest_safe_cut(whole, secret, max(0, len(whole) - redactor.hold))
+        assert redactor.feed(whole) == whole[:cut].replace(secret, "***"), whole
+        assert redactor.flush() == whole[cut:].replace(secret, "***"), whole
+
+
+def test_describe_model_error_knows_other_clients_connection_and_cut_off_errors(no_known_secrets: None) -> None:
+    import httpx
+
+    from arag_graph.core.safety import describe_model_error
+
+    class APIConnectionError(Exception):  # another provider's SDK, named as OpenAI's
+        pass
+
+    class ConnectError(Exception):
+        pass
+
+    class CutOffReplyError(Exception):
+        pass
+
+    unreachable = "; the model server could not be reached; check --base-url and that the server is up"
+    for error in (APIConnectionError("down"), ConnectError("down"), httpx.ReadError("reset")):
+        assert describe_model_error(error).endswith(unreachable), error
+    assert describe_model_error(CutOffReplyError("cut")) == (
+        "model call failed: CutOffReplyError: cut; the model server sent an incomplete or malformed reply; retry, "
+        "and check any proxy in between"
+    )
+    assert describe_model_error(ValueError("plain")) == (
+        "model call failed: ValueError: plain; check the model name, base URL and API key, or retry later"
+    )

@@ -131,8 +131,8 @@ def _unreachable(exc: BaseException) -> bool:
 
 def _seconds_waited(exc: BaseException) -> float | None:
     """The read timeout the request ran with, as httpx records it on the request."""
-    request = getattr(exc, "request", None)
-    try:
+    try:  # httpx's ``request`` property itself raises when the exception has none
+        request = getattr(exc, "request", None)
         timeout = request.extensions.get("timeout") if request is not None else None
     except RuntimeError:  # an httpx exception without its request
         return None

@@ -2,7 +2,7 @@
 
 Issue 22, section 3: such a run stayed active for over 7 minutes, because every read got a byte
 before its timeout. The operator allows one model endpoint, a drip server
-(:mod:`tests.stubs.drip_server`); a remote caller (``langgraph_sdk``) runs a graph on it, once
+(:mod:`tests.stubs.silent_server`, dripping); a remote caller (``langgraph_sdk``) runs a graph on it, once
 with the operator's limits from the environment and once with the run's own ``timeout`` and
 ``max_retries`` fields. Each run must end with its one-line "timed out" reason, and the drip server
 must have seen the server's client leave, once per attempt. No timed assertion: the drip server
@@ -20,7 +20,7 @@ import pytest
 from tests.fakes import sentinel_key
 from tests.reliability import record
 from tests.slow.devserver import DevServer, running_dev_server
-from tests.stubs.drip_server import CLIENT_LEFT, DripServer
+from tests.stubs.silent_server import CLIENT_LEFT, SilentServer
 from tests.test_deadlines import chroma_start
 from tests.test_endpoint_rule import plant_chroma_index
 
@@ -30,21 +30,21 @@ QUESTION = "Who directed the film that was shot in or around Leland, North Carol
 
 
 @pytest.fixture(scope="module")
-def chroma_drips(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[Path, DripServer]]:
+def chroma_drips(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[Path, SilentServer]]:
     """An index root holding indexes on a Chroma server that drips, once from its first request on
     (the client's start-up) and once after its start-up (opening the collection)."""
     root = tmp_path_factory.mktemp("chroma-drip-root")
-    with DripServer(limit=60.0, answer=chroma_start) as drip:
+    with SilentServer(drip=True, limit=60.0, answer=chroma_start) as drip:
         plant_chroma_index(sample_index.path, root / "drips-at-open", drip.root_url)
         yield root, drip
 
 
 @pytest.fixture(scope="module")
 def served(
-    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, chroma_drips: tuple[Path, DripServer]
-) -> Iterator[tuple[DevServer, DripServer]]:
+    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, chroma_drips: tuple[Path, SilentServer]
+) -> Iterator[tuple[DevServer, SilentServer]]:
     root, chroma = chroma_drips
-    with DripServer(limit=60.0) as drip:
+    with SilentServer(drip=True, limit=60.0) as drip:
         plant_chroma_index(sample_index.path, root / "drips-at-start", drip.root_url)
         env = {
             "ARAG_INDEX_ROOT": str(root),
@@ -67,7 +67,7 @@ def served(
     ids=["operator-limits", "run-limits"],
 )
 def test_a_served_run_on_a_dripping_model_ends(
-    served: tuple[DevServer, DripServer], graph: str, limits: dict[str, Any], attempts: int
+    served: tuple[DevServer, SilentServer], graph: str, limits: dict[str, Any], attempts: int
 ) -> None:
     server, drip = served
     client = server.client()
@@ -93,7 +93,7 @@ def test_a_served_run_on_a_dripping_model_ends(
 
 @pytest.mark.parametrize("index_path", ["drips-at-start", "drips-at-open"])
 def test_a_served_run_on_a_dripping_chroma_server_ends(
-    served: tuple[DevServer, DripServer], chroma_drips: tuple[Path, DripServer], index_path: str
+    served: tuple[DevServer, SilentServer], chroma_drips: tuple[Path, SilentServer], index_path: str
 ) -> None:
     """The run's index is on a Chroma server the operator allows, which drips: from the client's
     first request on (its start-up, which Chroma sends without a timeout) or once the client has
