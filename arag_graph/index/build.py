@@ -629,9 +629,9 @@ class VectorReuse:
                 embedded[next(in_order)] = text
         self.rows: dict[bytes, int] = {}
         for row, owner in enumerate(owners):
-            text = embedded.get(owner)
-            if text is not None:
-                self.rows.setdefault(self._hash(text), row)
+            seen = embedded.get(owner)
+            if seen is not None:
+                self.rows.setdefault(self._hash(seen), row)
         self.reused = 0
         self.encoded = 0
 
@@ -645,7 +645,8 @@ class VectorReuse:
         out = np.empty((len(texts), width), dtype=np.float32)
         kept = [i for i, row in enumerate(found) if row is not None]
         if kept:
-            out[kept] = np.asarray(self.vectors_of[[found[i] for i in kept]], dtype=np.float32)
+            rows = [row for row in found if row is not None]  # the rows of ``kept``, in its order
+            out[kept] = np.asarray(self.vectors_of[rows], dtype=np.float32)
         if fresh is not None:
             out[missing] = unit_rows(fresh) if self.unit else fresh
         self.reused += len(kept)
@@ -769,14 +770,14 @@ def update_index(
                     appended.append(doc)
             removed = set(gone) - set(replacing)
             for entry in table:
-                doc = replacing.get(entry.id)
+                replacement = replacing.get(entry.id)
                 if entry.id in removed:
                     report.removed.append(entry.id)
-                elif doc is None or (entry.hash is not None and entry.hash == document_hash(doc)):
+                elif replacement is None or (entry.hash is not None and entry.hash == document_hash(replacement)):
                     plan.append(entry)
                 else:
                     report.changed.append(entry.id)
-                    plan.append(doc)
+                    plan.append(replacement)
             for doc in appended:
                 if doc.text.strip():
                     assert doc.id is not None
