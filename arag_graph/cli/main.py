@@ -998,18 +998,10 @@ def _output_flags() -> argparse.ArgumentParser:
     return flags
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _index_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag index``: its arguments."""
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS
     from arag_graph.index.sentencematrix import MATRIX_MAX_SENTENCES
-
-    parser = _Parser(
-        prog="arag",
-        description="Agentic RAG with hierarchical retrieval tools (A-RAG).",
-        formatter_class=_HelpFormatter,
-    )
-    _add_version(parser)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    common = {"parents": [_output_flags()], "formatter_class": _HelpFormatter}
 
     p = sub.add_parser("index", help="build an index of a corpus", **common)
     p.add_argument(
@@ -1086,6 +1078,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_index)
 
+
+def _search_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag search``: its arguments."""
     p = sub.add_parser("search", help="run keyword_search or semantic_search against an index", **common)
     p.add_argument("--index", required=True)
     group = p.add_mutually_exclusive_group(required=True)
@@ -1096,6 +1091,9 @@ def build_parser() -> argparse.ArgumentParser:
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_search)
 
+
+def _read_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag read``: its arguments."""
     p = sub.add_parser("read", help="print chunks by ID", **common)
     p.add_argument("--index", required=True)
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -1103,6 +1101,9 @@ def build_parser() -> argparse.ArgumentParser:
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_read)
 
+
+def _verify_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag verify``: its arguments."""
     p = sub.add_parser(
         "verify", help="check an index completely: checksums, keyword arrays, every sentence record", **common
     )
@@ -1111,6 +1112,9 @@ def build_parser() -> argparse.ArgumentParser:
     _chroma_timeout_flag(p)
     p.set_defaults(func=cmd_verify)
 
+
+def _ask_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag ask``: its arguments."""
     p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)", **common)
     p.add_argument("question")
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
@@ -1136,6 +1140,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_ask)
 
+
+def _eval_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag eval``: its arguments."""
     p = sub.add_parser(
         "eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)", **common
     )
@@ -1189,6 +1196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary (summary.json's rows) as one JSON object")
     p.set_defaults(func=cmd_eval)
 
+
+def _reproduce_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag reproduce``: its arguments."""
     p = sub.add_parser(
         "reproduce",
         help="run one table of the papers with the paper profile and write it beside the paper's numbers",
@@ -1217,6 +1227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the table's rows as one JSON object")
     p.set_defaults(func=cmd_reproduce)
 
+
+def _report_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag report``: its arguments."""
     p = sub.add_parser(
         "report", help="write the HTML report of an eval run (report.html), or compare two runs", **common
     )
@@ -1227,6 +1240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print where the report went as one JSON object")
     p.set_defaults(func=cmd_report)
 
+
+def _sample_chains_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag sample-chains``: its arguments."""
     p = sub.add_parser(
         "sample-chains", help="CoRAG rejection sampling: keep sampled chains whose answer is correct (JSONL)", **common
     )
@@ -1249,6 +1265,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the run's counts as one JSON object")
     p.set_defaults(func=cmd_sample_chains)
 
+
+def _mcp_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag mcp``: its arguments."""
     p = sub.add_parser("mcp", help="serve keyword_search, semantic_search and chunk_read over MCP", **common)
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     p.add_argument(
@@ -1261,6 +1280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765; 0: any free)")
     p.set_defaults(func=cmd_mcp)
 
+
+def _demo_command(sub: Any, common: dict[str, Any]) -> None:
+    """``arag demo``: its arguments."""
     p = sub.add_parser("demo", help="answer sample questions on the bundled sample with the offline policy", **common)
     p.add_argument("--index", default=None, help="where the sample index lives (default: user cache)")
     p.add_argument("--questions", type=int, default=3, help="how many sample questions (default 3)")
@@ -1273,6 +1295,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the answers and trajectories as one JSON object")
     p.set_defaults(func=cmd_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``arag`` command line: one ``_<command>_command`` function adds each subcommand's arguments."""
+    parser = _Parser(
+        prog="arag",
+        description="Agentic RAG with hierarchical retrieval tools (A-RAG).",
+        formatter_class=_HelpFormatter,
+    )
+    _add_version(parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = {"parents": [_output_flags()], "formatter_class": _HelpFormatter}
+    for add in (
+        _index_command,
+        _search_command,
+        _read_command,
+        _verify_command,
+        _ask_command,
+        _eval_command,
+        _reproduce_command,
+        _report_command,
+        _sample_chains_command,
+        _mcp_command,
+        _demo_command,
+    ):
+        add(sub, common)
     return parser
 
 
