@@ -173,6 +173,7 @@ INDEX_FINGERPRINT_FIELDS = (
     "contextual_headers",
     "header_max_chars",
     "keyword_match",
+    "embedding_prompts",  # query/document instructions of the encoder (E5, BGE, Qwen3-Embedding)
 )
 
 

@@ -639,6 +639,7 @@ INDEX_CHANGES: dict[str, dict[str, Any]] = {
     "contextual_headers": {"contextual_headers": False, "header_max_chars": 0},
     "header_max_chars": {"header_max_chars": 80},
     "keyword_match": {"keyword_match": "substring"},
+    "embedding_prompts": {"embedding_prompts": {"query": "query: ", "document": "passage: "}},
     "sentence_search": {"chroma": {"mode": "persistent", "path": "chroma", "collection": "sentences"}},
     "summaries": {"extra": {"summaries": {"model": "offline"}}},
 }
@@ -810,6 +811,7 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
         "judge": None,
         "top_k": 5,
         "context": {},
+        "profile": "package",
         "corpus_hash": "c0ffee",
         "embedding_model": "sentence-transformers/all-MiniLM-L6-v2",
         "encoder": "onnx-int8",
@@ -819,6 +821,7 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
         "contextual_headers": True,
         "header_max_chars": 200,
         "keyword_match": "word",
+        "embedding_prompts": {},
         "sentence_search": "exact",
         "summaries": "m",
     }

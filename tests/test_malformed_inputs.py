@@ -117,7 +117,11 @@ BAD_CORPORA: dict[str, tuple[Callable[[Path], Path], str]] = {
     "unpaired_surrogate": (_write("corpus.jsonl", '{"id": "a", "text": "Half \\ud800 a pair."}\n'), "surrogate"),
     "unpaired_surrogate_title": (_write("corpus.json", '{"T\\udfff": ["A sentence."]}'), "surrogate"),
     "unknown_extension": (_write("corpus.dat", "just some words"), "--format"),
-    "dir_without_text_files": (_directory({"a.pdf": b"%PDF-1.4", "data.json": b"[]", ".hidden.txt": b"x"}), "no .txt"),
+    "dir_without_text_files": (
+        _directory({"a.docx": b"PK", "data.json": b"[]", ".hidden.txt": b"x"}),
+        "no .txt",
+    ),
+    "dir_with_a_damaged_pdf": (_directory({"a.pdf": b"%PDF-1.4", "b.txt": b"Fine."}), "not a readable PDF"),
     "dir_with_only_empty_files": (_directory({"a.txt": b"", "sub/b.md": b"  \n"}), "has any text"),
     "dir_with_invalid_utf8_file": (_directory({"ok.txt": b"Fine.", "bad.txt": b"\xff\xfe\xfd"}), "bad.txt"),
     "missing_path": (lambda d: d / "nowhere.json", "no such file"),
