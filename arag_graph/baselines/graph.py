@@ -24,7 +24,7 @@ from langgraph.types import Checkpointer
 from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext
+from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext, RetrievalContext
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_of, traced_graph
@@ -58,7 +58,9 @@ def hyde_vector(
     return run.index.embeddings.embed_query(passage), None
 
 
-def selection_functions(run: Run[Any], config: RunnableConfig | None, warnings: list[str]) -> dict[str, Any]:
+def selection_functions(
+    run: Run[RetrievalContext], config: RunnableConfig | None, warnings: list[str]
+) -> dict[str, Any]:
     """The model's parts of ARAGOG's multi-query and rerank techniques, for ``retrieve_passages``.
 
     The retrieval layer holds the rules (fusion, picking); the rewrites and ratings come from the
@@ -66,30 +68,34 @@ def selection_functions(run: Run[Any], config: RunnableConfig | None, warnings: 
     back leaves the query alone (no rewrites) or the retriever's order (no ratings), and says so in
     ``warnings``: like HyDE, the techniques refine a search and never end a run.
     """
-    ctx = run.ctx
     config = config or {}
 
-    def rewrite(query: str, n: int) -> list[str]:
+    def ask(call: Any, run_name: str, fallback: str) -> Any:
+        """The structured reply of ``call``, or None with ``fallback`` and the reason in ``warnings``."""
         try:
-            value, problem = run.backbone.query_rewrites(query, n).invoke({**config, "run_name": "multi_query"})
+            value, problem = call.invoke({**config, "run_name": run_name})
         except BudgetExceeded:
             raise
         except Exception as exc:
             value, problem = None, describe_model_error(exc)
         if problem or value is None:
-            warnings.append(f"multi-query rewrites failed, searched with the query alone ({problem})")
-            return []
-        return list(value.queries)
+            warnings.append(f"{fallback} ({problem})")
+            return None
+        return value
+
+    def rewrite(query: str, n: int) -> list[str]:
+        value = ask(
+            run.backbone.query_rewrites(query, n),
+            "multi_query",
+            "multi-query rewrites failed, searched with the query alone",
+        )
+        return list(value.queries) if value is not None else []
 
     def rerank(query: str, found: Sequence[Passage]) -> list[float]:
-        try:
-            value, problem = run.backbone.passage_ratings(query, found).invoke({**config, "run_name": "rerank"})
-        except BudgetExceeded:
-            raise
-        except Exception as exc:
-            value, problem = None, describe_model_error(exc)
-        if problem or value is None:
-            warnings.append(f"rerank ratings failed, kept the retriever's order ({problem})")
+        value = ask(
+            run.backbone.passage_ratings(query, found), "rerank", "rerank ratings failed, kept the retriever's order"
+        )
+        if value is None:
             return []
         scores = [0.0] * len(found)
         for rating in value.ratings:
@@ -97,10 +103,7 @@ def selection_functions(run: Run[Any], config: RunnableConfig | None, warnings: 
                 scores[rating.passage - 1] = max(scores[rating.passage - 1], rating.relevance)
         return scores
 
-    return {
-        "rewrite": rewrite if getattr(ctx, "multi_query", 0) else None,
-        "rerank": rerank if getattr(ctx, "rerank", False) else None,
-    }
+    return {"rewrite": rewrite if run.ctx.multi_query else None, "rerank": rerank if run.ctx.rerank else None}
 
 
 def as_dict(p: Passage) -> dict[str, Any]:
