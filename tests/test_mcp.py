@@ -128,6 +128,23 @@ def test_http_binds_loopback_and_keeps_one_read_set_per_session(
         assert ALREADY_READ in again and chunk.text not in again
 
 
+def test_the_announced_socket_already_accepts_connections() -> None:
+    """The URL is printed before uvicorn starts; a client connecting at once must queue, not be refused.
+
+    (CI saw "All connection attempts failed" when the socket was only bound when announced.)
+    """
+    import socket
+
+    from arag_graph.agent.mcp_server import listening_socket
+
+    server = listening_socket("127.0.0.1", 0)
+    try:
+        with socket.create_connection(server.getsockname(), timeout=5):
+            pass  # refused (ConnectionRefusedError) when the socket is bound but not listening
+    finally:
+        server.close()
+
+
 def test_http_refuses_a_foreign_host_header(http_server: str) -> None:
     """DNS rebinding: a web page's request to a loopback server under another name is refused."""
     import httpx

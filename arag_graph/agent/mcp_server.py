@@ -199,12 +199,17 @@ def http_app(server: Server, host: str = "127.0.0.1") -> Starlette:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (port 0: a free one), so the address served is known before serving."""
+    """A socket listening on ``host:port`` (port 0: a free one), so the address is known before serving.
+
+    It listens before it is announced: a client that reads the announcement and connects at once
+    waits in the backlog until uvicorn accepts, where a bound socket not yet listening would refuse.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)
     except OSError as exc:
         sock.close()
         raise AragError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host") from None
