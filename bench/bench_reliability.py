@@ -9,7 +9,7 @@ the passing tests wrote, and a failing test makes the report say so (and the scr
     python bench/bench_reliability.py            # all areas, about 7 minutes on 2 cores
     python bench/bench_reliability.py --fast     # without tests/slow (no index kills, no server)
 
-The evaluation-kill area runs tests/slow/test_eval_kill.py (5 trials); bench/bench_eval_kill.py runs
+The evaluation-kill area runs tests/slow/test_eval_kill.py (2 trials, 3 kills); bench/bench_eval_kill.py runs
 more of the same trials and writes their per-kill detail to bench/results/reliability-eval.md.
 """
 

@@ -18,8 +18,12 @@ from tests.slow.eval_faults import run_campaign
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-TRIALS = 5
-SEED = 20260203
+# Two trials, three kills: mid-run in the first, mid-run then during start-up in the second (what
+# this seed draws). That covers both kinds of kill in about a third of the CI time five trials took;
+# bench/bench_eval_kill.py runs ten trials and more kills per trial.
+TRIALS = 2
+MAX_KILLS = 2
+SEED = 20260204
 
 
 def test_killed_evaluations_resume_to_the_uninterrupted_result(
@@ -29,7 +33,9 @@ def test_killed_evaluations_resume_to_the_uninterrupted_result(
     index = tmp_path / "index"
     shutil.copytree(hotpot_index.path, index)  # a kill while the index is open must not touch the shared one
     extra = ["--graphs", "arag,naive_rag", "--max-steps", "1,3", "--limit", "4", "--workers", "2"]
-    campaign = run_campaign(questions=questions, index=index, workdir=tmp_path, trials=TRIALS, seed=SEED, extra=extra)
+    campaign = run_campaign(
+        questions=questions, index=index, workdir=tmp_path, trials=TRIALS, seed=SEED, extra=extra, max_kills=MAX_KILLS
+    )
     figures = campaign.figures()
     report = json.dumps(campaign.as_dict(), indent=1)  # the whole campaign, when an assertion fails
 
@@ -44,6 +50,7 @@ def test_killed_evaluations_resume_to_the_uninterrupted_result(
     assert all(t.records_found == 12 and t.summary_equal for t in campaign.trials), report
     # The kills did interrupt work: at least one landed after some predictions were on disk.
     assert figures["kills_landed"] >= TRIALS and figures["kills_mid_run"] >= 1, report
+    assert figures["kills_sent"] == 3, report  # the seed's draw above: the campaign is the one described
     record(
         "eval_kills",
         "arag eval SIGKILLed and rerun",
