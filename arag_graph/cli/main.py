@@ -582,6 +582,21 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
     return values
 
 
+def _runner_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The evaluation runner's settings that ``arag eval`` and ``arag reproduce`` share, from their flags."""
+    return {
+        "corpus": Path(args.corpus) if args.corpus else None,
+        "index": Path(args.index) if args.index else None,
+        "judge": args.judge,
+        "base_url": args.base_url,
+        "limit": args.limit,
+        "workers": args.workers,
+        "dataset_format": args.format,
+        "upload": False if args.no_upload else None,
+        **cliargs.model_limits(args),
+    }
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from arag_graph.evaluators.plan import EvalPlan
     from arag_graph.evaluators.runner import failed_everywhere, run_evaluation
@@ -602,16 +617,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         graphs=graphs,
         out=out,
         model=model,
-        corpus=Path(args.corpus) if args.corpus else None,
-        index=Path(args.index) if args.index else None,
-        judge=args.judge,
-        base_url=args.base_url,
-        limit=args.limit,
-        workers=args.workers,
         max_steps=_int_list(args.max_steps, "--max-steps") if args.max_steps else None,
         top_k=args.top_k,
-        dataset_format=args.format,
-        upload=False if args.no_upload else None,
         extra_context=_settings(args.settings),
         embedding=args.embedding,
         embedding_base_url=args.embedding_base_url,
@@ -619,7 +626,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cch_index=Path(args.cch_index) if args.cch_index else None,
         summaries=args.summaries,
         profile=check_profile(args.profile),
-        **cliargs.model_limits(args),
+        **_runner_args(args),
     )
     with cliargs.file_errors_as_one_line(str(out)):
         rows = run_evaluation(
@@ -667,15 +674,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             paper_dataset=args.paper_dataset,
             progress=not args.quiet and sys.stderr.isatty(),
             on_checked=lambda: announce(notice),
-            corpus=Path(args.corpus) if args.corpus else None,
-            index=Path(args.index) if args.index else None,
-            judge=args.judge,
-            base_url=args.base_url,
-            limit=args.limit,
-            workers=args.workers,
-            dataset_format=args.format,
-            upload=False if args.no_upload else None,
-            **cliargs.model_limits(args),
+            **_runner_args(args),
         )
     if args.json:
         _print_json({"out": str(out), "table": table.name, "files": [str(f) for f in files], "rows": entries})
