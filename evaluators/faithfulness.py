@@ -13,6 +13,10 @@ Decisions:
   never saw can count as supported, which makes the score an upper bound for agents that skim.
 * An answer with no claims (empty, or a refusal the judge finds nothing to check in) has no
   faithfulness to measure: ``None``, with a comment. So has a run that retrieved nothing (Direct).
+* The answer judged is the model's whole final reply (``response``: its reasoning and its
+  ``Answer:`` line), as for Answer Relevance: a claim in the reasoning is a claim the system made,
+  and the short parsed answer alone ("1986") has no claim to check. Outputs without a ``response``
+  (a caller's own target) are judged on their ``answer``.
 * No judge, no score: the metric is left out of the evaluators and reported unavailable, as LLM-Acc
   is. A judge reply that stays invalid after one retry makes the item unavailable, never a guess.
 * The answer and the passages are escaped data elements of the prompt, as in LLM-Acc, so an
@@ -29,7 +33,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import Field
 
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
-from arag_graph.evaluators.fields import prediction_of, question_of
+from arag_graph.evaluators.fields import question_of, response_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
 from arag_graph.llm.structured import ModelFacing
 
@@ -118,7 +122,7 @@ def make_faithfulness_evaluator(judge: BaseChatModel, chunks: ChunkSource) -> Ca
     def faithfulness_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        answer, missing = prediction_of(outputs)
+        answer, missing = response_of(outputs)  # every claim the system made, its reasoning's too
         if not any(char.isalnum() for char in answer):
             return {"key": "faithfulness", "score": None, "comment": missing or "unavailable: empty answer"}
         passages, shown = passages_block(ranked_chunks(outputs), chunks)

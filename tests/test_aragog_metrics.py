@@ -233,6 +233,18 @@ def test_faithfulness_is_the_share_of_supported_claims() -> None:
     assert "Paris is the capital of France." in verdicts_prompt and "Lyon is a city." in verdicts_prompt
 
 
+def test_faithfulness_judges_the_whole_response_not_the_parsed_answer() -> None:
+    """The reasoning before ``Answer:`` makes claims too; the short answer alone has none to check."""
+    prompts: list[str] = []
+    chunks = Chunks({"1": "Paris is the capital of France."})
+    evaluator = make_faithfulness_evaluator(claim_judge(prompts), chunks)
+    response = "Paris is the capital of France. Paris has ten million dogs."
+    outputs = {"answer": "Paris", "response": response, "retrieved_chunks": ["1"]}
+    result = evaluator(outputs, {"answers": ["Paris"]}, {"question": "Capital of France?"})
+    assert result["score"] == 0.5 and result["comment"].startswith("1 of 2 claims")
+    assert "ten million dogs" in prompts[0]
+
+
 def test_faithfulness_cannot_be_talked_into_support() -> None:
     prompts: list[str] = []
     evaluator = make_faithfulness_evaluator(claim_judge(prompts), Chunks({"1": "Lyon is a city."}))
