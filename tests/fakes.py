@@ -7,8 +7,10 @@ are ordinary LangChain ``Embeddings``, which is itself part of what those tests 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -66,3 +68,32 @@ def sentinel_key(label: str) -> str:
 def sentinel_langsmith_key(label: str) -> str:
     """A fake LangSmith key shaped like a real one (``lsv2_...``), assembled like :func:`sentinel_key`."""
     return "_".join(("lsv2", label, "SENTINEL", "0123456789abcdef"))
+
+
+@contextlib.contextmanager
+def encodings_remembered() -> Iterator[None]:
+    """While open, the real encoder computes each batch of texts once and hands the same vectors back.
+
+    For tests that build the same corpus several times to test something else (the room left on a
+    disk, the backend that stores the vectors): the vectors are still the real encoder's.
+    """
+    from arag_graph.index.embeddings import SentenceEncoder
+
+    encode = SentenceEncoder.encode
+    seen: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}
+
+    def remembered(
+        self: SentenceEncoder, texts: Sequence[str], on_batch: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        key = (type(self).__name__, self.model_id, tuple(texts))
+        if key not in seen:
+            seen[key] = encode(self, texts)
+        if on_batch is not None:
+            on_batch(len(texts))
+        return seen[key].copy()
+
+    SentenceEncoder.encode = remembered  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SentenceEncoder.encode = encode  # type: ignore[method-assign]

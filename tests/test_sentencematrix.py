@@ -33,7 +33,7 @@ from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import data_file
-from tests.fakes import WordHashEmbeddings
+from tests.fakes import WordHashEmbeddings, encodings_remembered
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,8 +73,9 @@ def hotpot_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[HierarchicalI
     corpus = data_file("hotpotqa-100/corpus.json")
     questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
     root = tmp_path_factory.mktemp("hotpot-pair")
-    matrix = build_index(corpus, root / "matrix", progress=False)
-    chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
+    with encodings_remembered():  # one encoding of the corpus, stored by both backends
+        matrix = build_index(corpus, root / "matrix", progress=False)
+        chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
     return matrix, chroma, [q["question"] for q in questions]
 
 

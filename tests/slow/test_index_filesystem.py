@@ -37,18 +37,8 @@ mnt, corpus, left, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv
 
 # The seventeen builds below index the same corpus with the real encoder; its vectors are computed
 # once and handed back to every later build, since what varies is the room left for storing them.
-from arag_graph.index.embeddings import SentenceEncoder
-_encode, _encoded = SentenceEncoder.encode, {{}}
-
-def remembered(self, texts, on_batch=None):
-    key = (type(self).__name__, tuple(texts))
-    if key not in _encoded:
-        _encoded[key] = _encode(self, texts)
-    if on_batch is not None:
-        on_batch(len(texts))
-    return _encoded[key].copy()
-
-SentenceEncoder.encode = remembered
+from tests.fakes import encodings_remembered
+encodings_remembered().__enter__()
 
 def run(argv):
     out, err = io.StringIO(), io.StringIO()
