@@ -35,15 +35,6 @@ TARGET_SECONDS = 3.0
 GRAPHS = ("arag", "arag_naive", "naive_rag", "corag", "srag", "direct", "arag_v2", "naive_rag_v2")
 TOOLS = ("keyword_search", "semantic_search", "chunk_read")
 WORDS = ("river", "album", "born", "director", "city", "founded", "novel", "film", "band", "county", "actor", "war")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -162,14 +153,13 @@ def write_run(out: Path, questions: int, graphs: int, seed: int) -> None:
 
 
 def measure(path: Path, loads: int) -> list[dict[str, float]]:
-    from playwright.sync_api import sync_playwright
+    from tests.browser import MISSING, find_chromium, launched_chromium
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    executable = find_chromium()
     if executable is None:
-        raise SystemExit("no chromium on PATH: apt-get install chromium")
+        raise SystemExit(MISSING)
     results = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    with launched_chromium(executable) as browser:
         for _ in range(loads):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             errors: list[str] = []
@@ -190,7 +180,6 @@ def measure(path: Path, loads: int) -> list[dict[str, float]]:
                 raise SystemExit(f"the page raised: {errors[0]}")
             results.append({"ready_s": ready / 1000, "load_s": load / 1000, "filter_s": filtered, "expand_s": expanded})
             page.close()
-        browser.close()
     return results
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,46 +22,23 @@ from arag_graph.cli.main import main
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_mode
 from arag_graph.evaluators.predictions import PREDICTIONS, load_records
 from arag_graph.qa.sample import sample_questions_path
+from tests.browser import MISSING, find_chromium, launched_chromium
 from tests.cli_run import assert_one_error_line, run_cli
 
 pytestmark = pytest.mark.integration
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def find_chromium() -> str | None:
-    """The system Chromium: ``$ARAG_CHROMIUM``, else the first of the usual names on PATH."""
-    given = os.environ.get("ARAG_CHROMIUM")
-    if given:
-        return given if Path(given).exists() else None
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     executable = find_chromium()
     if executable is None:
-        pytest.skip("no Chromium found: apt-get install chromium (scripts/setup does, as root) or set ARAG_CHROMIUM")
+        pytest.skip(MISSING)
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright  # noqa: F401
     except ImportError:
         pytest.skip("the playwright package is not installed (pip install -e '.[dev]')")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    with launched_chromium(executable) as chromium:
         yield chromium
-        chromium.close()
 
 
 class Page:
