@@ -261,6 +261,21 @@ def test_the_stream_redactor_never_gives_out_a_split_secret(
     assert redactor.feed("z" * 200) == "z" * (200 - redactor.hold)  # plain text is not held back whole
 
 
+@pytest.mark.parametrize("user", ["alice", "u" * 100])
+def test_the_stream_redactor_holds_a_url_until_its_user_information_ends(no_known_secrets: None, user: str) -> None:
+    """``http://USER:PASS@`` is only recognisable once the ``@`` arrives: a user part longer than the
+    hold-back (64 characters) must not have gone out before it, whatever the pieces."""
+    from arag_graph.core.safety import StreamRedactor, redact
+
+    text = f"see http://{user}:pa55word-x@proxy.example/v1 and http://plain.example/x then " + "y" * 70
+    assert redact(text) == "see http://***@proxy.example/v1 and http://plain.example/x then " + "y" * 70
+    for size in (1, 7, 64):
+        redactor = StreamRedactor()
+        pieces = [redactor.feed(text[i : i + size]) for i in range(0, len(text), size)]
+        assert all(user not in piece and "pa55word" not in piece for piece in pieces), (size, pieces)
+        assert "".join(pieces) + redactor.flush() == redact(text)
+
+
 def test_model_errors_read_as_one_line_with_what_to_check(no_known_secrets: None) -> None:
     import httpx
     import openai

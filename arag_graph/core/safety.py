@@ -27,6 +27,9 @@ _SECRET_ENV = (
 _KEY_SHAPES = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|lsv2_[A-Za-z0-9_]{8,})")
 # The user-information part of a URL (``http://user:password@host``): credentials of a base URL.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/?#@\s]+@")
+# A URL's authority still arriving (no ``/``, ``@`` or space after ``://`` yet): it may turn out to
+# hold ``user:password@``, so a stream holds it back whatever its length (:class:`StreamRedactor`).
+_OPEN_AUTHORITY = re.compile(r"://[^/?#@\s]*\Z")
 # Query parameters that carry a secret (``?api_key=...``, ``&token=...``, Azure's ``sig=``).
 _SECRET_PARAMS = re.compile(
     r"(?i)(?<=[?&;])((?:[\w.-]*(?:key|token|secret|password|passwd|pwd|auth|credential|signature))|sig)=[^&#\s\"']+"
@@ -79,11 +82,12 @@ class StreamRedactor:
 
     A secret may be split across pieces, so the end of what has arrived is held back while it could
     still be the start of one: the longest known secret's length, and any key-shaped or URL-credential
-    text that reaches the end. :meth:`flush` gives the rest once the stream is over. No secret known
-    when the stream starts, and no key-shaped text, is given out in clear, however it is split.
+    text that reaches the end, including a URL whose user information may still be arriving.
+    :meth:`flush` gives the rest once the stream is over. No secret known when the stream starts, and
+    no key-shaped text, is given out in clear, however it is split.
     """
 
-    _SHAPES = (_KEY_SHAPES, _URL_CREDENTIALS, _SECRET_PARAMS)
+    _SHAPES = (_KEY_SHAPES, _URL_CREDENTIALS, _SECRET_PARAMS, _OPEN_AUTHORITY)
 
     def __init__(self, extra: tuple[str, ...] = ()) -> None:
         self.secrets = [s for s in (*secrets_in_env(), *_remembered, *extra) if s]
