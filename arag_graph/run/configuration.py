@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import sys
 import warnings
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -50,27 +50,17 @@ _TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_
 """Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
 
 
-def in_langgraph_server() -> bool:
-    """Whether a LangGraph server (``langgraph dev``, LangGraph Platform) runs graphs in this process."""
-    return "langgraph_api" in sys.modules
-
-
 class UnknownContextKeyWarning(UserWarning):
     """A library run's context named a setting its graph does not have; the setting had no effect."""
 
 
-def _check_keys(cls: type[BaseModel], data: dict[str, Any]) -> None:
-    """A key the graph does not have is never dropped in silence: a typo (``max_step``) would
-    otherwise run with the default. A served run's caller gets the one-line refusal; a library call
-    a warning (code may pass one mapping to several graphs)."""
+def _unknown_keys(cls: type[BaseModel], data: Mapping[str, Any]) -> str:
+    """The one line naming ``data``'s keys that ``cls`` has no field for, and the fields it has ("" if none)."""
     unknown = sorted(set(data) - set(cls.model_fields))
     if not unknown:
-        return
+        return ""
     valid = ", ".join(sorted(cls.model_fields))
-    message = f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}"
-    if in_langgraph_server() and not _TRUSTING.get():
-        raise ContextError(message)
-    warnings.warn(f"{message} (ignored)", UnknownContextKeyWarning, stacklevel=3)
+    return f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}"
 
 
 class GraphContext(BaseModel):
@@ -142,7 +132,12 @@ class GraphContext(BaseModel):
         are :class:`~arag_graph.core.errors.ContextError`, a ``ValueError``, so a LangGraph server
         returns the line to its client.
         """
-        _check_keys(type(self), data)
+        if unknown := _unknown_keys(type(self), data):
+            # A key the graph does not have is never dropped in silence (a typo, ``max_step``, would
+            # run with the default). A warning, not an error: code may pass one mapping to several
+            # graphs, a parent graph its own keys. Served runs are refused before they get here
+            # (:meth:`refuse_unknown_keys`), because the server drops such keys on the way.
+            warnings.warn(f"{unknown} (ignored)", UnknownContextKeyWarning, stacklevel=2)
         if data.get("profile") not in (None, DEFAULT_PROFILE):
             # The profile fills what the run leaves unset; a value given explicitly wins. An unknown
             # profile is left to the schema, which refuses it in one line.
@@ -172,6 +167,18 @@ class GraphContext(BaseModel):
             return cls(**{k: v for k, v in values.items() if v is not None})
         finally:
             _TRUSTING.reset(token)
+
+    @classmethod
+    def refuse_unknown_keys(cls, context: Mapping[str, Any]) -> None:
+        """A served run's context must name only this graph's settings: one-line ContextError otherwise.
+
+        LangGraph's server drops context keys its context schema does not list before the graph
+        sees them, so ``{"max_stpes": 3}`` would run with the default cap and no word to the caller.
+        The graph factory of ``langgraph.json`` (:func:`arag_graph.registry.served_graph`) sees the
+        run's context before that filter and calls this.
+        """
+        if unknown := _unknown_keys(cls, context):
+            raise ContextError(unknown)
 
     @classmethod
     def of_run(cls, context: Any) -> Any:
