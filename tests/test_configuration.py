@@ -342,3 +342,22 @@ def test_an_unknown_context_key_is_refused_in_one_line_by_the_served_graph_facto
     assert factory(known) is factory(read)  # one compiled graph; settings come from each run's context
     with pytest.raises(ContextError, match="unknown configuration field"):
         AragContext.trusted(max_step=3)  # the operator's own contexts refuse one in words of their own
+
+
+def test_each_context_schema_has_a_typeddict_with_the_same_fields_and_types() -> None:
+    """``context={...}`` is typed by ``<Schema>Dict`` (tests/test_typing.py): it must list exactly the
+    schema's fields, with the same types, none required, or mypy would pass a mistake or refuse a
+    right call."""
+    import typing
+
+    from arag_graph.run import configuration
+
+    schemas = [v for v in vars(configuration).values() if isinstance(v, type) and issubclass(v, GraphContext)]
+    names = {s.__name__ for s in schemas}
+    assert {"AragContext", "AragNaiveContext", "CoragContext", "SragContext", "NaiveRagContext"} <= names
+    for schema in schemas:
+        settings = getattr(configuration, f"{schema.__name__}Dict", None)
+        assert settings is not None, f"{schema.__name__} has no {schema.__name__}Dict"
+        fields = {name: field.annotation for name, field in schema.model_fields.items()}
+        assert typing.get_type_hints(settings) == fields, schema.__name__
+        assert not settings.__required_keys__, schema.__name__

@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -218,6 +218,23 @@ class GraphContext(BaseModel):
         return {k: v for k, v in self.model_dump().items() if k not in skip}
 
 
+class GraphContextDict(TypedDict, total=False):
+    """:class:`GraphContext` as a mapping, for type checkers: the type of ``context={...}`` in a
+    builder's ``invoke``/``stream``, so mypy or pyright flags a misspelt setting or a wrong type.
+    Each schema has one (``<Schema>Dict``); tests/test_configuration.py checks they agree field by field."""
+
+    model: str
+    base_url: str
+    temperature: float
+    max_tokens: int
+    reasoning_effort: ReasoningEffort
+    timeout: float
+    max_retries: int
+    index_path: str
+    top_k: int
+    profile: Profile
+
+
 class AragContext(GraphContext):
     """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations).
 
@@ -298,12 +315,33 @@ class AragNaiveContext(GraphContext):
         return 1
 
 
+class AragNaiveContextDict(GraphContextDict, total=False):
+    """:class:`AragNaiveContext` as a mapping, for type checkers."""
+
+    max_steps: int
+    message_token_budget: int
+    system_prompt: str
+    hyde: bool
+    dedupe_search_chunks: bool
+
+
+class AragContextDict(AragNaiveContextDict, total=False):
+    """:class:`AragContext` as a mapping, for type checkers: A-RAG (Naive)'s settings and its own two."""
+
+    tools: ToolSet
+    snippet_window: int
+
+
 AgentContext = AragContext | AragNaiveContext
 """The context of either agent graph: both have every setting the agent reads."""
 
 
 class DirectContext(GraphContext):
     """Direct answer: the model answers from its own knowledge, no retrieval."""
+
+
+class DirectContextDict(GraphContextDict, total=False):
+    """:class:`DirectContext` as a mapping, for type checkers."""
 
 
 class RetrievalContext(GraphContext):
@@ -379,6 +417,21 @@ class RetrievalContext(GraphContext):
     )
 
 
+class RetrievalContextDict(GraphContextDict, total=False):
+    """:class:`RetrievalContext` as a mapping, for type checkers."""
+
+    retriever: Retriever
+    sentence_window: bool
+    window: int
+    merge_threshold: float
+    summary_documents: int
+    multi_query: int
+    mmr: bool
+    mmr_lambda: float
+    rerank: bool
+    candidates: int
+
+
 class NaiveRagContext(RetrievalContext):
     """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
 
@@ -387,6 +440,12 @@ class NaiveRagContext(RetrievalContext):
         description="Embed a model-written hypothetical answer passage instead of the question (every retriever "
         "but bm25).",
     )
+
+
+class NaiveRagContextDict(RetrievalContextDict, total=False):
+    """:class:`NaiveRagContext` as a mapping, for type checkers."""
+
+    hyde: bool
 
 
 class CoragContext(RetrievalContext):
@@ -469,6 +528,23 @@ class CoragContext(RetrievalContext):
     )
 
 
+class CoragContextDict(RetrievalContextDict, total=False):
+    """:class:`CoragContext` as a mapping, for type checkers."""
+
+    max_steps: int
+    hyde: bool
+    loop_similarity: float
+    max_context_tokens: int
+    fixed_length: bool
+    penalty: PenaltySetting
+    decoding: Decoding
+    n: int
+    beam: int
+    expand: int
+    rollouts: int
+    sample_temperature: float
+
+
 class SragContext(RetrievalContext):
     """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
 
@@ -498,3 +574,14 @@ class SragContext(RetrievalContext):
     max_sub_questions: int = Field(
         default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
     )
+
+
+class SragContextDict(RetrievalContextDict, total=False):
+    """:class:`SragContext` as a mapping, for type checkers."""
+
+    decompose: bool
+    structured_extraction: bool
+    table_aggregation: bool
+    relevance_threshold: float
+    route: bool
+    max_sub_questions: int
