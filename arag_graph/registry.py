@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
@@ -18,6 +18,9 @@ from arag_graph.core.errors import AragError
 from arag_graph.run import configuration as c
 from arag_graph.run.configuration import GraphContext
 from arag_graph.srag.graph import build_srag_graph
+
+if TYPE_CHECKING:
+    from langgraph_sdk.runtime import ServerRuntime
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,30 @@ def get_graph_spec(name: str) -> GraphSpec:
 def build_graph(name: str, **kwargs: Any) -> Any:
     """Compile the graph called ``name`` (keyword arguments go to its builder: index, model, ...)."""
     return get_graph_spec(name).build(**kwargs)
+
+
+def served_graph(name: str) -> Callable[[ServerRuntime], Any]:
+    """The graph ``name`` as ``langgraph.json`` serves it: a LangGraph graph factory.
+
+    LangGraph's server keeps only the context keys the context schema lists and drops the rest
+    without a word, so a caller's typo (``max_stpes``) or stray key would run with the defaults.
+    The server calls a factory for every use of the graph; for a run it passes the run's context
+    as the caller (and the assistant) gave it, before that filter. The factory refuses a key the
+    graph does not have with the one line the library warns with, which the caller receives as the
+    run's error; for every other use (schemas, state reads, Studio's edits) it only hands over the
+    graph. The graph is compiled once: settings come from each run's context, not from the factory.
+    """
+    spec = get_graph_spec(name)
+    compiled = spec.build()
+
+    def graph(runtime: ServerRuntime) -> Any:
+        run = runtime.execution_runtime
+        if run is not None and isinstance(run.context, dict):
+            spec.config.refuse_unknown_keys(run.context)
+        return compiled
+
+    graph.__name__ = graph.__qualname__ = f"served_{name}"
+    return graph
 
 
 def config_for(name: str, **values: Any) -> GraphContext:

@@ -1,5 +1,5 @@
 """The corag graph, for langgraph.json (configured at run time; see graphs/__init__.py)."""
 
-from arag_graph.registry import build_graph
+from arag_graph.registry import served_graph
 
-graph = build_graph("corag")
+graph = served_graph("corag")

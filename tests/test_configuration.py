@@ -323,18 +323,41 @@ def test_an_unknown_context_key_is_a_warning_in_a_library_run(sample_index: Any)
     assert out.get("error") is None and out["answer"]
 
 
-def test_an_unknown_context_key_is_refused_in_one_line_in_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inside a LangGraph server process (``langgraph_api`` loaded) a caller's unknown key is refused;
-    the operator's own contexts (``trusted``) already refuse one, in words of their own."""
-    import sys
-    import types
+def test_an_unknown_context_key_is_refused_in_one_line_by_the_served_graph_factory() -> None:
+    """LangGraph's server drops context keys the schema lacks before the graph sees them; the graph
+    factory of langgraph.json sees the run's context first and refuses them (the SDK test is in
+    tests/slow/test_served_security.py). Other uses of the factory (schemas, state) are not runs."""
+    from langgraph_sdk.runtime import _ExecutionRuntime, _ReadRuntime
 
-    monkeypatch.setitem(sys.modules, "langgraph_api", types.ModuleType("langgraph_api"))
-    with pytest.raises(
-        ContextError, match=r"^CoragContext has no setting 'beams'; its settings are: .*beam,"
-    ) as caught:
-        CoragContext(beams=2)
+    from arag_graph.registry import served_graph
+
+    factory = served_graph("corag")
+    run = _ExecutionRuntime(access_context="threads.create_run", user=None, store=None, context={"beams": 2})
+    refused = r"^CoragContext has no setting 'beams'; its settings are: .*beam,"
+    with pytest.raises(ContextError, match=refused) as caught:
+        factory(run)
     assert "\n" not in str(caught.value)
-    assert AragContext(max_steps=3).max_steps == 3  # known keys still pass
+    known = _ExecutionRuntime(access_context="threads.create_run", user=None, store=None, context={"beam": 2})
+    read = _ReadRuntime(access_context="assistants.read", user=None, store=None)
+    assert factory(known) is factory(read)  # one compiled graph; settings come from each run's context
     with pytest.raises(ContextError, match="unknown configuration field"):
-        AragContext.trusted(max_step=3)
+        AragContext.trusted(max_step=3)  # the operator's own contexts refuse one in words of their own
+
+
+def test_each_context_schema_has_a_typeddict_with_the_same_fields_and_types() -> None:
+    """``context={...}`` is typed by ``<Schema>Dict`` (tests/test_typing.py): it must list exactly the
+    schema's fields, with the same types, none required, or mypy would pass a mistake or refuse a
+    right call."""
+    import typing
+
+    from arag_graph.run import configuration
+
+    schemas = [v for v in vars(configuration).values() if isinstance(v, type) and issubclass(v, GraphContext)]
+    names = {s.__name__ for s in schemas}
+    assert {"AragContext", "AragNaiveContext", "CoragContext", "SragContext", "NaiveRagContext"} <= names
+    for schema in schemas:
+        settings = getattr(configuration, f"{schema.__name__}Dict", None)
+        assert settings is not None, f"{schema.__name__} has no {schema.__name__}Dict"
+        fields = {name: field.annotation for name, field in schema.model_fields.items()}
+        assert typing.get_type_hints(settings) == fields, schema.__name__
+        assert not settings.__required_keys__, schema.__name__

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pathspec
 import pytest
+from langgraph_sdk.runtime import _ExecutionRuntime
 
 from tests.cli_run import run_cli
 from tests.test_packaging import REPO, build_wheel
@@ -159,7 +160,8 @@ def test_the_baked_index_serves_the_graphs_and_no_request_builds_one(
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # as LangGraph Server loads the entry named in langgraph.json
-    out = module.graph.invoke({"question": "Who directed the film shot in Leland, North Carolina in 1986?"})
+    run = _ExecutionRuntime(access_context="threads.create_run", user=None, store=None, context={})
+    out = module.graph(run).invoke({"question": "Who directed the film shot in Leland, North Carolina in 1986?"})
     assert out["answer"] and out["read_chunks"]
     assert not cache.exists() or not any(cache.iterdir()), "a request built an index into the cache"
 

@@ -49,3 +49,23 @@ def test_a_wrong_call_is_caught(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert 'wrong.py:3: error: Argument 1 to "load_index"' in result.stdout
     assert "wrong.py:4: error" in result.stdout
+
+
+def test_a_wrong_context_is_a_type_error() -> None:
+    """``context=`` is typed per graph (its schema or the schema's TypedDict): a misspelt setting or a
+    value of the wrong type is an error on exactly the lines tests/typed_rejected/ marks, no other."""
+    source = REPO / "tests" / "typed_rejected" / "context_mistakes.py"
+    marked = {
+        number: line.split("# rejected: ", 1)[1].strip()
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1)
+        if "# rejected: " in line
+    }
+    result = _mypy("--follow-imports=silent", str(source.relative_to(REPO)))
+    errors = {
+        int(line.split(":", 2)[1]): line
+        for line in result.stdout.splitlines()
+        if line.startswith(f"{source.relative_to(REPO)}:") and ": error: " in line
+    }
+    assert set(errors) == set(marked), result.stdout[-5000:] + result.stderr[-2000:]
+    for number, expected in marked.items():
+        assert expected in errors[number], errors[number]

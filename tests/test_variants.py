@@ -49,13 +49,17 @@ def slice_questions(hotpot_slice: tuple[Path, Path]) -> list[dict[str, Any]]:
 
 
 def entry_graph(graph_id: str) -> Any:
-    """The compiled ``graph`` of a langgraph.json entry, loaded from its file as ``langgraph dev`` does."""
+    """The compiled graph of a langgraph.json entry, loaded from its file and asked of its graph
+    factory for a run as ``langgraph dev`` does."""
+    from langgraph_sdk.runtime import _ExecutionRuntime
+
     file, attr = LANGGRAPH["graphs"][graph_id].split(":")
     spec = importlib.util.spec_from_file_location(f"_variants_entry_{graph_id}", REPO / file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, attr)
+    factory = getattr(module, attr)
+    return factory(_ExecutionRuntime(access_context="threads.create_run", user=None, store=None, context={}))
 
 
 def shown_chunks(out: dict[str, Any]) -> set[str]:

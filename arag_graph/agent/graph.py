@@ -51,7 +51,13 @@ from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import agent_system_prompt
-from arag_graph.run.configuration import AgentContext, AragContext, AragNaiveContext
+from arag_graph.run.configuration import (
+    AgentContext,
+    AragContext,
+    AragContextDict,
+    AragNaiveContext,
+    AragNaiveContextDict,
+)
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
@@ -468,7 +474,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
-) -> RagGraph[AragOutputState]:
+) -> RagGraph[AragContext | AragContextDict, AragOutputState]:
     """Compile the A-RAG agent.
 
     ``index`` and ``model`` fixed here win over the run's context (``index_path``, ``model``),
@@ -506,7 +512,7 @@ def build_arag_graph(
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name=name), bound)
-    return cast("RagGraph[AragOutputState]", graph)
+    return cast("RagGraph[AragContext | AragContextDict, AragOutputState]", graph)
 
 
 def _index_source(bound: Bound) -> HierarchicalIndex | Callable[[Any], HierarchicalIndex]:
@@ -521,8 +527,9 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
-) -> RagGraph[AragOutputState]:
+) -> RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
-    return build_arag_graph(
+    graph = build_arag_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
     )
+    return cast("RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]", graph)

@@ -24,7 +24,14 @@ from langgraph.types import Checkpointer
 from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import CoragContext, DirectContext, NaiveRagContext, RetrievalContext
+from arag_graph.run.configuration import (
+    CoragContext,
+    DirectContext,
+    DirectContextDict,
+    NaiveRagContext,
+    NaiveRagContextDict,
+    RetrievalContext,
+)
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_of, traced_graph
@@ -154,7 +161,7 @@ def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: 
 
 def build_direct_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[OutputState]:
+) -> RagGraph[DirectContext | DirectContextDict, OutputState]:
     """Direct answer: no retrieval. The index is only used to validate citations (there are none)."""
     bound = Bound("direct", DirectContext, index, model)
     builder = StateGraph(RunState, context_schema=DirectContext, input_schema=InputState, output_schema=OutputState)
@@ -166,7 +173,7 @@ def build_direct_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="direct"), bound)
-    return cast("RagGraph[OutputState]", graph)
+    return cast("RagGraph[DirectContext | DirectContextDict, OutputState]", graph)
 
 
 class NaiveRagOutputState(OutputState, total=False):
@@ -175,7 +182,7 @@ class NaiveRagOutputState(OutputState, total=False):
 
 def build_naive_rag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[NaiveRagOutputState]:
+) -> RagGraph[NaiveRagContext | NaiveRagContextDict, NaiveRagOutputState]:
     """Naive RAG: retrieve ``top_k`` chunks once, answer from them."""
     bound = Bound("naive_rag", NaiveRagContext, index, model)
     builder = StateGraph(
@@ -191,4 +198,4 @@ def build_naive_rag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
-    return cast("RagGraph[NaiveRagOutputState]", graph)
+    return cast("RagGraph[NaiveRagContext | NaiveRagContextDict, NaiveRagOutputState]", graph)

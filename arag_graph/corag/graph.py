@@ -94,7 +94,7 @@ from arag_graph.corag.chain import (
 )
 from arag_graph.llm.models import supports_setting
 from arag_graph.llm.offline import OfflinePolicy
-from arag_graph.run.configuration import CoragContext
+from arag_graph.run.configuration import CoragContext, CoragContextDict
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_of, traced_graph
@@ -419,7 +419,7 @@ def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
 
 def build_corag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[CoragOutputState]:
+) -> RagGraph[CoragContext | CoragContextDict, CoragOutputState]:
     """CoRAG: retrieve, check sufficiency, reformulate, ... (at most ``max_steps`` retrievals), answer.
 
     ``decoding`` chooses greedy (one chain), best-of-N or tree search (see the module docstring).
@@ -443,4 +443,4 @@ def build_corag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
-    return cast("RagGraph[CoragOutputState]", graph)
+    return cast("RagGraph[CoragContext | CoragContextDict, CoragOutputState]", graph)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import sys
 import warnings
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -50,27 +50,17 @@ _TRUSTING: contextvars.ContextVar[bool] = contextvars.ContextVar("arag_trusting_
 """Set while :meth:`GraphContext.trusted` builds a context: the operator's own, not policed."""
 
 
-def in_langgraph_server() -> bool:
-    """Whether a LangGraph server (``langgraph dev``, LangGraph Platform) runs graphs in this process."""
-    return "langgraph_api" in sys.modules
-
-
 class UnknownContextKeyWarning(UserWarning):
     """A library run's context named a setting its graph does not have; the setting had no effect."""
 
 
-def _check_keys(cls: type[BaseModel], data: dict[str, Any]) -> None:
-    """A key the graph does not have is never dropped in silence: a typo (``max_step``) would
-    otherwise run with the default. A served run's caller gets the one-line refusal; a library call
-    a warning (code may pass one mapping to several graphs)."""
+def _unknown_keys(cls: type[BaseModel], data: Mapping[str, Any]) -> str:
+    """The one line naming ``data``'s keys that ``cls`` has no field for, and the fields it has ("" if none)."""
     unknown = sorted(set(data) - set(cls.model_fields))
     if not unknown:
-        return
+        return ""
     valid = ", ".join(sorted(cls.model_fields))
-    message = f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}"
-    if in_langgraph_server() and not _TRUSTING.get():
-        raise ContextError(message)
-    warnings.warn(f"{message} (ignored)", UnknownContextKeyWarning, stacklevel=3)
+    return f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}"
 
 
 class GraphContext(BaseModel):
@@ -142,7 +132,12 @@ class GraphContext(BaseModel):
         are :class:`~arag_graph.core.errors.ContextError`, a ``ValueError``, so a LangGraph server
         returns the line to its client.
         """
-        _check_keys(type(self), data)
+        if unknown := _unknown_keys(type(self), data):
+            # A key the graph does not have is never dropped in silence (a typo, ``max_step``, would
+            # run with the default). A warning, not an error: code may pass one mapping to several
+            # graphs, a parent graph its own keys. Served runs are refused before they get here
+            # (:meth:`refuse_unknown_keys`), because the server drops such keys on the way.
+            warnings.warn(f"{unknown} (ignored)", UnknownContextKeyWarning, stacklevel=2)
         if data.get("profile") not in (None, DEFAULT_PROFILE):
             # The profile fills what the run leaves unset; a value given explicitly wins. An unknown
             # profile is left to the schema, which refuses it in one line.
@@ -172,6 +167,18 @@ class GraphContext(BaseModel):
             return cls(**{k: v for k, v in values.items() if v is not None})
         finally:
             _TRUSTING.reset(token)
+
+    @classmethod
+    def refuse_unknown_keys(cls, context: Mapping[str, Any]) -> None:
+        """A served run's context must name only this graph's settings: one-line ContextError otherwise.
+
+        LangGraph's server drops context keys its context schema does not list before the graph
+        sees them, so ``{"max_stpes": 3}`` would run with the default cap and no word to the caller.
+        The graph factory of ``langgraph.json`` (:func:`arag_graph.registry.served_graph`) sees the
+        run's context before that filter and calls this.
+        """
+        if unknown := _unknown_keys(cls, context):
+            raise ContextError(unknown)
 
     @classmethod
     def of_run(cls, context: Any) -> Any:
@@ -209,6 +216,23 @@ class GraphContext(BaseModel):
         """The graph's own settings, for trace metadata and records (no endpoint, no prompt text)."""
         skip = {"base_url", "system_prompt"}
         return {k: v for k, v in self.model_dump().items() if k not in skip}
+
+
+class GraphContextDict(TypedDict, total=False):
+    """:class:`GraphContext` as a mapping, for type checkers: the type of ``context={...}`` in a
+    builder's ``invoke``/``stream``, so mypy or pyright flags a misspelt setting or a wrong type.
+    Each schema has one (``<Schema>Dict``); tests/test_configuration.py checks they agree field by field."""
+
+    model: str
+    base_url: str
+    temperature: float
+    max_tokens: int
+    reasoning_effort: ReasoningEffort
+    timeout: float
+    max_retries: int
+    index_path: str
+    top_k: int
+    profile: Profile
 
 
 class AragContext(GraphContext):
@@ -291,12 +315,33 @@ class AragNaiveContext(GraphContext):
         return 1
 
 
+class AragNaiveContextDict(GraphContextDict, total=False):
+    """:class:`AragNaiveContext` as a mapping, for type checkers."""
+
+    max_steps: int
+    message_token_budget: int
+    system_prompt: str
+    hyde: bool
+    dedupe_search_chunks: bool
+
+
+class AragContextDict(AragNaiveContextDict, total=False):
+    """:class:`AragContext` as a mapping, for type checkers: A-RAG (Naive)'s settings and its own two."""
+
+    tools: ToolSet
+    snippet_window: int
+
+
 AgentContext = AragContext | AragNaiveContext
 """The context of either agent graph: both have every setting the agent reads."""
 
 
 class DirectContext(GraphContext):
     """Direct answer: the model answers from its own knowledge, no retrieval."""
+
+
+class DirectContextDict(GraphContextDict, total=False):
+    """:class:`DirectContext` as a mapping, for type checkers."""
 
 
 class RetrievalContext(GraphContext):
@@ -372,6 +417,21 @@ class RetrievalContext(GraphContext):
     )
 
 
+class RetrievalContextDict(GraphContextDict, total=False):
+    """:class:`RetrievalContext` as a mapping, for type checkers."""
+
+    retriever: Retriever
+    sentence_window: bool
+    window: int
+    merge_threshold: float
+    summary_documents: int
+    multi_query: int
+    mmr: bool
+    mmr_lambda: float
+    rerank: bool
+    candidates: int
+
+
 class NaiveRagContext(RetrievalContext):
     """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
 
@@ -380,6 +440,12 @@ class NaiveRagContext(RetrievalContext):
         description="Embed a model-written hypothetical answer passage instead of the question (every retriever "
         "but bm25).",
     )
+
+
+class NaiveRagContextDict(RetrievalContextDict, total=False):
+    """:class:`NaiveRagContext` as a mapping, for type checkers."""
+
+    hyde: bool
 
 
 class CoragContext(RetrievalContext):
@@ -462,6 +528,23 @@ class CoragContext(RetrievalContext):
     )
 
 
+class CoragContextDict(RetrievalContextDict, total=False):
+    """:class:`CoragContext` as a mapping, for type checkers."""
+
+    max_steps: int
+    hyde: bool
+    loop_similarity: float
+    max_context_tokens: int
+    fixed_length: bool
+    penalty: PenaltySetting
+    decoding: Decoding
+    n: int
+    beam: int
+    expand: int
+    rollouts: int
+    sample_temperature: float
+
+
 class SragContext(RetrievalContext):
     """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
 
@@ -491,3 +574,14 @@ class SragContext(RetrievalContext):
     max_sub_questions: int = Field(
         default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
     )
+
+
+class SragContextDict(RetrievalContextDict, total=False):
+    """:class:`SragContext` as a mapping, for type checkers."""
+
+    decompose: bool
+    structured_extraction: bool
+    table_aggregation: bool
+    relevance_threshold: float
+    route: bool
+    max_sub_questions: int

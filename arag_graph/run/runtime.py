@@ -35,12 +35,15 @@ from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
 from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
+_Context = TypeVar("_Context")
 _Output = TypeVar("_Output")
-RagGraph = CompiledStateGraph[Any, Any, InputState, _Output]
-"""What the builders return, typed for mypy and pyright: ``RagGraph[AragOutputState]``'s ``invoke``
-takes ``messages`` or ``question`` and returns the graph's output fields. ``context=`` is typed
-``Any``: it takes the graph's context schema or a mapping of its fields (which LangGraph turns into
-the schema), and LangGraph's type parameter admits no plain mapping."""
+RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
+"""What the builders return, typed for mypy and pyright, for example
+``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
+``question`` and returns the graph's output fields, and its ``context=`` is the graph's context
+schema or a mapping of its fields (which LangGraph turns into the schema), typed by the schema's
+``TypedDict`` (:class:`~arag_graph.run.configuration.AragContextDict`, ...), so a misspelt setting
+or a value of the wrong type is a type error."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 

@@ -65,7 +65,7 @@ from arag_graph.core.citations import parse_final_answer
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
 from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import SragContext
+from arag_graph.run.configuration import SragContext, SragContextDict
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
@@ -708,7 +708,7 @@ def answer(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
 
 def build_srag_graph(
     index: IndexLike = None, model: BaseChatModel | str | None = None, *, checkpointer: Checkpointer = None
-) -> RagGraph[SragOutputState]:
+) -> RagGraph[SragContext | SragContextDict, SragOutputState]:
     """SRAG: decompose, solve sub-questions in dependency waves (parallel within a wave), tabulate, answer."""
     bound = Bound("srag", SragContext, index, model)
     builder = StateGraph(SragState, context_schema=SragContext, input_schema=InputState, output_schema=SragOutputState)
@@ -732,4 +732,4 @@ def build_srag_graph(
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
-    return cast("RagGraph[SragOutputState]", graph)
+    return cast("RagGraph[SragContext | SragContextDict, SragOutputState]", graph)

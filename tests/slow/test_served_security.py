@@ -141,6 +141,38 @@ def test_no_caller_setting_sends_the_key_elsewhere(servers: Any, graph: str) -> 
     record("served_security", f"{graph}: hostile run contexts", trials=n, faults=n, survived=n)
 
 
+SERVED_GRAPHS = list(json.loads((Path(__file__).resolve().parents[2] / "langgraph.json").read_text())["graphs"])
+UNKNOWN_KEYS = [({"max_stpes": 3}, "'max_stpes'"), ({"top_k": 5, "evil": 1}, "'evil'")]
+
+
+@pytest.mark.parametrize("graph", SERVED_GRAPHS)
+def test_a_context_key_the_graph_lacks_is_refused_in_one_line(servers: Any, graph: str) -> None:
+    """LangGraph's server drops context keys the schema does not list: a typo (``max_stpes``) or a
+    stray key ran with the defaults and no word. The run is refused, naming the key and the settings."""
+    server = servers[0]
+    with server.log_on_failure():
+        for context, named in UNKNOWN_KEYS:
+            message = refusal(server, context, graph)
+            assert message.startswith("ContextError: ") and named in message, message
+            assert "; its settings are: " in message and "top_k" in message, message
+    record("served_security", f"{graph}: unknown context keys", trials=2, faults=2, survived=2)
+
+
+def test_an_assistant_with_a_key_the_graph_lacks_is_refused_when_it_runs(servers: Any) -> None:
+    """An assistant's context reaches the run merged with the caller's: the same rule covers it."""
+    server = servers[0]
+    client = server.client()
+    with server.log_on_failure():
+        assistant = client.assistants.create("corag", context={"max_stpes": 1})
+        message = refusal(server, {"max_steps": 1}, assistant["assistant_id"])
+        assert "CoragContext has no setting 'max_stpes'" in message, message
+        thread = client.threads.create()
+        out: Any = client.runs.wait(
+            thread["thread_id"], "corag", input={"question": QUESTION}, context={"max_steps": 1}
+        )
+        assert out.get("error") is None and out["answer"], out  # known keys still run
+
+
 def test_the_allowed_endpoint_gets_the_key_and_answers(servers: Any) -> None:
     server, allowed, attacker, _ = servers
     client = server.client()

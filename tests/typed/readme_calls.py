@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any, assert_type
+from typing import assert_type
 
 from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage
@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool
 from arag_graph import HierarchicalIndex, build_index, create_retrieval_tools, load_index, make_retriever
 from arag_graph.agent.graph import AragOutputState, build_arag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.run.configuration import AragContext
+from arag_graph.run.configuration import AragContext, AragContextDict
 from arag_graph.run.runtime import RagGraph
 
 
@@ -25,7 +25,7 @@ def readme() -> None:
     index.keyword_search(["Two Dollar Radio"], top_k=3)
     graph = build_arag_graph(index, model="offline")
     out = graph.invoke({"question": "Where is the publisher of Grace Krilanovich's first novel based?"})
-    assert_type(graph, RagGraph[AragOutputState])
+    assert_type(graph, RagGraph[AragContext | AragContextDict, AragOutputState])
     print(out["answer"], out["citations"], out["read_chunks"], out["steps"])
     tools = create_retrieval_tools(index)
     assert_type(tools, list[BaseTool])
@@ -41,5 +41,5 @@ def library_guide() -> None:
     build_corag_graph(index, "offline").invoke({"question": "q"}, context={"decoding": "best_of_n", "n": 2})
     docs = make_retriever(index, k=5).invoke("who directed Maximum Overdrive")
     assert_type(docs, list[Document])
-    settings: dict[str, Any] = {"max_steps": 3}
+    settings: AragContextDict = {"max_steps": 3, "tools": "no_chunk_read"}  # a mapping kept aside is typed too
     graph.invoke({"messages": [HumanMessage("a follow-up")]}, {"configurable": {"thread_id": "t"}}, context=settings)
