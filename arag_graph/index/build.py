@@ -19,6 +19,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -617,7 +618,11 @@ def _changed_store(
     encoded. Writes the record id of each row (:data:`~arag_graph.index.chroma.RECORD_IDS`)."""
     layout = SentenceLayout(chunks)
     total = len(layout)
-    integrity.copy_verified(reuse.root, reuse.source, build_dir / str(config["path"]), reuse.checksums)
+    target = build_dir / str(config["path"])
+    integrity.copy_verified(reuse.root, reuse.source, target, reuse.checksums)
+    for folder, _, _ in os.walk(target):  # the copy's folders are private (0700): readable as the source's are
+        with contextlib.suppress(OSError):
+            os.chmod(folder, stat.S_IMODE((reuse.source / Path(folder).relative_to(target)).lstat().st_mode))
     store = connect_sentence_store(config, build_dir, update=True)
     record_ids = np.empty(total, dtype=np.int64)
     fingerprint = np.empty((total, 2), dtype=np.float32)
