@@ -326,10 +326,15 @@ class SentenceStore:
     def all_vectors(self) -> tuple[np.ndarray, list[tuple[str, int]]]:
         """Every stored vector with its ``(chunk_id, position)``, for exact comparisons in tests and
         benchmarks: in row order where the records know their rows (an update adds its records last)."""
-        with self._calls("read"):
-            got = self.collection.get(include=["embeddings", "metadatas"])
+        got: dict[str, list[Any]] = {"ids": [], "embeddings": [], "metadatas": []}
+        with self._calls("read"):  # in pages: one get of every record exceeds SQLite's variable limit
+            page = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for offset in range(0, int(self.collection.count()), page):
+                part = self.collection.get(include=["embeddings", "metadatas"], limit=page, offset=offset)
+                for key in got:
+                    got[key].extend(part[key])
         owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
-        vectors = np.asarray(got["embeddings"], dtype=np.float32)
+        vectors = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(owners), -1)
         if self.layout is not None and len(owners):
             rows = np.asarray([int(i) for i in got["ids"]], dtype=np.int64)
             if self._rows_of is not None:
