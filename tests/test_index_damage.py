@@ -845,6 +845,9 @@ class FakeRecords:
         self.batches.append(list(ids))
         return {i: self.rows[int(i)] for i in ids if int(i) < len(self.rows)}
 
+    def row_ids(self, rows: Any) -> list[str]:
+        return [str(r) for r in rows]  # record ids are row numbers, as in a full build
+
 
 def sentence_records(count: int) -> tuple[list[Any], list[tuple[dict[str, Any], str, np.ndarray]]]:
     from arag_graph.core.documents import Chunk

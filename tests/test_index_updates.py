@@ -21,7 +21,9 @@ from langchain_core.documents import Document
 
 from arag_graph.core.errors import AragError
 from arag_graph.index import build as build_module
+from arag_graph.index import integrity as integrity_module
 from arag_graph.index.build import build_index, update_index
+from arag_graph.index.chroma import SentenceStore
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, RECORD, read_current
 from arag_graph.index.load import load_index, verify_index
@@ -241,24 +243,68 @@ def test_an_update_of_a_stale_copy_is_refused(tmp_path: Path) -> None:
         index.add_documents([Document(page_content="Other text.", id="o")])
 
 
-@pytest.mark.parametrize("fault", ["keywords", "switch"])
+@pytest.mark.parametrize(
+    ("backend", "fault"),
+    [
+        ("matrix", "keywords"),
+        ("matrix", "switch"),
+        ("chroma", "copy"),  # mid-copy of the previous store
+        ("chroma", "delete"),  # the copy made, Chroma changing it
+        ("chroma", "add"),  # old records deleted from the copy, new ones not yet added
+        ("chroma", "switch"),
+    ],
+)
 def test_a_killed_update_leaves_the_previous_index_answering(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, fault: str
 ) -> None:
     root = tmp_path / "index"
-    index = build(PagesLoader(10).load(), root)
+    index = build_index(PagesLoader(10).load(), root, embeddings=WordHashEmbeddings(), backend=backend)
     build_before = read_current(root)
     before = answers(load_index(root, embeddings=WordHashEmbeddings()))
+
+    seen: list[object] = []  # where the kill came: the step it interrupted was under way
 
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # as a kill arrives: a BaseException, mid-update
 
+    copy_file = integrity_module._copy_file
+    delete_records = getattr(SentenceStore, "delete_records", None)
+
+    def killed_mid_copy(*args: Path) -> None:
+        if seen:  # one file of the store copied into the new build, the next one not
+            raise KeyboardInterrupt
+        if args[-1].is_relative_to(root / BUILDS):  # the update's copy, not a reader's private one
+            seen.append(args[-1])
+        copy_file(*args)  # type: ignore[arg-type]
+
+    def deleting(store: SentenceStore, ids: list[int]) -> None:
+        seen.append(len(ids))
+        delete_records(store, ids)  # type: ignore[misc]
+
+    def killed_at_switch(where: Path, build: str) -> None:
+        seen.append(json.loads((where / BUILDS / build / "manifest.json").read_text())["chroma"])
+        raise KeyboardInterrupt
+
     if fault == "keywords":
         monkeypatch.setattr(build_module.KeywordIndex, "save", killed)
+        seen.append("keywords")
+    elif fault == "copy":
+        monkeypatch.setattr(integrity_module, "_copy_file", killed_mid_copy)
+    elif fault == "delete":
+        monkeypatch.setattr(SentenceStore, "delete_records", killed)
+        seen.append("delete")
+    elif fault == "add":
+        monkeypatch.setattr(SentenceStore, "delete_records", deleting)
+        monkeypatch.setattr(SentenceStore, "add_rows", killed)
     else:
-        monkeypatch.setattr(build_module, "point_current", killed)
+        monkeypatch.setattr(build_module, "point_current", killed_at_switch)
     with pytest.raises(KeyboardInterrupt):
-        index.add_documents([Document(page_content="The reef tower keeper rows ashore.", id="new")])
+        index.add_documents(
+            [
+                Document(page_content="The reef tower keeper rows ashore.", id="new"),
+                Document(page_content="Island 1 has no lighthouse now.", id="doc1"),  # 2 sentences replaced
+            ]
+        )
     monkeypatch.undo()
     assert read_current(root) == build_before
     reloaded = load_index(root, embeddings=WordHashEmbeddings())
@@ -267,6 +313,14 @@ def test_a_killed_update_leaves_the_previous_index_answering(
     assert json.loads((root / RECORD).read_text())["builds"] == [build_before]
     # ... and the next update goes through.
     assert "new" in index.add_documents([Document(page_content="The reef tower keeper.", id="new")]).document_ids()
+    if fault == "add":
+        assert seen == [2]  # the copy had lost doc1's two old records when the kill came
+    elif fault == "switch":  # the update was complete (a Chroma one in its changed copy) when the kill came
+        (store,) = seen
+        assert isinstance(store, dict) and store.get("ids" if backend == "chroma" else "mode") == (
+            "records" if backend == "chroma" else "matrix"
+        )
+    assert seen
 
 
 def test_arag_index_update_syncs_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -353,3 +407,56 @@ def test_an_update_of_a_chroma_index_matches_a_rebuild(tmp_path: Path) -> None:
     assert updated.manifest.chroma["mode"] == "persistent"
     same_index(updated, full)
     assert verify_index(load_index(tmp_path / "index", embeddings=WordHashEmbeddings()))["sentences"] == 15
+
+
+class CountingEmbeddings(WordHashEmbeddings):
+    """:class:`WordHashEmbeddings` that counts the texts it encodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.encoded += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_chroma_update_changes_only_the_changed_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An embedded Chroma index updates in proportion to the change, not to its size: the previous
+    store is copied and only new sentences are encoded and added (its old records deleted), and the
+    result is the index a full build gives, twice in a row (the second update starts from records an
+    update numbered)."""
+    docs = PagesLoader(40).load()
+    root = tmp_path / "index"
+    index = build_index(docs, root, embeddings=WordHashEmbeddings(), backend="chroma")
+    before = answers(index)
+    added: list[int] = []
+    add_rows = SentenceStore.add_rows
+
+    def counted(self: SentenceStore, start: object, layout: object, documents: list[str], *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        added.append(len(documents))
+        return add_rows(self, start, layout, documents, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SentenceStore, "add_rows", counted)
+    counting = CountingEmbeddings()
+    edited = Document(page_content="A new tower was raised on the reef. Its lamp is red.", id="doc7")
+    extra = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra")
+    first = [edited if d.id == "doc7" else d for d in docs if d.id != "doc3"] + [extra]
+    updated, report = sync_index(first, root, embeddings=counting)
+    # Three new sentences: encoded once each and the only records added (of 80 the index holds).
+    assert (report.changed, report.removed, report.added) == (["doc7"], ["doc3"], ["extra"])
+    assert counting.encoded == 3 and sum(added) == 3
+    assert updated.manifest.sentences == 80 - 2 - 2 + 3
+    assert answers(index) == before  # the snapshot a reader holds answers as it did
+    same_index(updated, build_index(first, tmp_path / "full1", embeddings=WordHashEmbeddings(), backend="chroma"))
+
+    second = [d for d in first if d.id != "doc11"] + [page(3)]
+    added.clear()
+    again, _ = sync_index(second, root, embeddings=counting)
+    # Page 3 is back: its second sentence is doc9's too, so only its first one is encoded; both are added.
+    assert counting.encoded == 3 + 1 and sum(added) == 2
+    full = build_index(second, tmp_path / "full2", embeddings=WordHashEmbeddings(), backend="chroma")
+    same_index(again, full)
+    reloaded = load_index(root, embeddings=WordHashEmbeddings())
+    same_index(reloaded, full)
+    assert verify_index(reloaded)["sentences"] == full.manifest.sentences

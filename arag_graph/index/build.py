@@ -19,6 +19,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index import integrity
 from arag_graph.index.chroma import (
     COLLECTION_NAME_MAX,
+    RECORD_IDS,
     SentenceStore,
     check_chroma_server,
     connect_sentence_store,
@@ -51,6 +53,7 @@ from arag_graph.index.layout import (
     build_lock,
     build_path,
     check_out,
+    load_index_array,
     make_root,
     new_build_name,
     open_record,
@@ -368,8 +371,9 @@ class _Build:
     progress: bool
     table: list[DocumentEntry] | None = None
     """The documents and their chunks (an update gives it; a build derives it from ``documents``)."""
-    reuse: VectorReuse | None = None
-    """The previous build's vectors, by embedded text (an update): only new text is encoded."""
+    reuse: VectorReuse | StoreReuse | None = None
+    """The previous build's vectors (an update): only new text is encoded; an embedded Chroma store is
+    copied and changed rather than filled anew (:class:`StoreReuse`)."""
     dimension: int = 0
     """The vectors' dimension when no sentence is encoded (an update that leaves the index empty)."""
 
@@ -442,6 +446,8 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             # The records' content, for `verify` and for a server's store, whose files arag never sees.
             np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
             written.append(integrity.VECTOR_FINGERPRINT)
+            if chroma_cfg.get("ids") == "records":
+                written.append(RECORD_IDS)
             digest = integrity.sentence_digest(b.chunks)
         if chroma_cfg["mode"] == "persistent":
             # Closed, its files are final; every later open reads them through a checked copy.
@@ -544,7 +550,7 @@ def _store_sentences(
     chroma_timeout: float | None,
     progress: bool,
     header_max_chars: int = HEADER_MAX_CHARS,
-    reuse: VectorReuse | None = None,
+    reuse: VectorReuse | StoreReuse | None = None,
     known_dimension: int = 0,
 ) -> _StoredSentences:
     """Encode every sentence and store its vector, one block of :data:`BUILD_BLOCK` at a time.
@@ -557,6 +563,10 @@ def _store_sentences(
     """
     from tqdm.auto import tqdm
 
+    if isinstance(reuse, StoreReuse):
+        stored = _changed_store(config, build_dir, chunks, embeddings, contextual_headers, header_max_chars, reuse)
+        stored.dimension = stored.dimension or known_dimension
+        return stored
     layout = SentenceLayout(chunks)
     total = len(layout)
     matrix = config["mode"] == "matrix"
@@ -591,6 +601,80 @@ def _store_sentences(
     assert chroma is not None
     chroma.layout = layout
     return _StoredSentences(chroma, dimension, encode_seconds, fingerprint)
+
+
+def _changed_store(
+    config: dict[str, Any],
+    build_dir: Path,
+    chunks: Sequence[Chunk],
+    embeddings: Embeddings,
+    contextual_headers: bool,
+    header_max_chars: int,
+    reuse: StoreReuse,
+) -> _StoredSentences:
+    """An update's embedded store: the previous build's store copied into ``build_dir`` and changed
+    (:class:`StoreReuse`): unchanged rows keep their records, the other old records are deleted and
+    the new rows added, their vectors taken from a previous record with the same embedded text or
+    encoded. Writes the record id of each row (:data:`~arag_graph.index.chroma.RECORD_IDS`)."""
+    layout = SentenceLayout(chunks)
+    total = len(layout)
+    target = build_dir / str(config["path"])
+    integrity.copy_verified(reuse.root, reuse.source, target, reuse.checksums)
+    for folder, _, _ in os.walk(target):  # the copy's folders are private (0700): readable as the source's are
+        with contextlib.suppress(OSError):
+            os.chmod(folder, stat.S_IMODE((reuse.source / Path(folder).relative_to(target)).lstat().st_mode))
+    store = connect_sentence_store(config, build_dir, update=True)
+    record_ids = np.empty(total, dtype=np.int64)
+    fingerprint = np.empty((total, 2), dtype=np.float32)
+    kept = np.zeros(len(reuse.record_ids), dtype=bool)
+    new_rows: list[int] = []
+    new_documents: list[str] = []
+    new_texts: list[str] = []
+    described = layout.describe(np.arange(total), np.zeros(total, dtype=np.float32))
+    for start, documents, texts in sentence_blocks(chunks, contextual_headers, header_max_chars=header_max_chars):
+        for row, (document, text) in enumerate(zip(documents, texts, strict=True), start):
+            chunk_id, position, _ = described[row]
+            old = reuse.rows.pop((chunk_id, position, document, text), None)
+            if old is None:
+                new_rows.append(row)
+                new_documents.append(document)
+                new_texts.append(text)
+            else:
+                kept[old] = True
+                record_ids[row] = reuse.record_ids[old]
+                fingerprint[row] = reuse.fingerprint[old]
+    t0 = time.perf_counter()
+    same_text = [reuse.by_text.get(text) for text in new_texts]
+    copied = [i for i, old in enumerate(same_text) if old is not None]
+    missing = [i for i, old in enumerate(same_text) if old is None]
+    dimension = 0
+    vectors = np.zeros((len(new_rows), 0), dtype=np.float32)
+    if new_rows:
+        parts: dict[int, np.ndarray] = {}
+        if copied:
+            found = reuse.previous.vectors_of([int(reuse.record_ids[same_text[i]]) for i in copied])  # type: ignore[index]
+            parts.update(zip(copied, found, strict=True))
+        if missing:
+            width = int(parts[copied[0]].shape[0]) if copied else None
+            fresh = embed_texts(embeddings, [new_texts[i] for i in missing], dimension=width)
+            parts.update(zip(missing, fresh, strict=True))
+        vectors = np.asarray([parts[i] for i in range(len(new_rows))], dtype=np.float32)
+        dimension = int(vectors.shape[1])
+    encode_seconds = time.perf_counter() - t0
+    gone = reuse.record_ids[~kept]
+    first_new = int(reuse.record_ids.max()) + 1 if len(reuse.record_ids) else 0
+    added_ids = np.arange(first_new, first_new + len(new_rows), dtype=np.int64)
+    store.delete_records(gone.tolist())
+    if new_rows:
+        rows = np.asarray(new_rows, dtype=np.int64)
+        store.add_rows(rows, layout, new_documents, vectors, ids=added_ids)
+        record_ids[rows] = added_ids
+        fingerprint[rows] = integrity.vector_fingerprint(vectors)
+    np.save(build_dir / RECORD_IDS, record_ids, allow_pickle=False)
+    store.layout = layout
+    store.use_record_ids(record_ids)
+    reuse.encoded, reuse.reused = len(missing), total - len(missing)
+    return _StoredSentences(store, dimension, encode_seconds, fingerprint)
 
 
 def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool) -> KeywordIndex:
@@ -654,6 +738,51 @@ class VectorReuse:
         if on_batch is not None:
             on_batch(len(texts))
         return out
+
+
+class StoreReuse:
+    """The previous build's embedded Chroma store, which an update copies and changes in place.
+
+    Re-inserting every vector into a new collection would cost an update what a full build's
+    storing costs (over a millisecond of CPU a sentence, bench/results/vs_paper.md). Instead the new
+    build starts from a checked copy of the previous store (:func:`arag_graph.index.integrity.copy_verified`:
+    only files that build recorded, no link followed); a sentence row whose chunk, position, stored
+    sentence and embedded text are unchanged keeps its record (and id), the records of the others are
+    deleted, and new rows are added under new ids: Chroma's work is in proportion to the change. Row
+    ``i``'s record id is written to :data:`~arag_graph.index.chroma.RECORD_IDS`.
+    """
+
+    def __init__(self, index: HierarchicalIndex) -> None:
+        assert index.path is not None and index.build_dir is not None
+        store = index.sentences
+        assert isinstance(store, SentenceStore) and store.layout is not None
+        manifest = index.manifest
+        self.root = index.path
+        self.source = index.build_dir / str(manifest.chroma.get("path", "chroma"))
+        self.checksums = dict(manifest.store_checksums or {})
+        self.previous = store
+        count = len(store.layout)
+        self.record_ids = store.record_ids if store.record_ids is not None else np.arange(count, dtype=np.int64)
+        self.fingerprint = load_index_array(
+            self.root, index.build_dir / integrity.VECTOR_FINGERPRINT, mmap=False
+        ).astype(np.float32)
+        if self.fingerprint.shape != (count, 2):
+            raise AragError(f"{self.root}: the previous build's vector fingerprint does not match its sentences")
+        headers = manifest.contextual_headers and manifest.header_max_chars > 0
+        self.rows: dict[tuple[str, int, str, str], int] = {}
+        """Previous rows by (chunk id, position, stored sentence, embedded text)."""
+        self.by_text: dict[str, int] = {}
+        """A previous row by embedded text: its vector serves a new row with the same text."""
+        described = store.layout.describe(np.arange(count), np.zeros(count, dtype=np.float32))
+        for start, documents, texts in sentence_blocks(
+            index.store.chunks, headers, header_max_chars=manifest.header_max_chars
+        ):
+            for row, (document, text) in enumerate(zip(documents, texts, strict=True), start):
+                chunk_id, position, _ = described[row]
+                self.rows.setdefault((chunk_id, position, document, text), row)
+                self.by_text.setdefault(text, row)
+        self.reused = 0
+        self.encoded = 0
 
 
 @dataclass
@@ -794,7 +923,12 @@ def update_index(
             keyword_match=manifest.keyword_match,
             profile=check_profile(manifest.profile),  # an update keeps the profile the index was built with
         )
-        reuse = VectorReuse(index)
+        chroma_cfg = _same_store(manifest.chroma, build_dir.name)
+        reuse: VectorReuse | StoreReuse
+        if _store_reusable(index):
+            reuse, chroma_cfg = StoreReuse(index), {**chroma_cfg, "ids": "records"}
+        else:
+            reuse = VectorReuse(index)
         build = _Build(
             root=root,
             record=open_record(root),
@@ -804,7 +938,7 @@ def update_index(
             embeddings=index.embeddings,
             options=opts,
             summaries=None,
-            chroma_cfg=_same_store(manifest.chroma, build_dir.name),
+            chroma_cfg=chroma_cfg,
             timings={"split_seconds": time.perf_counter() - started},
             started=started,
             progress=progress,
@@ -860,6 +994,21 @@ def _planned_chunks(
             chunk = dataclasses.replace(chunk, prev_id=prev_id, next_id=next_id)
         linked.append(chunk)
     return linked, table
+
+
+def _store_reusable(index: HierarchicalIndex) -> bool:
+    """Whether an update can copy the previous build's store and change it (:class:`StoreReuse`): an
+    embedded Chroma store with checksummed files and row-numbered records. A server collection is
+    re-inserted into a new collection (Chroma's server has no copy of a collection), as are stores
+    too old to say which record is which row."""
+    store = index.sentences
+    return (
+        index.manifest.chroma.get("mode") == "persistent"
+        and bool(index.manifest.store_checksums)
+        and isinstance(store, SentenceStore)
+        and store.layout is not None
+        and integrity.VECTOR_FINGERPRINT in index.manifest.checksums
+    )
 
 
 def _same_store(chroma: dict[str, Any], build: str) -> dict[str, Any]:

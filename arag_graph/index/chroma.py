@@ -4,7 +4,10 @@
 an exact matrix instead, :mod:`arag_graph.index.sentencematrix`.) Each record's document is the sentence
 and its metadata names the parent chunk and the sentence's position in it. Builds since the matrix
 number the records by row (``"ids": "rows"`` in the manifest), so a query asks Chroma for ids and
-distances only and finds each row's chunk in the index's arrays (a row outside them is damage);
+distances only and finds each row's chunk in the index's arrays (a row outside them is damage). A
+build made by an update (``"ids": "records"``) keeps the previous build's records under their ids and
+writes the record id of every row to :data:`RECORD_IDS`, so that an update deletes and adds only the
+records that changed instead of renumbering (re-inserting) all of them;
 older collections are read through the metadata and text, as they were written, and each record is
 checked against its chunk. We compute embeddings
 ourselves and pass them explicitly: Chroma's default embedding function would download a model.
@@ -64,6 +67,9 @@ HNSW_CONFIG: dict[str, Any] = {
     "max_neighbors": 32,
 }
 
+
+RECORD_IDS = "sentence_ids.npy"
+"""The record id of each sentence row (int64), in a build whose manifest says ``"ids": "records"``."""
 
 CHROMA_URL_ENV = "ARAG_CHROMA_URL"
 CHROMA_TIMEOUT_ENV = "ARAG_CHROMA_TIMEOUT"
@@ -138,6 +144,28 @@ class SentenceStore:
         # Set by the index when the record ids are row numbers (config "ids": "rows"): a query then
         # fetches only ids and distances and finds each row's chunk in the layout's arrays.
         self.layout: SentenceLayout | None = None
+        # Row -> record id and record id -> row (-1: no row), when the ids are not the rows ("records").
+        self.record_ids: np.ndarray | None = None
+        self._rows_of: np.ndarray | None = None
+
+    def use_record_ids(self, record_ids: np.ndarray) -> None:
+        """Records are found by the ids of :data:`RECORD_IDS` (row ``i`` is record ``record_ids[i]``);
+        ids that are negative or repeated are damage."""
+        ids = np.asarray(record_ids)
+        if ids.ndim != 1 or (ids.size and (ids.dtype.kind not in "iu" or int(ids.min()) < 0)):
+            raise self._failure(ValueError(f"{RECORD_IDS} does not hold record ids"), "read")
+        ids = ids.astype(np.int64)
+        rows_of = np.full(int(ids.max()) + 1 if ids.size else 0, -1, dtype=np.int64)
+        rows_of[ids] = np.arange(len(ids))
+        if ids.size and int(np.count_nonzero(rows_of >= 0)) != len(ids):
+            raise self._failure(ValueError(f"{RECORD_IDS} names a record twice"), "read")
+        self.record_ids, self._rows_of = ids, rows_of
+
+    def row_ids(self, rows: Sequence[int]) -> list[str]:
+        """The record ids of sentence rows ``rows``."""
+        if self.record_ids is None:
+            return [str(r) for r in rows]
+        return [str(int(self.record_ids[r])) for r in rows]
 
     @contextlib.contextmanager
     def _calls(self, action: str) -> Iterator[None]:
@@ -161,22 +189,53 @@ class SentenceStore:
             self.root, f"the sentence store {self.where} cannot be read ({type(exc).__name__}: {detail})"
         )
 
-    def add_rows(self, start: int, layout: SentenceLayout, documents: Sequence[str], vectors: np.ndarray) -> None:
-        """Insert sentence rows ``start`` to ``start + len(vectors)``: one block of a streamed build."""
+    def add_rows(
+        self,
+        start: int | np.ndarray,
+        layout: SentenceLayout,
+        documents: Sequence[str],
+        vectors: np.ndarray,
+        ids: np.ndarray | None = None,
+    ) -> None:
+        """Insert sentence rows ``start`` to ``start + len(vectors)`` (one block of a streamed build),
+        or the rows ``start`` lists; their record ids are the rows unless ``ids`` gives them."""
         if len(documents) != len(vectors):
             raise ValueError("sentence documents and vectors differ in length")
-        rows = np.arange(start, start + len(vectors))
+        rows = np.arange(start, start + len(vectors)) if isinstance(start, int) else np.asarray(start, np.int64)
+        record_ids = rows if ids is None else np.asarray(ids, np.int64)
+        if len(rows) != len(vectors) or len(record_ids) != len(rows):
+            raise ValueError("sentence rows, ids and vectors differ in length")
         described = layout.describe(rows, np.zeros(len(rows), dtype=np.float32))
         with self._calls("store"):
             batch = max(1, min(5000, int(self.client.get_max_batch_size())))
             for offset in range(0, len(rows), batch):
                 end = offset + batch
                 self.collection.add(
-                    ids=[str(r) for r in rows[offset:end].tolist()],
+                    ids=[str(r) for r in record_ids[offset:end].tolist()],
                     embeddings=vectors[offset:end],
                     documents=list(documents[offset:end]),
                     metadatas=[{"chunk_id": c, "position": p} for c, p, _ in described[offset:end]],
                 )
+
+    def delete_records(self, ids: Sequence[int]) -> None:
+        """Delete the records ``ids`` (an update's removed and changed sentences)."""
+        with self._calls("store"):
+            batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for offset in range(0, len(ids), batch):
+                self.collection.delete(ids=[str(int(i)) for i in ids[offset : offset + batch]])
+
+    def vectors_of(self, ids: Sequence[int]) -> np.ndarray:
+        """The stored vectors of the records ``ids``, in that order (a record missing is damage)."""
+        if not len(ids):
+            return np.zeros((0, 0), dtype=np.float32)
+        wanted = [str(int(i)) for i in ids]
+        with self._calls("read"):
+            got = self.collection.get(ids=wanted, include=["embeddings"])
+            by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise self._failure(ValueError(f"record {missing[0][:20]} is missing"), "read")
+        return np.asarray([by_id[i] for i in wanted], dtype=np.float32)
 
     def add(self, chunks: Sequence[Chunk], documents: Sequence[str], vectors: np.ndarray) -> None:
         """Insert all sentences of ``chunks`` (in the order of ``documents``/``vectors``)."""
@@ -221,6 +280,9 @@ class SentenceStore:
             rows = np.asarray([int(i) for i in ids], dtype=np.int64)
         except ValueError:
             rows = np.full(1, -1, dtype=np.int64)
+        if self._rows_of is not None and len(rows):
+            known = (rows >= 0) & (rows < len(self._rows_of))
+            rows = np.where(known, self._rows_of[np.where(known, rows, 0)], -1)
         if len(rows) != len(distances) or (len(rows) and (rows.min() < 0 or rows.max() >= len(self.layout))):
             raise self._failure(
                 ValueError(f"record ids {[str(i)[:20] for i in ids[:3]]} are not rows of the index"), "query"
@@ -263,11 +325,23 @@ class SentenceStore:
 
     def all_vectors(self) -> tuple[np.ndarray, list[tuple[str, int]]]:
         """Every stored vector with its ``(chunk_id, position)``, for exact comparisons in tests and
-        benchmarks."""
-        with self._calls("read"):
-            got = self.collection.get(include=["embeddings", "metadatas"])
+        benchmarks: in row order where the records know their rows (an update adds its records last)."""
+        got: dict[str, list[Any]] = {"ids": [], "embeddings": [], "metadatas": []}
+        with self._calls("read"):  # in pages: one get of every record exceeds SQLite's variable limit
+            page = max(1, min(5000, int(self.client.get_max_batch_size())))
+            for offset in range(0, int(self.collection.count()), page):
+                part = self.collection.get(include=["embeddings", "metadatas"], limit=page, offset=offset)
+                for key in got:
+                    got[key].extend(part[key])
         owners = [(str(m["chunk_id"]), int(m["position"])) for m in got["metadatas"]]
-        return np.asarray(got["embeddings"], dtype=np.float32), owners
+        vectors = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(owners), -1)
+        if self.layout is not None and len(owners):
+            rows = np.asarray([int(i) for i in got["ids"]], dtype=np.int64)
+            if self._rows_of is not None:
+                rows = self._rows_of[rows]
+            order = np.argsort(rows, kind="stable")
+            vectors, owners = vectors[order], [owners[i] for i in order.tolist()]
+        return vectors, owners
 
     def close(self) -> None:
         """Release Chroma's client: an embedded store's files are final (and can be checksummed) after it."""
@@ -459,8 +533,13 @@ def connect_sentence_store(
     root: Path | None = None,
     timeout: float | None = None,
     checksums: Mapping[str, str] | None = None,
+    update: bool = False,
 ) -> SentenceStore:
     """Open (or with ``create`` make) the sentence collection a manifest describes.
+
+    ``update`` opens an embedded store inside a build that is still being written (an update's copy
+    of the previous build's store, which it changes in place before the build is sealed) as it is:
+    no private copy, no checksums yet.
 
     ``root`` is the index directory (for the damage error); ``timeout`` bounds each wait for a
     server (default :func:`chroma_timeout`). An embedded store is opened from a private copy
@@ -489,7 +568,7 @@ def connect_sentence_store(
         where = str(path)
         if not create and not path.is_dir():
             raise IndexDamagedError(root, f"the sentence store {path} is missing")
-        if not create:
+        if not create and not update:
             from arag_graph.index.layout import check_index_tree
 
             check_index_tree(root, path)  # Chroma opens its files by name: none of them may be a link
@@ -502,7 +581,7 @@ def connect_sentence_store(
         try:
             client = chromadb.PersistentClient(path=str(copy or path), settings=_settings())
         except Exception as exc:
-            if create:
+            if create or update:
                 raise AragError(f"{path}: cannot create the sentence store ({type(exc).__name__}: {exc})") from None
             raise IndexDamagedError(
                 root, f"the sentence store {path} cannot be opened ({type(exc).__name__}: {exc})"
@@ -521,12 +600,13 @@ def connect_sentence_store(
         if mode == "http" and not _is_missing(exc):
             raise _server_failure(where, exc, chroma_wait or DEFAULT_CHROMA_TIMEOUT, "open") from None
         detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        if create:
-            raise AragError(f"{where}: cannot create the sentence collection {name!r} ({detail})") from None
+        if create or update:
+            raise AragError(f"{where}: cannot open the sentence collection {name!r} to write it ({detail})") from None
         raise IndexDamagedError(
             root, f"the sentence collection {name!r} is unavailable in {where} ({detail})"
         ) from None
-    store = SentenceStore(client, collection, config, where=where, root=None if create else root, timeout=chroma_wait)
+    building = create or update
+    store = SentenceStore(client, collection, config, where=where, root=None if building else root, timeout=chroma_wait)
     if copy is not None:
         weakref.finalize(store, shutil.rmtree, copy.parent, True)
     return store

@@ -32,10 +32,10 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
-from arag_graph.index.chroma import SentenceStore, connect_sentence_store
+from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
 from arag_graph.index.embeddings import check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
-from arag_graph.index.layout import open_index_file
+from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
 from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
 
@@ -359,8 +359,10 @@ def open_sentences(
         sentences = connect_sentence_store(
             config, build_dir, root=root, timeout=chroma_timeout, checksums=manifest.store_checksums
         )
-        if config.get("ids") == "rows":
+        if config.get("ids") in ("rows", "records"):
             sentences.layout = SentenceLayout(chunks)
+        if config.get("ids") == "records":  # a build an update made: the record ids of the rows
+            sentences.use_record_ids(load_index_array(root, build_dir / RECORD_IDS, mmap=False))
     stored = sentences.count()
     if stored != manifest.sentences:
         raise IndexDamagedError(

@@ -247,13 +247,16 @@ class SentenceRecords(Protocol):
 
     def records(self, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], str, np.ndarray]]: ...
 
+    def row_ids(self, rows: Sequence[int]) -> list[str]: ...
+
 
 def verify_sentences(
     root: Path, store: SentenceRecords, chunks: Sequence[Chunk], expected: str | None, fingerprint: np.ndarray | None
 ) -> int:
     """Read every sentence record back and compare it with the chunks, the digest and the fingerprint.
 
-    Record ``i`` must be the ``i``-th sentence (its chunk ID, position and text), which catches
+    Record ``i`` (the record of row ``i``: its id is ``i``, or for a build an update made the
+    ``i``-th of its record ids) must be the ``i``-th sentence (its chunk ID, position and text), which catches
     records pointing at the wrong chunk, and its vector must match the build's fingerprint.
     Returns the number of records.
     """
@@ -265,7 +268,7 @@ def verify_sentences(
         raise IndexDamagedError(root, f"the vector fingerprint has shape {fingerprint.shape}, not ({len(wanted)}, 2)")
     digest = new_digest()
     for start in range(0, len(wanted), _VERIFY_BATCH):
-        ids = [str(i) for i in range(start, min(start + _VERIFY_BATCH, len(wanted)))]
+        ids = store.row_ids(range(start, min(start + _VERIFY_BATCH, len(wanted))))
         records = store.records(ids)
         for i, record_id in enumerate(ids, start):
             record = records.get(record_id)

@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index import integrity
 from arag_graph.index.build import update_index
+from arag_graph.index.chroma import RECORD_IDS
 from arag_graph.index.embedding_models import resolve_embeddings
 from arag_graph.index.embeddings import (
     DEFAULT_MODEL_ID,
@@ -183,12 +184,15 @@ def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkS
 
 def _checksummed_files(manifest: Manifest) -> list[str]:
     """The files loading reads, each of which the manifest must checksum: the chunks, the keyword
-    index and, for a matrix, the vectors (Chroma's records are checked by content)."""
+    index, for a matrix the vectors (Chroma's records are checked by content), and for a Chroma build
+    an update made the record id of each row."""
     names = [CHUNKS, *keyword_files()]
     if isinstance(manifest.chroma, dict) and manifest.chroma.get("mode") == "matrix":
         name = manifest.chroma.get("path", MATRIX_FILE)
         if isinstance(name, str) and Path(name).name == name and name not in ("", ".", ".."):  # others: outside
             names.append(name)
+    if isinstance(manifest.chroma, dict) and manifest.chroma.get("ids") == "records":
+        names.append(RECORD_IDS)
     return names
 
 
