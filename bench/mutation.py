@@ -98,7 +98,8 @@ MODULES: dict[str, Target] = {
             "_same_path",
         ),
         select="another_host or with_their_path or refusal or models_are_chosen or index_paths_stay "
-        "or without_an_index_root or trusted or reads_the_environment or index_models_folder or resolve_fills",
+        "or without_an_index_root or trusted or reads_the_environment or index_models_folder or resolve_fills "
+        "or own_endpoints",
     ),
     "arag_graph/agent/tools.py": Target(
         ("tests/test_tools.py",),
@@ -232,8 +233,29 @@ _INTEGRITY_17 = (
     "message is tested directly, making such a read fail inside copy_verified needs an injected I/O error"
 )
 
+_POLICY_0 = (
+    "equivalent: the default only matters when a manifest names no model, and `''`, `None` (as `'None'`) "
+    "and `'XXXX'` are all no `openai:` spec, so the check returns before any URL is read"
+)
+_POLICY_1 = (
+    "equivalent: `endpoints` tells only `'chroma'` apart; every other kind, `'embeddings'` or any other "
+    "spelling, gets the base-URL list the model key may reach"
+)
+_POLICY_3 = "equivalent: a default of None is turned into `''` by the `or ''` that follows, as the original `''` is"
+_POLICY_2 = "equivalent: `inside` is only read as `not inside`, and None is as false as False"
+
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
+    # arag_graph/run/policy.py (issue 27 item 1, helper i27n)
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_6": _POLICY_0,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_12": _POLICY_0,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_13": _POLICY_0,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_27": _POLICY_1,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_31": _POLICY_1,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_32": _POLICY_1,
+    "arag_graph.run.policy.xǁServingPolicyǁindex_path__mutmut_25": _POLICY_2,
+    "arag_graph.run.policy.xǁServingPolicyǁcheck_index_models__mutmut_8": _POLICY_3,
+    # arag_graph/index/integrity.py
     "arag_graph.index.integrity.x_check_file__mutmut_5": _INTEGRITY_0,
     "arag_graph.index.integrity.x_check_file__mutmut_7": _INTEGRITY_0,
     "arag_graph.index.integrity.x_check_file__mutmut_8": _INTEGRITY_0,
