@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -205,10 +206,212 @@ def test_every_endpoint_refusal_says_what_is_allowed_and_who_sets_it(
     policy.check_index_endpoint(SimpleNamespace(embedding_base_url=long_url))  # no model named: the default one
 
 
+def test_each_kind_of_client_reaches_only_its_own_endpoints_and_is_refused_in_one_exact_line(
+    operator_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ServingPolicy.check_endpoint, the rule every client builder calls in a served run: model and
+    embeddings clients share the base-URL list (OpenAI's own API when no default is configured), a
+    Chroma client has its own list from both Chroma settings, in Chroma's spellings (``HOST:PORT``
+    is http, port 8000 by default); a URL that is not http(s) is never allowed."""
+    from arag_graph.run.policy import OPENAI_API, chroma_endpoint, normalize_url
+
+    for name in ("ARAG_CHROMA_URL", "ARAG_ALLOWED_CHROMA_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    # Chroma's spellings, one endpoint each
+    assert chroma_endpoint(" chroma-a:9000 ") == "http://chroma-a:9000"
+    assert chroma_endpoint("chroma-a") == "http://chroma-a:8000"
+    assert chroma_endpoint("https://chroma-b/db") == "https://chroma-b:443/db"
+    assert chroma_endpoint("http://chroma-b/db?x=1") == "http://chroma-b:8000/db"
+    assert chroma_endpoint("[::1]") == "http://[::1]:8000"
+    for typo, shown in (("chroma-a:80OO", "http://chroma-a:80OO"), ("https://chroma-a:99999", None)):
+        with pytest.raises(RunRefused) as err:  # never silently the default port
+            chroma_endpoint(typo)
+        assert str(err.value) == (
+            f"Chroma URL {shown or typo!r} is not an http(s) URL; give one such as http://localhost:8000/v1"
+        )
+    with pytest.raises(RunRefused) as err:
+        chroma_endpoint("ftp://chroma-a:21")
+    assert str(err.value) == (
+        "Chroma URL 'ftp://chroma-a:21' is not an http(s) URL; give one such as http://localhost:8000/v1"
+    )
+    # base URLs: a port that is not a number is refused, IPv6 hosts keep their brackets, the path is exact
+    for bad in ("http://gpu-box:port/v1", "http://gpu-box:99999/v1"):
+        with pytest.raises(RunRefused, match=r"is not an http\(s\) URL"):
+            normalize_url(bad)
+    long_url = "ftp://" + "x" * 200
+    with pytest.raises(RunRefused) as err:
+        normalize_url(long_url)
+    assert str(err.value).startswith(f"base_url {long_url[:100]!r} is not")
+    assert normalize_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert normalize_url("http://[FE80::1]/v1") == "http://[fe80::1]:80/v1"
+    assert normalize_url("http://h/v1/X//") == "http://h:80/v1/X"
+
+    monkeypatch.setenv("ARAG_ALLOWED_CHROMA_URLS", "chroma-a:9000, https://chroma-b")
+    monkeypatch.setenv("ARAG_CHROMA_URL", "chroma-c")
+    policy = ServingPolicy.from_env()
+    assert policy.endpoints("chroma") == {"http://chroma-a:9000", "https://chroma-b:443", "http://chroma-c:8000"}
+    for kind in ("model", "embeddings"):
+        assert policy.endpoints(kind) == {normalize_url(OPENAI_API)}  # no default: OpenAI's own API only
+        assert policy.allows(kind, OPENAI_API) and not policy.allows(kind, "http://chroma-c:8000")
+    assert policy.allows("chroma", "http://CHROMA-C:8000/") and not policy.allows("chroma", OPENAI_API)
+    assert not policy.allows("chroma", "chroma-c:8000")  # a client's URL is checked as it is called
+    policy.check_endpoint("chroma", "http://chroma-a:9000", "the sentence store")
+    policy.check_endpoint("model", OPENAI_API + "/", "the chat model")
+    with pytest.raises(RunRefused) as err:
+        policy.check_endpoint("chroma", "http://user:secret@chroma-d:8000", "the sentence store")
+    assert str(err.value) == (
+        "the sentence store would send requests to 'http://***@chroma-d:8000', an endpoint this server does "
+        "not allow; the operator may add it to ARAG_ALLOWED_CHROMA_URLS, or choose another"
+    )
+    with pytest.raises(RunRefused) as err:
+        policy.check_endpoint("embeddings", "http://chroma-a:9000/" + "v" * 200, "the embeddings client")
+    assert str(err.value) == (
+        f"the embeddings client would send requests to {('http://chroma-a:9000/' + 'v' * 200)[:100]!r}, an "
+        "endpoint this server does not allow; the operator may add it to ARAG_ALLOWED_BASE_URLS, or choose another"
+    )
+    with pytest.raises(RunRefused) as err:
+        policy.check_endpoint("model", None, "the chat model")
+    assert str(err.value) == (
+        "the chat model: cannot tell which endpoint it would call, so this server does not build it; the "
+        "operator may choose another model"
+    )
+    # with a default endpoint configured, OpenAI's own API is no longer implied
+    monkeypatch.setenv("ARAG_BASE_URL", "http://gpu-box:9000/v1")
+    policy = ServingPolicy.from_env()
+    assert policy.endpoints("model") == {"http://gpu-box:9000/v1"} == policy.endpoints("embeddings")
+    with pytest.raises(RunRefused, match="ARAG_ALLOWED_BASE_URLS"):
+        policy.check_endpoint("model", OPENAI_API, "the chat model")
+    # each Chroma setting alone fills the Chroma list; neither: no Chroma server at all
+    monkeypatch.delenv("ARAG_CHROMA_URL")
+    assert ServingPolicy.from_env().endpoints("chroma") == {"http://chroma-a:9000", "https://chroma-b:443"}
+    monkeypatch.delenv("ARAG_ALLOWED_CHROMA_URLS")
+    assert ServingPolicy.from_env().endpoints("chroma") == frozenset()
+    monkeypatch.setenv("ARAG_CHROMA_URL", "chroma-c")
+    assert ServingPolicy.from_env().endpoints("chroma") == {"http://chroma-c:8000"}
+
+
+def test_a_chosen_index_models_folder_loads_only_from_the_index_root_or_the_model_roots(
+    operator_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy's rule on a manifest's model folder, without building an index (the end-to-end run
+    is in tests/test_embedding_models.py): a folder outside the index root and
+    ARAG_EMBEDDING_MODEL_ROOTS is refused in one exact line, each root (reached through a link too)
+    allows it, the operator's default index (any spelling of it) is not checked, and the manifest's
+    endpoint is checked first."""
+    from types import SimpleNamespace
+
+    from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+
+    monkeypatch.delenv("ARAG_EMBEDDING_MODEL_ROOTS", raising=False)
+    outside = tmp_path / "models" / ("minilm-" + "l" * 100)  # a message shows its first 100 characters
+    outside.mkdir(parents=True)
+    (operator_env / "models" / "inside").mkdir(parents=True)
+    chosen = str(operator_env / "mine")
+    folder = SimpleNamespace(embedding_model=str(outside), embedding_base_url=None)
+    policy = ServingPolicy.from_env()
+    with pytest.raises(RunRefused) as err:
+        policy.check_index_models(folder, chosen)
+    assert str(err.value) == (
+        f"this index loads its embedding model from {str(outside.resolve())[:100]!r}, outside the folders this server "
+        "allows; the operator may add that folder to ARAG_EMBEDDING_MODEL_ROOTS, or choose another index"
+    )
+    # a folder under the index root, or named through a link that resolves to it, is the operator's
+    policy.check_index_models(SimpleNamespace(embedding_model=str(operator_env / "models" / "inside")), chosen)
+    (tmp_path / "root-link").symlink_to(operator_env, target_is_directory=True)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(tmp_path / "root-link"))
+    linked_root = ServingPolicy.from_env()
+    linked_root.check_index_models(SimpleNamespace(embedding_model=str(operator_env / "models" / "inside")), chosen)
+    with pytest.raises(RunRefused, match="outside the folders this server allows"):
+        linked_root.check_index_models(folder, chosen)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(operator_env))
+
+    # the model roots, each of them, allow it: a link to a root counts as the root
+    (tmp_path / "models-link").symlink_to(tmp_path / "models", target_is_directory=True)
+    for roots in ([tmp_path / "elsewhere", tmp_path / "models"], [tmp_path / "models-link"]):
+        monkeypatch.setenv("ARAG_EMBEDDING_MODEL_ROOTS", os.pathsep.join(map(str, roots)))
+        ServingPolicy.from_env().check_index_models(folder, chosen)
+    monkeypatch.setenv("ARAG_EMBEDDING_MODEL_ROOTS", str(tmp_path / "elsewhere"))
+    with pytest.raises(RunRefused, match="outside the folders"):
+        ServingPolicy.from_env().check_index_models(folder, chosen)
+    # without an index root, only the model roots count
+    monkeypatch.delenv("ARAG_INDEX_ROOT")
+    monkeypatch.setenv("ARAG_EMBEDDING_MODEL_ROOTS", str(tmp_path / "models"))
+    ServingPolicy.from_env().check_index_models(folder, chosen)
+    with pytest.raises(RunRefused, match="outside the folders"):
+        ServingPolicy.from_env().check_index_models(
+            SimpleNamespace(embedding_model=str(operator_env / "models" / "inside")), chosen
+        )
+    monkeypatch.setenv("ARAG_INDEX_ROOT", str(operator_env))
+    monkeypatch.delenv("ARAG_EMBEDDING_MODEL_ROOTS")
+
+    # the operator's default index is theirs, however the run spells its path; another index is not
+    monkeypatch.setenv("ARAG_INDEX", chosen)
+    ServingPolicy.from_env().check_index_models(folder, str(operator_env / "x" / ".." / "mine"))
+    (tmp_path / "mine-link").symlink_to(operator_env / "mine", target_is_directory=True)
+    ServingPolicy.from_env().check_index_models(folder, tmp_path / "mine-link")
+    (operator_env / "other").mkdir()
+    with pytest.raises(RunRefused, match="outside the folders"):
+        ServingPolicy.from_env().check_index_models(folder, str(operator_env / "other"))
+    monkeypatch.delenv("ARAG_INDEX")
+
+    # no folder to check: the packaged model, a model name, an endpoint, no model named
+    for spec in (DEFAULT_MODEL_ID, "sentence-transformers/all-MiniLM-L6-v2", "", str(tmp_path / "missing")):
+        policy.check_index_models(SimpleNamespace(embedding_model=spec), chosen)
+    policy.check_index_models(SimpleNamespace(), chosen)
+    # nor is a folder of the working directory read for a manifest naming no model; and with
+    # ARAG_EMBEDDING_MODEL_ROOTS unset, no folder there is a model root either
+    monkeypatch.chdir(tmp_path)
+    for name in ("None", "XXXX"):
+        (tmp_path / name / "model").mkdir(parents=True)
+    for nothing in (SimpleNamespace(), SimpleNamespace(embedding_model=None), SimpleNamespace(embedding_model="")):
+        ServingPolicy.from_env().check_index_models(nothing, chosen)
+    for name in ("None", "XXXX"):
+        with pytest.raises(RunRefused, match="outside the folders"):
+            ServingPolicy.from_env().check_index_models(
+                SimpleNamespace(embedding_model=str(tmp_path / name / "model")), chosen
+            )
+    # the endpoint a manifest names is checked as well, before anything else
+    collector = SimpleNamespace(embedding_model="openai:e", embedding_base_url="http://collector.example/v1")
+    with pytest.raises(RunRefused, match=r"this index embeds queries at 'http://collector\.example/v1'"):
+        policy.check_index_models(collector, chosen)
+
+
+def test_resolve_fills_what_a_run_leaves_empty_with_the_operators_defaults(
+    operator_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ServingPolicy.resolve: each choice checked by its own rule, each empty one the default."""
+    from arag_graph.run.policy import RunChoice
+
+    monkeypatch.setenv("ARAG_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("ARAG_BASE_URL", "http://gpu-box:9000/v1")
+    monkeypatch.setenv("ARAG_INDEX", str(operator_env / "mine"))
+    policy = ServingPolicy.from_env()
+    assert policy.resolve("", " ", "") == RunChoice("gpt-4o-mini", "http://gpu-box:9000/v1", str(operator_env / "mine"))
+    other = str(operator_env / "other")
+    assert policy.resolve("offline", "http://GPU-box:9000/v1/", "other") == RunChoice(
+        "offline", "http://GPU-box:9000/v1/", other
+    )
+    for model, url, index, refused in (
+        ("gpt-5", "", "", "model 'gpt-5'"),
+        ("", "http://elsewhere/v1", "", "base_url 'http://elsewhere/v1'"),
+        ("", "", "../out", "index_path '../out'"),
+    ):
+        with pytest.raises(RunRefused, match=refused):
+            policy.resolve(model, url, index)
+
+
 def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert AragContext().choice().model == "offline"
+    assert AragContext().choice().index_path is None  # no ARAG_INDEX: the bundled sample
     with pytest.raises(RunRefused, match="model 'gpt-4o' is not allowed"):
         AragContext(model="gpt-4o")
+    monkeypatch.setenv("ARAG_ALLOWED_MODELS", "b-model, a-model")
+    with pytest.raises(RunRefused) as err:
+        ServingPolicy.from_env().model("gpt-4o")
+    assert str(err.value) == (
+        "model 'gpt-4o' is not allowed on this server; choose one of: a-model, b-model, offline "
+        "(the operator sets ARAG_ALLOWED_MODELS)"
+    )
     monkeypatch.setenv("ARAG_MODEL", "gpt-4o-mini")
     monkeypatch.setenv("ARAG_ALLOWED_MODELS", "gpt-5-mini")
     assert AragContext().choice().model == "gpt-4o-mini"
@@ -218,15 +421,30 @@ def test_models_are_chosen_among_those_the_operator_allows(operator_env: Path, m
     assert AragContext(model="anything").choice().model == "anything"
 
 
-def test_index_paths_stay_under_the_operators_root(operator_env: Path, tmp_path: Path) -> None:
+def test_index_paths_stay_under_the_operators_root(
+    operator_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert AragContext(index_path="mine").choice().index_path == str(operator_env / "mine")
     assert AragContext(index_path=str(operator_env / "mine")).choice().index_path == str(operator_env / "mine")
     assert AragContext(index_path="a/../mine/").choice().index_path == str(operator_env / "mine")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    for escape in ("../elsewhere", str(outside), "/etc", "mine/../../elsewhere"):
+    for escape in ("../elsewhere", str(outside), "/etc", "mine/../../elsewhere", "mine\x00"):
         with pytest.raises(RunRefused, match="outside the index root"):
             AragContext(index_path=escape)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ARAG_INDEX_ROOT", "indexes")  # a relative root: an absolute request is outside it
+    for escape in ("/etc", str(operator_env / "mine")):
+        with pytest.raises(RunRefused, match="outside the index root"):
+            AragContext(index_path=escape)
+    assert AragContext(index_path="mine").choice().index_path == os.path.join("indexes", "mine")
+    long_escape = "../" + "x" * 300
+    with pytest.raises(RunRefused) as err:
+        ServingPolicy.from_env().index_path(long_escape)
+    assert str(err.value) == (
+        f"index_path {long_escape[:200]!r} is outside the index root this server allows; give a path "
+        "relative to that root"
+    )
 
 
 def _planted_and_linked(root: Path, private: Path) -> None:
@@ -286,8 +504,12 @@ def test_without_an_index_root_runs_cannot_choose_an_index(monkeypatch: pytest.M
     monkeypatch.setenv("ARAG_INDEX", "/srv/indexes/main")
     assert AragContext().choice().index_path == "/srv/indexes/main"
     assert AragContext(index_path="/srv/indexes/main").choice().index_path == "/srv/indexes/main"
-    with pytest.raises(RunRefused, match="does not let runs choose an index"):
+    with pytest.raises(RunRefused) as err:
         AragContext(index_path="/srv/indexes/other")
+    assert str(err.value) == (
+        "this server does not let runs choose an index (the operator sets ARAG_INDEX_ROOT to allow "
+        "indexes under it); leave index_path empty"
+    )
 
 
 def test_the_operator_sets_anything_through_trusted(operator_env: Path) -> None:

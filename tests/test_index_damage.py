@@ -881,6 +881,24 @@ def test_verify_sentences_reads_every_record_in_batches(tmp_path: Path) -> None:
     assert integrity.verify_sentences(tmp_path, FakeRecords(rows), chunks, None, None) == 4002
 
 
+def test_verify_sentences_shows_long_chunk_ids_cut_to_40_characters(tmp_path: Path) -> None:
+    """A record pointing at the wrong chunk is named with both chunk IDs, each cut to 40 characters
+    (IDs come from corpus files: a line stays short whatever they hold)."""
+    from arag_graph.core.documents import Chunk
+    from arag_graph.index import integrity
+
+    long_a, long_b = "a" * 30 + "-" + "x" * 30, "b" * 30 + "-" + "y" * 30
+    chunks = [Chunk(id=long_a, text="One. Two.", sentences=[(0, 4), (5, 9)])]
+    rows = [({"chunk_id": long_a, "position": 0}, "One.", np.ones(4, np.float32))]
+    rows.append(({"chunk_id": long_b, "position": 1}, "Two.", np.ones(4, np.float32)))
+    with pytest.raises(AragError) as caught:
+        integrity.verify_sentences(tmp_path, FakeRecords(rows), chunks, None, None)
+    assert str(caught.value) == damage_line(
+        tmp_path,
+        f"sentence record 1 points at chunk {long_b[:40]!r} position 1, not at sentence 1 of chunk {long_a[:40]!r}",
+    )
+
+
 @pytest.mark.parametrize(
     "case", ["count", "fingerprint_shape", "missing", "chunk", "position", "text", "vector", "digest"]
 )
@@ -937,6 +955,28 @@ def test_vector_fingerprints_tolerate_rounding_but_not_damage() -> None:
     assert _close(vector_fingerprint(vectors * (1 + 5e-4)), got)
     assert not _close(vector_fingerprint(vectors * 1.01), got)
     assert not _close(vector_fingerprint(np.array([[3e38, 3e38, 0], [0, 0, 0]], np.float32)), got)
+
+
+def test_vector_fingerprints_stay_what_earlier_builds_stored() -> None:
+    """A Chroma build stores its vectors' fingerprints and every later version verifies them: the
+    fixed direction (its seed, its unit length) is part of the index format, so a fixed vector's
+    fingerprint is pinned here (values this version stores). Always float32, two per vector, and
+    a damaged (overflowing) vector gives inf quietly, without a numpy warning beside the error."""
+    import warnings
+
+    from arag_graph.index.integrity import vector_fingerprint
+
+    vectors = np.array([[1, 2, 3, 4, 5, 6, 7, 8], [0.5, -1, 0, 0, 0, 0, 0, 2]], np.float32)
+    got = vector_fingerprint(vectors)
+    assert got.dtype == np.float32
+    assert got.ravel().tolist() == pytest.approx([14.2828569, -10.2237244, 2.2912879, -0.0829681], rel=1e-6)
+    for empty in (np.zeros((0, 8), np.float64), np.zeros((3, 0), np.float64), np.zeros(2, np.float64)):
+        fingerprint = vector_fingerprint(empty)
+        assert fingerprint.dtype == np.float32 and not fingerprint.any(), empty.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        damaged = vector_fingerprint(np.array([[3e38, 3e38, 0]], np.float32))
+    assert np.isinf(damaged[0, 0])
 
 
 def test_check_file_opens_under_the_index_root_and_names_a_read_error(
@@ -1002,6 +1042,48 @@ def test_vector_fingerprints_near_zero_compare_within_the_absolute_tolerance() -
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # damage is a failed comparison, not a numpy warning
         assert not _close(np.array([np.inf, np.nan], np.float32), np.array([1.0, 1.0], np.float32))
+
+
+def test_copy_verified_names_the_store_file_whose_read_fails_midway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk error while copying a store file (after it opened, as a failing sector would) is the
+    damage line naming that file and the index, not the TMPDIR line of a copy that cannot be written.
+    The error is injected at the one place no file on disk can produce it on demand: the read."""
+    import builtins
+    import errno
+
+    from arag_graph.index import integrity
+
+    source, recorded = store(tmp_path)
+
+    class FailingReads:
+        """The opened store file, whose reads fail."""
+
+        def __init__(self, file: Any) -> None:
+            self.file = file
+
+        def __enter__(self) -> FailingReads:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def fileno(self) -> int:
+            return self.file.fileno()
+
+        def read(self, size: int = -1) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    def failing_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        opened = builtins.open(file, mode, *args, **kwargs)  # noqa: SIM115 - the caller closes it, as open()'s
+        return FailingReads(opened) if mode == "rb" else opened
+
+    monkeypatch.setattr(integrity, "open", failing_open, raising=False)
+    with pytest.raises(AragError) as caught:
+        integrity.copy_verified(tmp_path / "index", source, tmp_path / "copy", recorded)
+    first = source / "chroma.sqlite3"  # the first file copied
+    assert str(caught.value) == damage_line(tmp_path / "index", f"{first} cannot be read (Input/output error)")
 
 
 def test_store_files_that_are_devices_or_fail_to_read_are_named(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -272,6 +273,7 @@ def test_the_package_imports_without_fcntl() -> None:
 _PAUSED_CLI = """
 import sys, time
 from pathlib import Path
+from typing import Any
 import arag_graph.index.build as index
 
 ready, go = Path(sys.argv[1]), Path(sys.argv[2])
@@ -322,3 +324,232 @@ def test_a_build_that_loses_the_lock_touches_nothing(corpus: Path, tmp_path: Pat
             process.kill()
             process.wait()
     record("index_ownership", "the loser of the build lock touches nothing", faults=1, survived=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pieces, on files written by hand (no build): what counts as arag's, what a switch leaves
+
+
+def damaged(root: Path, problem: str) -> str:
+    return f"index damaged: {problem}; rebuild with `arag index CORPUS --out {root}`"
+
+
+def test_current_names_a_build_or_is_damage_and_a_switch_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import io
+    import stat
+
+    from arag_graph.core.errors import IndexDamagedError
+    from arag_graph.index import layout
+    from arag_graph.index.layout import new_build_name, point_current, read_current, write_atomic
+
+    current = tmp_path / CURRENT
+    assert read_current(tmp_path) is None and read_current(tmp_path, strict=False) is None
+    name = new_build_name()
+    point_current(tmp_path, name)
+    assert current.read_text(encoding="utf-8") == name + "\n" and read_current(tmp_path) == name
+    point_current(tmp_path, new_build_name())  # replaces it whole
+    fsync = os.fsync
+
+    def fsync_no_directory(fd: int) -> None:  # as on filesystems that cannot sync a directory
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        fsync(fd)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", fsync_no_directory)
+        point_current(tmp_path, name)  # the switch is made; only the directory's sync is skipped
+    assert read_current(tmp_path) == name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CURRENT]  # no temp file left
+    long_name = "../" + "x" * 60
+    for content, problem in (
+        (long_name.encode() + b"\n", f"{current} names {long_name[:40]!r}, not a build of this index"),
+        (b"\xff\xfe" + name.encode(), f"{current} is not UTF-8 text"),
+        (name.encode() + b"x" * 4096, f"{current} is longer than a build name"),
+        (name.encode() + b" " * (4096 - len(name)), None),  # 4096 bytes at most: still a name
+        (name.encode() + b" " * (4096 - len(name)) + b"x", f"{current} is longer than a build name"),
+        (name.encode() + b"\n" + b" " * 8000 + b"x", f"{current} is longer than a build name"),
+    ):
+        current.write_bytes(content)
+        if problem is None:
+            assert read_current(tmp_path) == name
+            continue
+        with pytest.raises(IndexDamagedError) as caught:
+            read_current(tmp_path)
+        assert str(caught.value) == damaged(tmp_path, problem)
+        assert read_current(tmp_path, strict=False) is None  # a rebuild replaces it
+    current.write_text(name + "\n", encoding="utf-8")
+
+    class FailingRead(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    with monkeypatch.context() as patched:  # a disk error reading it (no file on disk fails on demand)
+        patched.setattr(layout, "open_index_file", lambda root, path: FailingRead())
+        with pytest.raises(IndexDamagedError) as caught:
+            read_current(tmp_path)
+        assert str(caught.value) == damaged(tmp_path, f"{current} cannot be read (Input/output error)")
+        assert read_current(tmp_path, strict=False) is None
+    current.unlink()
+    current.mkdir()  # a CURRENT that cannot be read as a file
+    with pytest.raises(IndexDamagedError, match=r"^index damaged: .*CURRENT"):
+        read_current(tmp_path)
+    assert read_current(tmp_path, strict=False) is None
+    current.rmdir()
+    (tmp_path / "elsewhere").write_text(name + "\n", encoding="utf-8")
+    current.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(IndexDamagedError, match="symbolic link"):
+        read_current(tmp_path)
+    assert read_current(tmp_path, strict=False) is None
+
+    write_atomic(tmp_path / "small.json", '{"a": 1}\n')
+    write_atomic(tmp_path / "small.json", '{"b": 2}\n')
+    assert (tmp_path / "small.json").read_text(encoding="utf-8") == '{"b": 2}\n'
+    assert not list(tmp_path.glob(".small*"))
+
+
+def test_the_ownership_record_is_read_only_when_arag_wrote_it(tmp_path: Path) -> None:
+    from arag_graph.index.layout import RECORD_FORMAT, BuildRecord, new_build_name
+
+    a, b = new_build_name(), new_build_name()
+    path = tmp_path / RECORD
+    assert BuildRecord.read(tmp_path) is None
+    good = {"format": RECORD_FORMAT, "tool": "arag-graph", "builds": [a, b]}
+    path.write_text(json.dumps(good), encoding="utf-8")
+    record = BuildRecord.read(tmp_path)
+    assert record is not None and record.builds == [a, b] and record.root == tmp_path
+    assert record.owns(a) and not record.owns(new_build_name())
+    for foreign in (
+        "not json",
+        "[1]",
+        json.dumps({**good, "format": RECORD_FORMAT + 1}),
+        json.dumps({"tool": "arag-graph", "builds": [a]}),
+        json.dumps({**good, "builds": a}),
+        json.dumps({**good, "builds": [a, "../etc"]}),
+        json.dumps({**good, "builds": [a, 7]}),
+    ):
+        path.write_text(foreign, encoding="utf-8")
+        assert BuildRecord.read(tmp_path) is None, foreign
+    path.unlink()
+    path.mkdir()
+    assert BuildRecord.read(tmp_path) is None
+    path.rmdir()
+
+    record = BuildRecord(tmp_path, [])
+    record.add(a)
+    record.add(b)
+    record.add(a)  # once
+    assert json.loads(path.read_text(encoding="utf-8")) == {**good, "builds": [a, b]}
+    record.discard(a)
+    record.discard(a)  # not there: nothing to do
+    assert json.loads(path.read_text(encoding="utf-8"))["builds"] == [b]
+    assert BuildRecord.read(tmp_path).builds == [b]  # type: ignore[union-attr]
+    path.unlink()
+    record.discard(new_build_name())  # nothing recorded changes: the file is not written
+    assert not path.exists()
+    record.add(b)  # already recorded: not written either
+    assert not path.exists()
+
+
+def test_an_index_of_an_earlier_version_is_recognised_only_by_its_manifest(tmp_path: Path) -> None:
+    from arag_graph.index.layout import legacy_build, new_build_name
+
+    name = new_build_name()
+    assert legacy_build(tmp_path) is None  # no CURRENT
+    (tmp_path / CURRENT).write_text(name + "\n", encoding="utf-8")
+    assert legacy_build(tmp_path) is None  # no build
+    manifest = tmp_path / BUILDS / name / MANIFEST
+    manifest.parent.mkdir(parents=True)
+    for content in ("{}", "not json", json.dumps(["format_version"]), json.dumps({"version": 1})):
+        manifest.write_text(content, encoding="utf-8")
+        assert legacy_build(tmp_path) is None, content
+    manifest.write_text(json.dumps({"format_version": 3}), encoding="utf-8")
+    assert legacy_build(tmp_path) == name
+    (tmp_path / CURRENT).write_text("../" + name + "\n", encoding="utf-8")
+    assert legacy_build(tmp_path) is None  # a CURRENT that names no build
+    (tmp_path / CURRENT).write_text(name + "\n", encoding="utf-8")
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(tmp_path / BUILDS, elsewhere)
+    (tmp_path / BUILDS).symlink_to(elsewhere, target_is_directory=True)  # builds is a link
+    assert legacy_build(tmp_path) is None
+    (tmp_path / BUILDS).unlink()
+    (tmp_path / BUILDS).mkdir()
+    (tmp_path / BUILDS / name).symlink_to(elsewhere / name, target_is_directory=True)  # the build is a link
+    assert legacy_build(tmp_path) is None
+    (tmp_path / BUILDS / name).unlink()
+    (tmp_path / BUILDS / name / MANIFEST).mkdir(parents=True)  # the manifest is no file
+    assert legacy_build(tmp_path) is None
+
+
+def test_stale_builds_go_and_nothing_else_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.index.layout import BuildRecord, new_build_name, remove_stale_builds, remove_tree
+
+    keep, old, gone, linked = (new_build_name() for _ in range(4))
+    builds = tmp_path / BUILDS
+    for name in (keep, old):
+        (builds / name).mkdir(parents=True)
+        (builds / name / "data").write_text(name, encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep-me").write_text("x", encoding="utf-8")
+    (builds / linked).symlink_to(outside, target_is_directory=True)
+    tmp_names = [
+        f".{CURRENT}.{'0' * 32}",
+        f".{CURRENT}.{'a' * 31}",
+        f".{CURRENT}.{'f' * 32}x",
+        f"x.{CURRENT}.{'0' * 32}",
+    ]
+    for name in tmp_names:
+        (tmp_path / name).write_text("left by a killed switch", encoding="utf-8")
+    (tmp_path / f".{CURRENT}.{'1' * 32}").mkdir()  # a directory of that name is not a temp file
+    (tmp_path / f".{CURRENT}.{'2' * 32}").symlink_to(outside / "keep-me")  # nor is a link: not arag's
+    record = BuildRecord(tmp_path, [keep, old, gone, linked])
+    record.save()
+    dropped: list[Path] = []
+
+    def drop(path: Path) -> None:
+        dropped.append(path)
+        remove_tree(path)
+
+    remove_stale_builds(record, keep, drop)
+    assert dropped == [builds / old]  # the link is never followed, nor passed on
+    assert sorted(p.name for p in builds.iterdir()) == sorted([keep, linked])
+    assert (outside / "keep-me").exists() and (builds / keep / "data").exists()
+    assert record.builds == [keep, linked] and BuildRecord.read(tmp_path).builds == [keep, linked]  # type: ignore[union-attr]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".", "x."))) == sorted(
+        [*tmp_names[1:], f".{CURRENT}.{'1' * 32}", f".{CURRENT}.{'2' * 32}"]
+    )
+    remove_stale_builds(record, None, drop)  # keep nothing: every real build goes
+    assert not (builds / keep).exists() and (builds / linked).is_symlink()
+
+    def denied(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied")
+
+    (builds / old).mkdir()
+    record.add(old)
+    with monkeypatch.context() as patched:  # the index directory cannot be listed: the builds still go
+        patched.setattr(os, "scandir", denied)
+        remove_stale_builds(record, None, drop)
+    assert not (builds / old).exists() and record.builds == [linked]
+    (builds / old / "sub").mkdir(parents=True)
+    (builds / old / "sub" / "file").write_text("x", encoding="utf-8")
+    with monkeypatch.context() as patched:  # what cannot be deleted stays, and the build goes on
+        patched.setattr(os, "unlink", denied)
+        remove_tree(builds / old)
+    assert (builds / old / "sub" / "file").exists()
+    remove_tree(builds / old)
+    assert not (builds / old).exists()
+
+    remove_tree(builds / linked)  # a link is not a build directory: nothing happens
+    assert (outside / "keep-me").exists() and (builds / linked).is_symlink()
+    shutil.rmtree(builds)
+    builds.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(AragError) as caught:
+        remove_stale_builds(BuildRecord(tmp_path, [keep]), None, drop)
+    assert str(caught.value) == (
+        f"{builds}: is a symbolic link, and arag never follows links out of an index directory"
+    )
+    assert (outside / "keep-me").exists()

@@ -269,6 +269,8 @@ def read_current(root: Path, *, strict: bool = True) -> str | None:
             return None
         with open_index_file(root, path) as fh:
             data = fh.read(_CURRENT_MAX_BYTES + 1)
+        if len(data) > _CURRENT_MAX_BYTES:  # not judged by its first bytes alone
+            raise IndexDamagedError(root, f"{path} is longer than a build name")
         try:
             name = data.decode("utf-8").strip()
         except UnicodeDecodeError:

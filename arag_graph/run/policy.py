@@ -352,8 +352,8 @@ def chroma_endpoint(url: str) -> str:
     parts = urlsplit(text)
     try:
         port = parts.port
-    except ValueError:
-        port = None
+    except ValueError:  # a port that is no number: refused as written, not taken for the default
+        return normalize_url(text, "Chroma URL")
     if parts.hostname and port is None:
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         text = urlunsplit((parts.scheme, f"{host}:{8000 if parts.scheme != 'https' else 443}", parts.path, "", ""))
