@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,7 @@ class Target:
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()
     select: str = ""  # a pytest -k expression narrowing the files to their fast, covering tests
+    sample_index: bool = False  # the tests use the session's sample index: build it once, not per mutant
 
     def pytest_args(self) -> list[str]:
         return [*self.tests, *(["-k", self.select] if self.select else [])]
@@ -100,6 +102,7 @@ MODULES: dict[str, Target] = {
         ("tests/test_tools.py",),
         functions=("chunk_read", "retrieval_tool", "ToolOutput.artifact", "clamp_top_k", "string_list"),
         select="read or adjacent or unknown or artifact or conversation or concurrent or clamp",
+        sample_index=True,
     ),
     "arag_graph/index/layout.py": Target(
         ("tests/test_index_ownership.py",),
@@ -124,6 +127,7 @@ MODULES: dict[str, Target] = {
     "arag_graph/index/keywords.py": Target(
         ("tests/test_keywords.py",),
         functions=("keyword_score", "_match_spans", "KeywordIndex.search", "_top", "_kth_largest"),
+        select="not hypothesis",  # the seeded brute-force comparisons cover the same rule in a third of the time
     ),
 }
 
@@ -377,7 +381,19 @@ def installed(module: str) -> str:
     return f"arag_graph/{module}" if module.startswith("evaluators/") else module
 
 
-def configure(work: Path, module: str, tests: list[str]) -> None:
+# Imported by mutmut's fork server before it forks a child per mutant (``forkserver_warmup = "import"``):
+# the sample index and its encoder, loaded once there, are in every child's memory (load_index's
+# per-process cache), so a mutant's test run neither loads the model nor opens the index again.
+WARMUP = """\
+import os
+
+from arag_graph.index.load import load_index
+
+load_index(os.environ["ARAG_TEST_SAMPLE_INDEX"], cache=True).embeddings.model
+"""
+
+
+def configure(work: Path, module: str, tests: list[str], *, sample_index: bool = False) -> None:
     if module != installed(module):
         # Tests import arag_graph.evaluators, which the editable install maps to the working tree's
         # evaluators/: mutmut's copy is only imported when it sits inside the mutated arag_graph.
@@ -393,6 +409,16 @@ def configure(work: Path, module: str, tests: list[str]) -> None:
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n'
             "use_git_change_detection = false\n"
         )
+        if sample_index:
+            (work / "mutation_warmup.py").write_text(WARMUP, encoding="utf-8")
+            modules = [t.removesuffix(".py").replace("/", ".") for t in tests if t.endswith(".py")]
+            preload = ["mutation_warmup", *modules]
+            (work / "mutation_warmup.txt").write_text("\n".join(preload) + "\n", encoding="utf-8")
+            fh.write(
+                'also_copy = ["mutation_warmup.py"]\n'
+                'forkserver_warmup = "import"\n'
+                f"preload_modules_file = {str(work / 'mutation_warmup.txt')!r}\n"
+            )
     subprocess.run(["git", "init", "-q", "."], cwd=work, check=True)
 
 
@@ -404,13 +430,20 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="arag-mutation-") as tmp:
         work = Path(tmp)
         copy_repo(work)
-        configure(work, module, tests)
+        configure(work, module, tests, sample_index=target.sample_index)
         started = time.time()
         log = RESULTS / f"mutation-{Path(module).stem}.log"
         RESULTS.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        if target.sample_index:
+            # Built once with the unmutated code: every mutant's run loads it instead of encoding the
+            # sample again (minutes per mutant on a loaded machine).
+            env["ARAG_TEST_SAMPLE_INDEX"] = str(work / "sample-index")
+            build = "from arag_graph.qa.sample import ensure_sample_index as e; import sys; e(sys.argv[1])"
+            subprocess.run([sys.executable, "-c", build, env["ARAG_TEST_SAMPLE_INDEX"]], cwd=REPO, check=True)
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children), *patterns]
-            subprocess.run(command, cwd=work, stdout=fh, stderr=fh)
+            subprocess.run(command, cwd=work, stdout=fh, stderr=fh, env=env)
         meta_path = work / "mutants" / f"{installed(module)}.meta"
         codes: dict[str, int | None] = {}
         if meta_path.exists():
