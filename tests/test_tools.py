@@ -504,8 +504,39 @@ def test_invalid_arguments_become_an_error_tool_message(
     assert message.status == "error"
     assert message.content.startswith(f"Invalid arguments for {tool.name} (")
     assert mentions in message.content
-    assert f"Call it like {tool.name}(" in message.content
+    assert message.content.endswith(f"). Call it like {USAGE[tool.name]}.")
     assert "Traceback" not in message.content and "\n" not in message.content
+
+
+# How each tool's validation error shows a model a correct call.
+USAGE = {
+    "keyword_search": 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)',
+    "semantic_search": 'semantic_search(query="where was the author born", top_k=5)',
+    "chunk_read": 'chunk_read(chunk_ids=["12", "40"])',
+}
+
+
+def test_an_unknown_tool_name_is_refused_with_the_choices(sample_index: HierarchicalIndex) -> None:
+    from arag_graph.agent.tools import ToolSettings, retrieval_tool
+
+    choices = "['keyword_search', 'semantic_search', 'chunk_read']"
+    with pytest.raises(ValueError) as caught:
+        retrieval_tool(sample_index, "web_search", ToolSettings.for_tools(["keyword_search"]))
+    assert str(caught.value) == f"unknown tool 'web_search'; choose from {choices}"
+    with pytest.raises(ValueError) as caught:
+        create_retrieval_tools(sample_index, tools=["chunk_read", "web_search"])
+    assert str(caught.value) == f"unknown tool(s) ['web_search']; choose from {choices}"
+
+
+@pytest.mark.parametrize("chunk_ids", [{"5": "x"}, True], ids=["mapping", "bool"])
+def test_a_plain_read_of_what_is_no_id_list_names_it_as_unknown(
+    sample_index: HierarchicalIndex, chunk_ids: Any
+) -> None:
+    """The plain function takes what a model wrote: a value that is no list of IDs is one unknown ID,
+    named as given (a mapping's keys are not read one by one)."""
+    out = chunk_read(sample_index, chunk_ids)
+    assert out.error and out.read == [] and out.chunk_ids == []
+    assert out.content.startswith(f"Unknown chunk ID(s): {chunk_ids}. Use IDs exactly")
 
 
 # --------------------------------------------------------------------------------------------
