@@ -422,16 +422,15 @@ def configure(work: Path, module: str, tests: list[str], *, sample_index: bool =
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n'
             "use_git_change_detection = false\n"
         )
+        also_copy = ["data/"]  # tests read the repository's data/ next to tests/ (tests.conftest.data_file)
         if sample_index:
             (work / "mutation_warmup.py").write_text(WARMUP, encoding="utf-8")
             modules = [t.removesuffix(".py").replace("/", ".") for t in tests if t.endswith(".py")]
             preload = ["mutation_warmup", *modules]
             (work / "mutation_warmup.txt").write_text("\n".join(preload) + "\n", encoding="utf-8")
-            fh.write(
-                'also_copy = ["mutation_warmup.py"]\n'
-                'forkserver_warmup = "import"\n'
-                f"preload_modules_file = {str(work / 'mutation_warmup.txt')!r}\n"
-            )
+            also_copy.append("mutation_warmup.py")
+            fh.write(f'forkserver_warmup = "import"\npreload_modules_file = {str(work / "mutation_warmup.txt")!r}\n')
+        fh.write(f"also_copy = {json.dumps(also_copy)}\n")
     subprocess.run(["git", "init", "-q", "."], cwd=work, check=True)
 
 
@@ -547,7 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for module in args.modules or list(MODULES):
         print(f"mutating {module} against {MODULES[module].shown()}", flush=True)
-        results[module] = run_module(module, args.max_children)
+        result = run_module(module, args.max_children)
+        # Read again before merging: another run (of other modules) may have written since this one began.
+        results = json.loads(store.read_text()) if store.exists() else {}
+        results[module] = result
         RESULTS.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(results, indent=2) + "\n")
         (RESULTS / "mutation.md").write_text(render(results), encoding="utf-8")

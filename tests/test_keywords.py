@@ -215,6 +215,12 @@ def test_snippets_are_matching_sentences_in_chunk_order(small: tuple[KeywordInde
     dotted = Chunk(id="d", text="İİİİİİİİİİİİ x. Y film.", sentences=((0, 15), (16, 23)))
     assert index.snippets(dotted, ["film"]) == ["Y film."]
     assert index.snippets(dotted, ["x"]) == ["İİİİİİİİİİİİ x."]
+    # One-character sentences show exactly the characters each match covers, after and between
+    # characters whose lower case is longer (the mapping back to the original offsets, to the character).
+    text = "İİ Film, İstanbul İİ film"
+    per_character = Chunk(id="p", text=text, sentences=tuple((i, i + 1) for i in range(len(text))))
+    assert index.snippets(per_character, ["film"]) == list("Filmfilm")
+    assert index.snippets(per_character, ["İstanbul"]) == list("İstanbul")
     # A match across a sentence boundary brings both sentences.
     assert index.snippets(chunks[0], ["1950. films"]) == chunk.sentence_texts()[:2]
     # Without sentence spans the chunk is one sentence.
