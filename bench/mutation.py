@@ -246,6 +246,45 @@ REASONS: dict[str, str] = {
         "every call against the args schema and passes the schema's default (5, False) when the model "
         "leaves the argument out; the inner function is reachable only through the tool",
     ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.keywords.x_keyword_score__mutmut_14",
+            "arag_graph.index.keywords.x_keyword_score__mutmut_18",
+            "arag_graph.index.keywords.x_keyword_score__mutmut_19",
+        ),
+        "equivalent: in substring mode `_pattern` is the escaped keyword alone (no word-start guard), and "
+        "`findall` of a literal counts the same non-overlapping occurrences, left to right, as `str.count`",
+    ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.keywords.x__kth_largest__mutmut_1",
+            "arag_graph.index.keywords.x__kth_largest__mutmut_2",
+            "arag_graph.index.keywords.x__kth_largest__mutmut_3",
+        ),
+        "equivalent: the size at which the 1-in-16 sample is taken only changes the cost; whenever the "
+        "sample holds more than k scores its k-th largest is a lower bound that keeps the true top k, so "
+        "the k-th largest found is the same on either side of the threshold",
+    ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.keywords.x__match_spans__mutmut_9",
+            "arag_graph.index.keywords.x__match_spans__mutmut_13",
+            "arag_graph.index.keywords.x__match_spans__mutmut_15",
+            "arag_graph.index.keywords.x__match_spans__mutmut_24",
+        ),
+        "equivalent: when lower-casing keeps every length the offset map is the identity (mapping anyway "
+        "changes nothing); every entry the map is read at is overwritten by the loop, whatever it was "
+        "filled with or however long it is; and its last entry (`len(text)`) is never read, since a "
+        "match starts before the end and `e - 1` is its last character",
+    ),
+    "arag_graph.evaluators.predictions.x__refuse_links__mutmut_5": (
+        "equivalent: `break` instead of `continue` skips `predictions/` only when `--out` itself cannot be "
+        "listed as missing or not a directory, and then `predictions/` under it cannot exist either"
+    ),
+    "arag_graph.evaluators.predictions.x_check_resume__mutmut_10": (
+        "equivalent: reading the run record of an `--out` that is not a directory finds no `run.json` "
+        "(`exists()` is False for a missing one and for a path under a file), so the result is None as before"
+    ),
     # --- end of agent/tools.py, index/keywords.py, evaluators/predictions.py ---
     "arag_graph.index.integrity.x_check_file__mutmut_5": _INTEGRITY_0,
     "arag_graph.index.integrity.x_check_file__mutmut_7": _INTEGRITY_0,
