@@ -285,6 +285,20 @@ REASONS: dict[str, str] = {
         "equivalent: reading the run record of an `--out` that is not a directory finds no `run.json` "
         "(`exists()` is False for a missing one and for a path under a file), so the result is None as before"
     ),
+    "arag_graph.evaluators.predictions.x__read_run_file__mutmut_6": (
+        "equivalent: an unparsable run record is refused because it is not a dict, `''` as much as None"
+    ),
+    "arag_graph.evaluators.predictions.x__fingerprint__mutmut_25": (
+        "equivalent: an index's manifest is a Manifest, a dataclass declaring every fingerprint field "
+        "(each with a default), so `getattr` without a default never misses one"
+    ),
+    "arag_graph.evaluators.predictions.x__plan_dict__mutmut_2": (
+        "equivalent: the record is written by `dumps`, whose `default=str` turns a Path into the same "
+        "string `str(v)` gives"
+    ),
+    "arag_graph.evaluators.predictions.x_check_resume__mutmut_60": (
+        "equivalent: codec names are case-insensitive, `'UTF-8'` is `'utf-8'`"
+    ),
     # --- end of agent/tools.py, index/keywords.py, evaluators/predictions.py ---
     "arag_graph.index.integrity.x_check_file__mutmut_5": _INTEGRITY_0,
     "arag_graph.index.integrity.x_check_file__mutmut_7": _INTEGRITY_0,

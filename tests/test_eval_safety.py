@@ -20,6 +20,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -538,7 +539,17 @@ def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_
     with pytest.raises(AragError, match=r"line 2 is not an arag prediction record") as caught:
         _predictions(path)
     assert "\n" not in str(caught.value) and path.read_bytes() == data
+    assert str(caught.value).endswith("; remove that line to resume, or use another --out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+
+
+def test_the_writer_runs_a_failed_question_again_and_sets_its_record_aside(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    failed = {**GOOD, "question_id": "q2", "prediction": {"answer": "", "error": "model call failed"}}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(failed) + "\n", encoding="utf-8")
+    file = _predictions(path)
+    assert list(file.keys) == ["q1"]  # q2 runs again
+    assert [json.loads(line) for line in file.rejected_path.read_text(encoding="utf-8").splitlines()] == [failed]
 
 
 def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -824,7 +835,7 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
     plan = EvalPlan(
         dataset=sample_questions_path(),
         graphs=["naive_rag"],
-        out=tmp_path / "out",
+        out=tmp_path / "new" / "out",  # made with its parents once the index is loaded
         base_url="http://user:pw-123456@127.0.0.1:9/v1",
     )
     check_resume(plan, None)
@@ -853,7 +864,10 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
         "summaries": "m",
     }
     assert meta["plan"]["base_url"] == "http://***@127.0.0.1:9/v1" and meta["plan"]["out"] == str(plan.out)
-    assert meta["plan"]["graphs"] == ["naive_rag"] and isinstance(meta["updated"], str)
+    assert meta["plan"]["graphs"] == ["naive_rag"] and set(meta["plan"]) == {f.name for f in dataclasses.fields(plan)}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", meta["updated"])
+    # indented for a person reading it
+    assert (plan.out / RUN_FILE).read_text(encoding="utf-8").startswith('{\n  "fingerprint": {\n    "dataset_sha256": ')
     check_resume(plan, None)  # the same settings resume, before and after loading the index
     check_resume(plan, SimpleNamespace(manifest=manifest))
     no_chroma = SimpleNamespace(manifest=_manifest(chroma=None, extra=None))
