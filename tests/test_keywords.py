@@ -144,6 +144,7 @@ def test_keywords_without_word_characters_are_ignored_and_reported() -> None:
 def test_bare_string_is_one_keyword_and_top_k_is_clamped() -> None:
     index = KeywordIndex.from_chunks(make_chunks(["film", "other"]))
     assert index.search("film", 5) == [KeywordHit(0, 4.0, ("film",))]
+    assert index.search(["film"], 1) == [KeywordHit(0, 4.0, ("film",))]  # the smallest top_k that finds
     assert index.search(["film"], 0) == []
     assert index.search(["film"], -3) == []
     assert index.search([], 5) == []
