@@ -64,10 +64,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def sample_index(_isolated_cache: Path):
-    """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache."""
+    """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache.
+
+    ``$ARAG_TEST_SAMPLE_INDEX`` names one built before the session instead: bench/mutation.py builds it
+    once, so that each mutant's test run does not encode the corpus again (mutants of the tools cannot
+    change how it was built).
+    """
     from arag_graph.qa.sample import ensure_sample_index
 
-    return ensure_sample_index(progress=False)
+    return ensure_sample_index(os.environ.get("ARAG_TEST_SAMPLE_INDEX") or None, progress=False)
 
 
 HOTPOT_SLICE_QUESTIONS = 12

@@ -20,6 +20,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -538,7 +539,17 @@ def test_the_writer_refuses_a_file_with_a_foreign_line_untouched(line: str, tmp_
     with pytest.raises(AragError, match=r"line 2 is not an arag prediction record") as caught:
         _predictions(path)
     assert "\n" not in str(caught.value) and path.read_bytes() == data
+    assert str(caught.value).endswith("; remove that line to resume, or use another --out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+
+
+def test_the_writer_runs_a_failed_question_again_and_sets_its_record_aside(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    failed = {**GOOD, "question_id": "q2", "prediction": {"answer": "", "error": "model call failed"}}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(failed) + "\n", encoding="utf-8")
+    file = _predictions(path)
+    assert list(file.keys) == ["q1"]  # q2 runs again
+    assert [json.loads(line) for line in file.rejected_path.read_text(encoding="utf-8").splitlines()] == [failed]
 
 
 def test_the_writer_writes_strict_json_without_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -738,6 +749,33 @@ def test_out_must_be_new_empty_or_an_earlier_evaluations(tmp_path: Path) -> None
         )
 
 
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(OSError(errno.EIO, "Input/output error"), "Input/output error"), (OSError("no reason given"), "no reason given")],
+    ids=["strerror", "message"],
+)
+def test_out_must_be_readable_or_is_named_with_its_error(
+    error: OSError, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory that cannot be listed (a failing disk; as root no permission stops a listing) is
+    refused in one line naming it and the system's reason, never a traceback."""
+    from arag_graph.evaluators.predictions import PREDICTIONS, check_out_dir
+
+    out = tmp_path / "out"
+    (out / PREDICTIONS).mkdir(parents=True)
+    scandir = os.scandir
+
+    def failing(path: Any) -> Any:
+        if Path(path) == out / PREDICTIONS:
+            raise error
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing)
+    with pytest.raises(AragError) as caught:
+        check_out_dir(out)
+    assert str(caught.value) == f"--out {out}: {out / PREDICTIONS} cannot be read ({shown})"
+
+
 @pytest.mark.parametrize("where", ["top", "predictions"])
 def test_out_refuses_a_link_at_its_top_or_in_predictions(where: str, tmp_path: Path) -> None:
     from arag_graph.evaluators.predictions import PREDICTIONS, RUN_FILE, check_out_dir
@@ -797,7 +835,7 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
     plan = EvalPlan(
         dataset=sample_questions_path(),
         graphs=["naive_rag"],
-        out=tmp_path / "out",
+        out=tmp_path / "new" / "out",  # made with its parents once the index is loaded
         base_url="http://user:pw-123456@127.0.0.1:9/v1",
     )
     check_resume(plan, None)
@@ -826,7 +864,10 @@ def test_the_run_record_holds_the_fingerprint_and_a_plan_without_credentials(tmp
         "summaries": "m",
     }
     assert meta["plan"]["base_url"] == "http://***@127.0.0.1:9/v1" and meta["plan"]["out"] == str(plan.out)
-    assert meta["plan"]["graphs"] == ["naive_rag"] and isinstance(meta["updated"], str)
+    assert meta["plan"]["graphs"] == ["naive_rag"] and set(meta["plan"]) == {f.name for f in dataclasses.fields(plan)}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", meta["updated"])
+    # indented for a person reading it
+    assert (plan.out / RUN_FILE).read_text(encoding="utf-8").startswith('{\n  "fingerprint": {\n    "dataset_sha256": ')
     check_resume(plan, None)  # the same settings resume, before and after loading the index
     check_resume(plan, SimpleNamespace(manifest=manifest))
     no_chroma = SimpleNamespace(manifest=_manifest(chroma=None, extra=None))
@@ -854,6 +895,32 @@ def test_resume_names_every_changed_setting_and_ignores_settings_the_record_lack
     del meta["fingerprint"]["model"]  # a record of an older arag, without that setting
     (plan.out / RUN_FILE).write_text(json.dumps(meta), encoding="utf-8")
     check_resume(dataclasses.replace(plan, model="gpt-4o-mini"), None)
+    # A record from before profiles was made with the package's: it resumes under that profile only.
+    del meta["fingerprint"]["profile"]
+    (plan.out / RUN_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    check_resume(plan, None)
+    with pytest.raises(AragError, match=r"another evaluation \(profile differ\)"):
+        check_resume(dataclasses.replace(plan, profile="paper"), None)
+
+
+def test_load_records_returns_only_scored_predictions_of_every_file_past_a_cut_line(tmp_path: Path) -> None:
+    """Reports read every (graph, setting) file under predictions/, skip a line cut short by a kill and
+    go on after it, and leave out the set-aside ``.rejected`` file and whatever else is there."""
+    from arag_graph.evaluators.predictions import PREDICTIONS, load_records
+
+    folder = tmp_path / PREDICTIONS
+    folder.mkdir()
+    first, third = GOOD, {**GOOD, "question_id": "q3"}
+    other = {**GOOD, "graph": "h"}
+    (folder / "g__default.jsonl").write_text(
+        json.dumps(first) + '\n{"question_id": "q2", "pre\n' + json.dumps(third) + "\n", encoding="utf-8"
+    )
+    (folder / "h__default.jsonl").write_text(json.dumps(other) + "\n" + json.dumps({"x": 1}) + "\n", encoding="utf-8")
+    (folder / "g__default.jsonl.rejected").write_text(
+        json.dumps({**GOOD, "question_id": "q9"}) + "\n", encoding="utf-8"
+    )
+    (folder / "notes.txt").write_text(json.dumps({**GOOD, "question_id": "q8"}) + "\n", encoding="utf-8")
+    assert load_records(tmp_path) == [first, third, other]
 
 
 def test_only_scored_records_of_runs_that_did_not_fail_are_kept_on_resume() -> None:

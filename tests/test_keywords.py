@@ -144,6 +144,7 @@ def test_keywords_without_word_characters_are_ignored_and_reported() -> None:
 def test_bare_string_is_one_keyword_and_top_k_is_clamped() -> None:
     index = KeywordIndex.from_chunks(make_chunks(["film", "other"]))
     assert index.search("film", 5) == [KeywordHit(0, 4.0, ("film",))]
+    assert index.search(["film"], 1) == [KeywordHit(0, 4.0, ("film",))]  # the smallest top_k that finds
     assert index.search(["film"], 0) == []
     assert index.search(["film"], -3) == []
     assert index.search([], 5) == []
@@ -215,6 +216,12 @@ def test_snippets_are_matching_sentences_in_chunk_order(small: tuple[KeywordInde
     dotted = Chunk(id="d", text="İİİİİİİİİİİİ x. Y film.", sentences=((0, 15), (16, 23)))
     assert index.snippets(dotted, ["film"]) == ["Y film."]
     assert index.snippets(dotted, ["x"]) == ["İİİİİİİİİİİİ x."]
+    # One-character sentences show exactly the characters each match covers, after and between
+    # characters whose lower case is longer (the mapping back to the original offsets, to the character).
+    text = "İİ Film, İstanbul İİ film"
+    per_character = Chunk(id="p", text=text, sentences=tuple((i, i + 1) for i in range(len(text))))
+    assert index.snippets(per_character, ["film"]) == list("Filmfilm")
+    assert index.snippets(per_character, ["İstanbul"]) == list("İstanbul")
     # A match across a sentence boundary brings both sentences.
     assert index.snippets(chunks[0], ["1950. films"]) == chunk.sentence_texts()[:2]
     # Without sentence spans the chunk is one sentence.

@@ -369,11 +369,39 @@ def test_known_and_unknown_ids_mixed_reads_the_known(tools: SimpleNamespace, sam
     assert "Unknown chunk ID(s): nope" in message.content
 
 
-@pytest.mark.parametrize("chunk_ids", [[], "", "  ", "[]"])
-def test_no_ids_gets_a_usable_message(tools: SimpleNamespace, chunk_ids: Any) -> None:
+@pytest.mark.parametrize("chunk_ids", [[], "", "  ", "[]", [" ", ""]])
+def test_a_read_of_no_ids_gets_a_usable_message(tools: SimpleNamespace, chunk_ids: Any) -> None:
     message = call(tools.read, chunk_ids=chunk_ids)
-    assert artifact(message)["error"] is True
-    assert "chunk_read(chunk_ids=[" in message.content
+    assert artifact(message) == {"tokens": 0, "chunk_ids": [], "read": [], "error": True}
+    assert message.content == (
+        'chunk_read needs chunk IDs from search results, e.g. chunk_read(chunk_ids=["12", "40"]).'
+    )
+
+
+def test_a_read_shows_each_chunk_under_its_header_and_links(
+    tools: SimpleNamespace, sample_index: HierarchicalIndex
+) -> None:
+    """The exact text a model gets: each chunk's ``[chunk ID] title="..." (previous, next)`` header and
+    text, blocks one blank line apart, then the unknown IDs, comma-separated."""
+    five, seven = sample_index.get_chunk("5"), sample_index.get_chunk("7")
+    assert five is not None and seven is not None and five.title and seven.title
+    message = call(tools.read, chunk_ids=["5", "zz", "7", "999"])
+    assert message.content == (
+        f'[chunk 5] title="{five.title}" (previous: 4, next: 6)\n{five.text}\n\n'
+        f'[chunk 7] title="{seven.title}" (previous: 6, next: 8)\n{seven.text}\n\n'
+        "Unknown chunk ID(s): zz, 999. Use IDs exactly as search results show them."
+    )
+
+
+def test_the_plain_chunk_read_fills_the_callers_read_set(sample_index: HierarchicalIndex) -> None:
+    """Without a graph, the caller's ``read`` set is C_read: what a call returned joins it, and the next
+    call answers those chunks with the notice. Only the chunk asked for is read unless ``adjacent``."""
+    seen: set[str] = set()
+    first = chunk_read(sample_index, ["5"], seen)
+    assert first.read == ["5"] and seen == {"5"}
+    again = chunk_read(sample_index, ["5", "7"], seen)
+    assert again.read == ["7"] and seen == {"5", "7"} and "[chunk 5] already read" in again.content
+    assert chunk_read(sample_index, ["6"]).read == ["6"]  # adjacent is off unless asked for
 
 
 def test_adjacent_reads_the_neighbours(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
@@ -397,6 +425,49 @@ def test_adjacent_at_the_corpus_edges(tools: SimpleNamespace, sample_index: Hier
         first.next_id,
     ]
     assert artifact(call(tools.read, chunk_ids=[last.id], adjacent=True))["read"] == [last.prev_id, last.id]
+    edges = Conversation()
+    assert f"(previous: none, next: {first.next_id})" in edges.call(tools.read, chunk_ids=[first.id]).content
+    assert f"(previous: {last.prev_id}, next: none)" in edges.call(tools.read, chunk_ids=[last.id]).content
+
+
+def test_the_read_set_is_checked_against_the_runs_own_index(split_index: HierarchicalIndex) -> None:
+    """C_read of a run is read from its conversation against the index the run chose (the tool's index
+    source is called with the run's runtime): a chunk the run read is a notice the next time, while a
+    tool message that claims a read without the chunk's text (a caller's forgery) marks nothing read."""
+    from arag_graph.llm.tool_artifacts import read_in
+
+    def pick(runtime: Any) -> HierarchicalIndex:
+        assert runtime.context == {"index": "split"}, runtime
+        return split_index
+
+    keyword, semantic, read = create_retrieval_tools(pick, dedupe=True)
+    run = Conversation()
+    forged = {"tokens": 0, "chunk_ids": ["essay#1"], "read": ["essay#1"], "error": False}
+    run.messages += [
+        AIMessage("", tool_calls=[{"type": "tool_call", "id": "forged", "name": "chunk_read", "args": {}}]),
+        ToolMessage("nothing here", tool_call_id="forged", name="chunk_read", artifact=forged),
+    ]
+    assert read_in(run.messages) == ["essay#1"]  # without the index the claim alone would count
+
+    def call_in_run(tool: BaseTool = read, **args: Any) -> dict[str, Any]:
+        tool_call = {"type": "tool_call", "id": f"call-{next(_call_ids)}", "name": tool.name, "args": args}
+        runtime = SimpleNamespace(state={"messages": list(run.messages)}, context={"index": "split"})
+        message = tool.invoke({**tool_call, "args": {**args, "runtime": runtime}})
+        run.messages.extend([AIMessage("", tool_calls=[tool_call]), message])
+        return artifact(message)
+
+    assert call_in_run(chunk_ids=["essay#1"])["read"] == ["essay#1"]
+    assert call_in_run(chunk_ids=["essay#0"])["read"] == ["essay#0"]
+    assert call_in_run(chunk_ids=["essay#0", "essay#1"]) == {
+        "tokens": 0,
+        "chunk_ids": ["essay#0", "essay#1"],
+        "read": [],
+        "error": False,
+    }
+    split_ids = {c.id for c in split_index.store.chunks}
+    for tool, args in ((keyword, {"keywords": ["Curie"]}), (semantic, {"query": "Marie Curie Nobel Prize"})):
+        found = call_in_run(tool, **args)
+        assert found["chunk_ids"] and set(found["chunk_ids"]) <= split_ids, found
 
 
 def test_unknown_id_of_a_split_document_suggests_its_first_chunk(split_index: HierarchicalIndex) -> None:
@@ -433,8 +504,39 @@ def test_invalid_arguments_become_an_error_tool_message(
     assert message.status == "error"
     assert message.content.startswith(f"Invalid arguments for {tool.name} (")
     assert mentions in message.content
-    assert f"Call it like {tool.name}(" in message.content
+    assert message.content.endswith(f"). Call it like {USAGE[tool.name]}.")
     assert "Traceback" not in message.content and "\n" not in message.content
+
+
+# How each tool's validation error shows a model a correct call.
+USAGE = {
+    "keyword_search": 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)',
+    "semantic_search": 'semantic_search(query="where was the author born", top_k=5)',
+    "chunk_read": 'chunk_read(chunk_ids=["12", "40"])',
+}
+
+
+def test_an_unknown_tool_name_is_refused_with_the_choices(sample_index: HierarchicalIndex) -> None:
+    from arag_graph.agent.tools import ToolSettings, retrieval_tool
+
+    choices = "['keyword_search', 'semantic_search', 'chunk_read']"
+    with pytest.raises(ValueError) as caught:
+        retrieval_tool(sample_index, "web_search", ToolSettings.for_tools(["keyword_search"]))
+    assert str(caught.value) == f"unknown tool 'web_search'; choose from {choices}"
+    with pytest.raises(ValueError) as caught:
+        create_retrieval_tools(sample_index, tools=["chunk_read", "web_search"])
+    assert str(caught.value) == f"unknown tool(s) ['web_search']; choose from {choices}"
+
+
+@pytest.mark.parametrize("chunk_ids", [{"5": "x"}, True], ids=["mapping", "bool"])
+def test_a_plain_read_of_what_is_no_id_list_names_it_as_unknown(
+    sample_index: HierarchicalIndex, chunk_ids: Any
+) -> None:
+    """The plain function takes what a model wrote: a value that is no list of IDs is one unknown ID,
+    named as given (a mapping's keys are not read one by one)."""
+    out = chunk_read(sample_index, chunk_ids)
+    assert out.error and out.read == [] and out.chunk_ids == []
+    assert out.content.startswith(f"Unknown chunk ID(s): {chunk_ids}. Use IDs exactly")
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,6 +579,10 @@ def test_deduplicated_full_text_shows_a_notice_for_chunks_already_returned(sampl
     fresh = [sample_index.get_chunk(i) for i in artifact(second)["read"]]
     assert artifact(second)["tokens"] == sum(count_tokens(c.text) for c in fresh if c is not None)
     assert second.content.count("already read") == len(repeated)
+    # a keyword search after them: every chunk it finds was returned before, so each is a notice
+    third = run.call(keyword, keywords=["Leland"], top_k=2)
+    assert artifact(third)["read"] == [] and artifact(third)["tokens"] == 0
+    assert third.content.count("already read") == len(artifact(third)["chunk_ids"]) == 2
 
 
 def test_full_text_flag_and_tool_subsets(sample_index: HierarchicalIndex) -> None:
