@@ -54,9 +54,9 @@ def markdown(campaign: Campaign, command: str, args: argparse.Namespace, seconds
         "",
         f"Each trial runs `{' '.join(campaign.command)}` (questions: the first {args.questions} of "
         f"HotpotQA-100 with the passages of their contexts, index built once beforehand) in a fresh output "
-        f"directory, sends SIGKILL after a random delay (seed {campaign.seed}; one kill in four during start-up, "
-        f"before the uninterrupted run's first prediction at {campaign.startup_seconds:.1f} s, the others between "
-        f"then and 105% of its {campaign.reference_seconds:.1f} s) one to three times, rerunning the same command "
+        f"directory, sends SIGKILL (seed {campaign.seed}; one kill in four after a random delay during start-up, "
+        f"before the uninterrupted run's first prediction at {campaign.startup_seconds:.1f} s, the others once a "
+        "random number of the predictions still to come is on disk) one to three times, rerunning the same command "
         "after each kill, and then lets it finish. The final predictions are compared with the uninterrupted "
         "run's (the offline policy is deterministic, so every prediction must be equal).",
         "",

@@ -3,9 +3,12 @@
 Shared by ``tests/slow/test_eval_kill.py`` (a few trials, asserted) and ``bench/bench_eval_kill.py``
 (more trials, figures written to ``bench/results/reliability-eval.md``).
 
-One trial: start ``arag eval`` with fixed arguments in a fresh output directory, SIGKILL it after a
-random (seeded) delay, start it again with the same arguments, and so on for one to three kills; then
-let it finish. The result is compared with an uninterrupted run of the same arguments: the same
+One trial: start ``arag eval`` with fixed arguments in a fresh output directory, SIGKILL it, start it
+again with the same arguments, and so on for one to three kills; then let it finish. One kill in four
+comes after a random (seeded) delay within the start-up (imports, index load, file recovery); the
+others come as soon as a random (seeded) number of predictions is on disk, so that they land mid-run
+however fast or slow the shared machine is that day (a kill timed in seconds could land before the
+first prediction on a loaded machine). The result is compared with an uninterrupted run of the same arguments: the same
 files, the same question IDs in each, every prediction equal (the offline policy is deterministic),
 metrics equal, no duplicate line, no torn line, and the same summary.
 """
@@ -195,6 +198,24 @@ def kill_after(command: list[str], env: dict[str, str], delay: float, out: Path)
     return Kill(round(delay, 2), _lines_on_disk(out), landed=False)
 
 
+def kill_at_records(command: list[str], env: dict[str, str], records: int, out: Path, timeout: float = 900) -> Kill:
+    """Start the run and SIGKILL it once ``records`` prediction lines are on disk (unless it ends first)."""
+    proc = _start(command, env)
+    started = time.perf_counter()
+    try:
+        while proc.poll() is None:
+            on_disk = _lines_on_disk(out) if (out / "predictions").exists() else 0
+            if on_disk >= records or time.perf_counter() - started > timeout:
+                os.kill(proc.pid, signal.SIGKILL)  # only this process, which this function started
+                proc.wait()
+                return Kill(round(time.perf_counter() - started, 2), on_disk, landed=True)
+            time.sleep(0.01)
+    finally:
+        if proc.stderr is not None:
+            proc.stderr.close()
+    return Kill(round(time.perf_counter() - started, 2), _lines_on_disk(out), landed=False)
+
+
 def read_predictions(out: Path) -> tuple[dict[str, dict[str, dict[str, Any]]], int, int]:
     """``{file: {question_id: record}}``, duplicate lines and unparsable (torn) lines."""
     files: dict[str, dict[str, dict[str, Any]]] = {}
@@ -269,6 +290,7 @@ def run_campaign(
     env = child_env(workdir / "cache")
     reference = workdir / "reference"
     startup, reference_seconds = timed_reference(eval_command(questions, index, reference, extra), env, reference)
+    expected = _lines_on_disk(reference)
     rng = random.Random(seed)
     done: list[Trial] = []
     for number in range(1, trials + 1):
@@ -277,19 +299,24 @@ def run_campaign(
         trial = Trial(number)
         for kill_number in range(rng.randint(1, max_kills)):
             # One kill in four during start-up (imports, index load, file recovery), the others
-            # while questions are being answered and written: a rerun replays finished questions
-            # at once, so a kill at the same delay lands later in the work each time.
-            if rng.random() < 0.25:
-                delay = rng.uniform(0.1, 1.0) * startup
-            else:
-                delay = rng.uniform(startup, 1.05 * reference_seconds)
-            kill = kill_after(command, env, delay, out)
-            while kill_number == 0 and not kill.landed:
-                # A trial must interrupt something: when the first run beat its kill (shared cores
-                # make durations vary), start the trial again from nothing and kill it sooner.
-                shutil.rmtree(out)
-                delay /= 2
+            # while questions are being answered and written, after a drawn number of the
+            # predictions not yet on disk (one draw each way, whatever the timing, so the seed
+            # alone decides every later draw).
+            during_startup, share = rng.random() < 0.25, rng.random()
+            if during_startup:
+                delay = (0.1 + 0.9 * share) * startup
                 kill = kill_after(command, env, delay, out)
+                while kill_number == 0 and not kill.landed:
+                    # A trial must interrupt something: when the first run beat its kill (shared
+                    # cores make durations vary), start the trial again from nothing, sooner.
+                    shutil.rmtree(out)
+                    delay /= 2
+                    kill = kill_after(command, env, delay, out)
+            else:
+                have = _lines_on_disk(out) if (out / "predictions").exists() else 0
+                if have >= expected - 1:
+                    continue  # nothing is left to interrupt mid-run: the final run finishes it
+                kill = kill_at_records(command, env, have + 1 + int(share * (expected - 1 - have)), out)
             trial.kills.append(kill)
         trial.final_exit, err = run_to_end(command, env)
         if trial.final_exit != 0:

@@ -18,9 +18,11 @@ from tests.slow.eval_faults import run_campaign
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-# Two trials, three kills: mid-run in the first, mid-run then during start-up in the second (what
-# this seed draws). That covers both kinds of kill in about a third of the CI time five trials took;
-# bench/bench_eval_kill.py runs ten trials and more kills per trial.
+# Two trials, three kills: mid-run in the first (at the first prediction on disk), mid-run (at the
+# second) then during start-up in the second. This is what the seed draws; mid-run kills wait for a
+# number of predictions, not a time, so they land mid-run on a machine of any speed. It covers both
+# kinds of kill in about a third of the CI time five trials took; bench/bench_eval_kill.py runs ten
+# trials and more kills per trial.
 TRIALS = 2
 MAX_KILLS = 2
 SEED = 20260204
