@@ -23,11 +23,9 @@ bench/results/update.{json,md} under its size and encoder.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import tempfile
 import time
@@ -36,7 +34,6 @@ from typing import Any
 
 import numpy as np
 from benchenv import DATA, RESULTS, machine
-from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
@@ -44,6 +41,7 @@ from arag_graph.index.corpus import load_corpus
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
 from arag_graph.index.sync import sync_index
+from tests.fakes import WordHashEmbeddings
 
 TARGET_RATIO = 0.05
 TARGET_PASSAGES = 200_000
@@ -76,36 +74,21 @@ def answers(index: HierarchicalIndex, queries: list[str]) -> list[Any]:
     return out
 
 
-class HashBagEmbeddings(Embeddings):
+class HashBagEmbeddings(WordHashEmbeddings):
     """A cheap deterministic CPU encoder for the size the target names: a hashed bag of lower-cased
     words in the default model's 384 dimensions, L2-normalised.
 
     With the default ONNX encoder a full build of 200,000 passages takes hours on this machine. This
     encoder makes the ratio HARDER to meet, not easier: encoding, the step an update mostly skips,
     becomes nearly free, so the full build's time is almost all storing, which an update also pays
-    for what it changes.
+    for what it changes. The vectors are the tests' WordHashEmbeddings (tests/fakes.py), in 384
+    dimensions.
     """
 
     model_id = "bench/hash-bag-384"
 
     def __init__(self, dim: int = 384) -> None:
-        self.dim = dim
-
-    def _vector(self, text: str) -> list[float]:
-        vector = np.zeros(self.dim, dtype=np.float64)
-        for word in re.findall(r"\w+", text.lower()):
-            digest = hashlib.blake2b(word.encode("utf-8"), digest_size=4).digest()
-            vector[int.from_bytes(digest, "little") % self.dim] += 1.0
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0:
-            vector[0], norm = 1.0, 1.0
-        return (vector / norm).tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
+        super().__init__(dim)
 
 
 def recombined_corpus(corpus: list[SourceDocument], total: int, seed: int) -> list[SourceDocument]:
