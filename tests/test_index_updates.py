@@ -19,7 +19,7 @@ import pytest
 from langchain_core.document_loaders import BaseLoader
 from langchain_core.documents import Document
 
-from arag_graph.core.errors import AragError
+from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index import build as build_module
 from arag_graph.index import integrity as integrity_module
 from arag_graph.index.build import build_index, update_index
@@ -438,11 +438,22 @@ def test_a_chroma_update_changes_only_the_changed_records(tmp_path: Path, monkey
         return add_rows(self, start, layout, documents, *args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(SentenceStore, "add_rows", counted)
+    copies: list[Path] = []
+    copy_verified = integrity_module.copy_verified
+
+    def copied(root: Path, source: Path, target: Path, recorded: dict[str, str]) -> None:
+        copies.append(target)
+        copy_verified(root, source, target, recorded)
+
+    monkeypatch.setattr(integrity_module, "copy_verified", copied)
     counting = CountingEmbeddings()
     edited = Document(page_content="A new tower was raised on the reef. Its lamp is red.", id="doc7")
     extra = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra")
     first = [edited if d.id == "doc7" else d for d in docs if d.id != "doc3"] + [extra]
     updated, report = sync_index(first, root, embeddings=counting)
+    # One pass over the store: the update's checked copy into its own build. The previous store is not
+    # opened (no private copy), nor is the new one until something searches it.
+    assert updated.build_dir is not None and copies == [updated.build_dir / "chroma"]
     # Three new sentences: encoded once each and the only records added (of 80 the index holds).
     assert (report.changed, report.removed, report.added) == (["doc7"], ["doc3"], ["extra"])
     assert counting.encoded == 3 and sum(added) == 3
@@ -460,3 +471,39 @@ def test_a_chroma_update_changes_only_the_changed_records(tmp_path: Path, monkey
     reloaded = load_index(root, embeddings=WordHashEmbeddings())
     same_index(reloaded, full)
     assert verify_index(reloaded)["sentences"] == full.manifest.sentences
+
+
+def test_a_built_chroma_index_opens_its_checked_copy_at_the_first_search_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index a build (or an update) returns reads its embedded store through a checked private copy,
+    as a loaded one does, but makes it at its first search: `arag index` never searches. Threads that
+    search it at once share one copy, and damage done to the store after the build is refused there."""
+    import threading
+
+    copies: list[Path] = []
+    copy_verified = integrity_module.copy_verified
+
+    def copied(root: Path, source: Path, target: Path, recorded: dict[str, str]) -> None:
+        copies.append(target)
+        copy_verified(root, source, target, recorded)
+
+    monkeypatch.setattr(integrity_module, "copy_verified", copied)
+    docs = PagesLoader(6).load()
+    index = build_index(docs, tmp_path / "index", embeddings=WordHashEmbeddings(), backend="chroma")
+    assert copies == []
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(answers(index))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(copies) == 1 and len(results) == 4 and all(r == results[0] for r in results)
+    assert results[0] == answers(load_index(tmp_path / "index", embeddings=WordHashEmbeddings()))
+
+    damaged = build_index(docs, tmp_path / "damaged", embeddings=WordHashEmbeddings(), backend="chroma")
+    assert damaged.build_dir is not None
+    database = damaged.build_dir / "chroma" / "chroma.sqlite3"
+    database.write_bytes(database.read_bytes()[:-1] + b"!")
+    with pytest.raises(IndexDamagedError, match="chroma.sqlite3"):
+        damaged.semantic_search("reef tower", 3)

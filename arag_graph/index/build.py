@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import json
 import os
 import shutil
@@ -44,7 +45,7 @@ from arag_graph.index.chroma import (
 )
 from arag_graph.index.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.index.embeddings import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
-from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
+from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, SentenceOpener, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import (
     BUILDS,
@@ -483,8 +484,11 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
             store_checksums=store_checksums,
         )
         write_atomic(build_dir / MANIFEST, manifest.to_json())
-        if store_checksums is not None:  # the index returned answers from a checked copy, as loads do
-            sentences = open_sentences(root, manifest, build_dir, b.chunks, opts.chroma_timeout)
+        answering: SentenceStore | SentenceMatrix | SentenceOpener = sentences
+        if store_checksums is not None:
+            # The index returned answers from a checked copy, as loads do, made at its first search:
+            # `arag index` and `--update` never search, and the copy is a pass over the whole store.
+            answering = functools.partial(open_sentences, root, manifest, build_dir, b.chunks, opts.chroma_timeout)
         point_current(root, build)
         if summarized and b.summaries is not None:  # the build holds them now
             b.summaries.forget(root)
@@ -495,7 +499,7 @@ def _build_locked(b: _Build) -> HierarchicalIndex:
         raise
     remove_stale_builds(record, keep=build, drop=drop)
     sentences.root = root  # from now on a failed read is this index's damage, not a failed build
-    return HierarchicalIndex(root, manifest, store, keywords, sentences, b.embeddings, build_dir, updater=update_index)
+    return HierarchicalIndex(root, manifest, store, keywords, answering, b.embeddings, build_dir, updater=update_index)
 
 
 def _summaries(b: _Build, build_dir: Path, previous: str | None) -> Any:
@@ -652,7 +656,8 @@ def _changed_store(
     if new_rows:
         parts: dict[int, np.ndarray] = {}
         if copied:
-            found = reuse.previous.vectors_of([int(reuse.record_ids[same_text[i]]) for i in copied])  # type: ignore[index]
+            # Read from the copy, whose records are still the previous build's (nothing deleted yet).
+            found = store.vectors_of([int(reuse.record_ids[same_text[i]]) for i in copied])  # type: ignore[index]
             parts.update(zip(copied, found, strict=True))
         if missing:
             width = int(parts[copied[0]].shape[0]) if copied else None
@@ -753,16 +758,25 @@ class StoreReuse:
     """
 
     def __init__(self, index: HierarchicalIndex) -> None:
+        # The previous store itself is never opened: the update reads what it needs from its own
+        # checked copy, and from the record ids and fingerprint files the load checked.
         assert index.path is not None and index.build_dir is not None
-        store = index.sentences
-        assert isinstance(store, SentenceStore) and store.layout is not None
         manifest = index.manifest
         self.root = index.path
         self.source = index.build_dir / str(manifest.chroma.get("path", "chroma"))
         self.checksums = dict(manifest.store_checksums or {})
-        self.previous = store
-        count = len(store.layout)
-        self.record_ids = store.record_ids if store.record_ids is not None else np.arange(count, dtype=np.int64)
+        layout = SentenceLayout(index.store.chunks)
+        count = len(layout)
+        if count != manifest.sentences:
+            raise AragError(
+                f"{self.root}: the previous build's chunks hold {count} sentences, its manifest {manifest.sentences}"
+            )
+        if manifest.chroma.get("ids") == "records":
+            self.record_ids = load_index_array(self.root, index.build_dir / RECORD_IDS, mmap=False).astype(np.int64)
+        else:  # a store a full build wrote: record i is row i
+            self.record_ids = np.arange(count, dtype=np.int64)
+        if self.record_ids.shape != (count,):
+            raise AragError(f"{self.root}: the previous build's record ids do not match its sentences")
         self.fingerprint = load_index_array(
             self.root, index.build_dir / integrity.VECTOR_FINGERPRINT, mmap=False
         ).astype(np.float32)
@@ -773,7 +787,7 @@ class StoreReuse:
         """Previous rows by (chunk id, position, stored sentence, embedded text)."""
         self.by_text: dict[str, int] = {}
         """A previous row by embedded text: its vector serves a new row with the same text."""
-        described = store.layout.describe(np.arange(count), np.zeros(count, dtype=np.float32))
+        described = layout.describe(np.arange(count), np.zeros(count, dtype=np.float32))
         for start, documents, texts in sentence_blocks(
             index.store.chunks, headers, header_max_chars=manifest.header_max_chars
         ):
@@ -1001,12 +1015,11 @@ def _store_reusable(index: HierarchicalIndex) -> bool:
     embedded Chroma store with checksummed files and row-numbered records. A server collection is
     re-inserted into a new collection (Chroma's server has no copy of a collection), as are stores
     too old to say which record is which row."""
-    store = index.sentences
+    chroma = index.manifest.chroma
     return (
-        index.manifest.chroma.get("mode") == "persistent"
+        chroma.get("mode") == "persistent"
+        and chroma.get("ids") in ("rows", "records")
         and bool(index.manifest.store_checksums)
-        and isinstance(store, SentenceStore)
-        and store.layout is not None
         and integrity.VECTOR_FINGERPRINT in index.manifest.checksums
     )
 

@@ -24,6 +24,7 @@ the checksums that keep a damaged index from answering are :mod:`arag_graph.inde
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
 from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
+
+SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
+"""Opens a build's sentence store when it is first needed (:attr:`HierarchicalIndex.sentences`)."""
 
 SNIPPET_POOL = 3
 """semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
@@ -144,7 +148,7 @@ class HierarchicalIndex:
         manifest: Manifest,
         store: ChunkStore,
         keywords: KeywordIndex,
-        sentences: SentenceStore | SentenceMatrix,
+        sentences: SentenceStore | SentenceMatrix | SentenceOpener,
         embeddings: Embeddings,
         build_dir: Path | None = None,
         *,
@@ -159,8 +163,29 @@ class HierarchicalIndex:
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
-        self.sentences = sentences
+        self._sentences: SentenceStore | SentenceMatrix | None = None
+        self._open_sentences: SentenceOpener | None = None
+        if isinstance(sentences, (SentenceStore, SentenceMatrix)):
+            self._sentences = sentences
+        else:
+            self._open_sentences = sentences
+        self._sentences_lock = threading.Lock()
         self.embeddings = embeddings
+
+    @property
+    def sentences(self) -> SentenceStore | SentenceMatrix:
+        """The sentence vectors (a matrix or a Chroma collection), opened at first use when the index
+        was handed an opener: an embedded Chroma store is read through a checked private copy, which
+        costs a pass over the store's files, and neither an update (which copies the previous store
+        itself, checked) nor a build whose result nobody searches (``arag index``) has a use for one."""
+        store = self._sentences
+        if store is None:
+            with self._sentences_lock:  # an index is shared between threads: one copy, opened once
+                if self._sentences is None:
+                    assert self._open_sentences is not None
+                    self._sentences = self._open_sentences()
+                store = self._sentences
+        return store
 
     def __len__(self) -> int:
         return len(self.store)

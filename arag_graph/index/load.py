@@ -6,6 +6,7 @@ answer; :func:`verify_index` also reads every keyword array element and every se
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -64,6 +65,7 @@ def load_index(
     cache: bool = False,
     check_endpoint: Callable[[Manifest], None] | None = None,
     chroma_timeout: float | None = None,
+    sentences_at_first_use: bool = False,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -77,6 +79,10 @@ def load_index(
     manifest. ``check_endpoint(manifest)`` runs before any model is set up, and again on every
     cache hit: a served run passes the operator's policy, so that an index whose manifest names an
     embeddings endpoint the operator does not allow is refused before the key could go there.
+
+    ``sentences_at_first_use=True`` opens the sentence store at its first use rather than now (its
+    checks then run there): an update, which reads the previous store through its own checked copy,
+    has no use for a second one (:func:`arag_graph.index.sync.sync_index`).
 
     ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
 
@@ -136,9 +142,10 @@ def load_index(
             "the model from its manifest), or rebuild the index"
         )
     store, keywords = _load_files(root, build_dir, manifest)
-    sentences = open_sentences(root, manifest, build_dir, store.chunks, chroma_timeout)
+    opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
+    sentences = opener if sentences_at_first_use else opener()
     index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
-    if cache:
+    if cache and not sentences_at_first_use:
         with _LOADED_LOCK:
             _LOADED[key] = index
     return index

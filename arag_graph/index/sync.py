@@ -32,6 +32,6 @@ def sync_index(
     Documents are matched by id (a directory's: the file's path inside it) and compared by content
     hash; see :func:`update_index`.
     """
-    index = load_index(out, embeddings=embeddings)
+    index = load_index(out, embeddings=embeddings, sentences_at_first_use=True)
     documents = load_corpus(source, corpus_format) if isinstance(source, (str, os.PathLike)) else list(source)
     return update_index(index, sync=documents, progress=progress)
