@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,7 +49,6 @@ from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import (
     BUILDS,
     MANIFEST,
-    BuildRecord,
     build_lock,
     build_path,
     check_out,
@@ -323,12 +322,11 @@ def build_index(
 
     created = not root.exists()
     make_root(root)
-    # A process refused by the lock returns from build_lock's error before _writing is entered: it
+    # A process refused by the lock returns from build_lock's error before _build_locked runs: it
     # touches nothing, not even a directory it believes it created (another build is writing there).
-    with build_lock(root), _writing(root, created):
+    with build_lock(root):
         build = _Build(
             root=root,
-            record=open_record(root),
             created=created,
             chunks=chunks,
             documents=documents,
@@ -343,32 +341,11 @@ def build_index(
         return _build_locked(build)
 
 
-@contextlib.contextmanager
-def _writing(root: Path, created: bool) -> Iterator[None]:
-    """What a build or update that fails leaves behind, under the build lock.
-
-    A write the file system refused (full disk, read-only, no permission) is the one-line
-    :func:`_write_failure`; any other error goes on as it is. A first build (``created``: the
-    directory did not exist) that failed leaves no directory behind, as if never started; under the
-    lock, so that no other build can have started writing there meanwhile.
-    """
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
-            raise
-        raise _write_failure(root, exc) from None
-    finally:
-        if created and read_current(root, strict=False) is None:
-            shutil.rmtree(root, ignore_errors=True)
-
-
 @dataclass
 class _Build:
     """One build under way: what :func:`build_index` decided, handed to the build proper."""
 
     root: Path
-    record: BuildRecord
     created: bool
     chunks: list[Chunk]
     documents: list[SourceDocument] | None
@@ -394,13 +371,33 @@ class _Build:
 
 
 def _build_locked(b: _Build) -> HierarchicalIndex:
-    """The switch, under the lock: a new recorded build directory, written, then made active.
+    """A build or an update under the build lock, and what one that fails leaves behind.
+
+    A write the file system refused (full disk, read-only, no permission) is the one-line
+    :func:`_write_failure`; any other error goes on as it is. A first build (``created``: the
+    directory did not exist) that failed leaves no directory behind, as if never started; under the
+    lock, so that no other build can have started writing there meanwhile.
+    """
+    try:
+        return _switch(b)
+    except OSError as exc:
+        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
+            raise
+        raise _write_failure(b.root, exc) from None
+    finally:
+        if b.created and read_current(b.root, strict=False) is None:
+            shutil.rmtree(b.root, ignore_errors=True)
+
+
+def _switch(b: _Build) -> HierarchicalIndex:
+    """A new recorded build directory, written, then made active.
 
     What a reader sees and what is deleted is decided here: ``CURRENT`` points at a build only once
     :func:`_write_build` has written all of it, a build that fails or is killed leaves the previous
     one active, and only builds the ownership record names are deleted.
     """
-    root, record = b.root, b.record
+    root = b.root
+    record = open_record(root)
     build = new_build_name()
     build_dir = root / BUILDS / build
     previous = read_current(root, strict=False)
@@ -956,7 +953,6 @@ def update_index(
             reuse = VectorReuse(index)
         build = _Build(
             root=root,
-            record=open_record(root),
             created=False,
             chunks=chunks,
             documents=None,
@@ -971,8 +967,7 @@ def update_index(
             reuse=reuse,
             dimension=manifest.embedding_dim,
         )
-        with _writing(root, created=False):
-            updated = _build_locked(build)
+        updated = _build_locked(build)
     report.sentences_encoded, report.sentences_reused = reuse.encoded, reuse.reused
     return updated, report
 
