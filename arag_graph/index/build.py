@@ -411,24 +411,27 @@ def _switch(b: _Build) -> HierarchicalIndex:
     record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
     build_dir.mkdir(parents=True)
     try:
-        index, summarized = _write_build(b, build_dir, previous)
+        index = _write_build(b, build_dir, previous)
         point_current(root, build)
-        if summarized and b.summaries is not None:  # the build holds them now
-            b.summaries.forget(root)
     except BaseException:
-        drop(build_dir)
-        if not b.created or read_current(root, strict=False) is not None:
-            record.discard(build)
+        # An interrupt that lands after CURRENT was replaced (in the directory's fsync) leaves the
+        # new build active: it is complete, and dropping it would leave CURRENT naming nothing.
+        if read_current(root, strict=False) != build:
+            drop(build_dir)
+            if not b.created:  # a failed first build's directory goes whole (_build_locked)
+                record.discard(build)
         raise
     remove_stale_builds(record, keep=build, drop=drop)
     index.sentences.root = root  # from now on a failed read is this index's damage, not a failed build
+    if b.summaries is not None:  # the build holds them now: the resume file is not needed any more
+        b.summaries.forget(root)
     return index
 
 
-def _write_build(b: _Build, build_dir: Path, previous: str | None) -> tuple[HierarchicalIndex, Any]:
+def _write_build(b: _Build, build_dir: Path, previous: str | None) -> HierarchicalIndex:
     """Every file of the new build in ``build_dir`` (sentences, chunks, documents, keywords,
-    summaries, checksums, manifest last); returns the build as an index and the summaries written
-    (None without). Nothing here touches ``CURRENT`` or another build."""
+    summaries, checksums, manifest last), returned as an index. Nothing here touches ``CURRENT`` or
+    another build."""
     root, opts, timings = b.root, b.options, b.timings
     chroma_cfg = b.chroma_cfg
     if chroma_cfg["mode"] == "http":
@@ -516,8 +519,7 @@ def _write_build(b: _Build, build_dir: Path, previous: str | None) -> tuple[Hier
     write_atomic(build_dir / MANIFEST, manifest.to_json())
     if store_checksums is not None:  # the index returned answers from a checked copy, as loads do
         sentences = open_sentences(root, manifest, build_dir, b.chunks, opts.chroma_timeout)
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, b.embeddings, build_dir, updater=update_index)
-    return index, summarized
+    return HierarchicalIndex(root, manifest, store, keywords, sentences, b.embeddings, build_dir, updater=update_index)
 
 
 def _summaries(b: _Build, build_dir: Path, previous: str | None) -> Any:
