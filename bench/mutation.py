@@ -128,9 +128,13 @@ MODULES: dict[str, Target] = {
         select="not indexed_into_itself and not imports_without_fcntl and not loses_the_lock",
     ),
     "arag_graph/index/build.py": Target(
-        ("tests/test_index_ownership.py",),
-        functions=("_drop_build", "_build_locked"),
-        select="foreign or link or killed or failed_rebuild or loses_the_lock",
+        ("tests/test_index_ownership.py", "tests/test_index.py", "tests/test_index_updates.py"),
+        functions=("_build_locked", "_switch", "_drop_build", "_write_failure"),
+        # builds of a few documents with a cheap encoder: rebuilds over foreign, linked, damaged or
+        # leftover contents, builds that fail, are killed (a subprocess) or interrupted, updates
+        select="foreign_directory or foreign_current or link or adopted or accepted or leftover or killed or failed "
+        "or disk_refuses or interrupt_after or damaged_current or returns_names or summaries_of or dropping "
+        "or add_and_delete or encodes_only",
     ),
     "arag_graph/index/keywords.py": Target(
         ("tests/test_keywords.py",),
