@@ -110,6 +110,12 @@ MODULES: dict[str, Target] = {
         "or invalid_arguments",
         sample_index=True,
     ),
+    "arag_graph/llm/tool_artifacts.py": Target(
+        ("tests/test_tool_artifacts.py", "tests/test_tools.py"),
+        # hand-made tool messages and a three-document index, and the tools' own read set against the
+        # run's index (a small split index; not the tests on the session's sample index)
+        select="tool_artifacts or read_set_is_checked",
+    ),
     "arag_graph/index/layout.py": Target(
         ("tests/test_index_ownership.py",),
         functions=(
