@@ -281,8 +281,31 @@ _POLICY_4 = (
 )
 _POLICY_2 = "equivalent: `inside` is only read as `not inside`, and None is as false as False"
 
+_BUILD_0 = (
+    "equivalent: `strict` is only read as a truth value, and None is as false as False (a damaged CURRENT "
+    "still counts as no active build)"
+)
+_BUILD_1 = (
+    "equivalent: the clean-up reads CURRENT only after a first build (`b.created` is read first), and such "
+    "a directory's CURRENT is either absent (None either way) or the valid one this build wrote: a strict "
+    "read finds no damage to raise"
+)
+_BUILD_2 = (
+    "equivalent: a chroma setting that is missing or not a mapping is replaced by `{}` on the next line "
+    "(`if not isinstance(chroma, dict)`), so None and `{}` lead to the same: no collection dropped"
+)
+
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
+    # arag_graph/index/build.py
+    "arag_graph.index.build.x__switch__mutmut_10": _BUILD_0,
+    "arag_graph.index.build.x__switch__mutmut_39": _BUILD_0,
+    "arag_graph.index.build.x__build_locked__mutmut_11": _BUILD_0,
+    "arag_graph.index.build.x__build_locked__mutmut_13": _BUILD_1,
+    "arag_graph.index.build.x__build_locked__mutmut_14": _BUILD_1,
+    "arag_graph.index.build.x__drop_build__mutmut_1": _BUILD_2,
+    "arag_graph.index.build.x__drop_build__mutmut_21": _BUILD_2,
+    "arag_graph.index.build.x__drop_build__mutmut_23": _BUILD_2,
     # helper i27n (issue 27 item 1): arag_graph/run/policy.py, then index/layout.py and index/integrity.py
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_6": _POLICY_0,
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_12": _POLICY_0,

@@ -764,6 +764,7 @@ STORE = json.dumps(FROM_STORE[1])
         ({MANIFEST: "{", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
         ({MANIFEST: "[1]", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
         ({MANIFEST: "link", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
+        ({MANIFEST: "EIO", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),  # a read that fails
         ({MANIFEST: json.dumps({"chroma": {**HTTP, "collection": "p-20200101T000000-0badc0de"}})}, []),
         ({MANIFEST: json.dumps({"chroma": {**HTTP, "collection": f"p-{BUILD}x"}})}, []),
         ({MANIFEST: json.dumps({"chroma": {**HTTP, "mode": "persistent"}})}, []),
@@ -778,6 +779,7 @@ STORE = json.dumps(FROM_STORE[1])
         "manifest-not-json",
         "manifest-not-a-mapping",
         "manifest-a-link",
+        "manifest-unreadable",
         "another-builds-collection",
         "a-longer-name",
         "embedded-store",
@@ -790,6 +792,8 @@ STORE = json.dumps(FROM_STORE[1])
 def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
     files: dict[str, str], expected: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import errno
+
     from arag_graph.index import build as build_module
 
     root = tmp_path / "index"
@@ -819,7 +823,15 @@ def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
         calls.append(("connect", config, kwargs))
         return Collection(config["collection"])
 
+    read_index_bytes = build_module.read_index_bytes
+
+    def failing_read(root: Path, path: Path) -> bytes:  # a disk error reading it: no file fails on demand
+        if files.get(path.name) == "EIO":
+            raise OSError(errno.EIO, "Input/output error")
+        return read_index_bytes(root, path)
+
     monkeypatch.setattr(build_module, "connect_sentence_store", connect)
+    monkeypatch.setattr(build_module, "read_index_bytes", failing_read)
     build_module._drop_build(build_dir, 7.5)
     assert calls == expected
     assert not build_dir.exists() and not build_dir.is_symlink()  # the directory goes regardless
