@@ -110,6 +110,12 @@ MODULES: dict[str, Target] = {
         "or invalid_arguments",
         sample_index=True,
     ),
+    "arag_graph/llm/tool_artifacts.py": Target(
+        ("tests/test_tool_artifacts.py", "tests/test_tools.py"),
+        # hand-made tool messages and a three-document index, and the tools' own read set against the
+        # run's index (a small split index; not the tests on the session's sample index)
+        select="tool_artifacts or read_set_is_checked",
+    ),
     "arag_graph/index/layout.py": Target(
         ("tests/test_index_ownership.py",),
         functions=(
@@ -128,9 +134,18 @@ MODULES: dict[str, Target] = {
         select="not indexed_into_itself and not imports_without_fcntl and not loses_the_lock",
     ),
     "arag_graph/index/build.py": Target(
-        ("tests/test_index_ownership.py",),
-        functions=("_drop_build", "_build_locked"),
-        select="foreign or link or killed or failed_rebuild or loses_the_lock",
+        ("tests/test_index_ownership.py", "tests/test_index.py", "tests/test_index_updates.py"),
+        functions=("_build_locked", "_switch", "_drop_build", "_write_failure"),
+        # builds of a few documents with a cheap encoder: rebuilds over foreign, linked, damaged or
+        # leftover contents, builds that fail or are interrupted, updates interrupted at every step.
+        # Not the SIGKILLed rebuilds of tests/test_index.py: their subprocess cannot load mutmut's
+        # configuration from its working directory (the in-process interrupts cover the same steps).
+        # Not the interrupted updates of an embedded Chroma store either: in mutmut's forked test
+        # process Chroma's client deadlocks, so a surviving mutant would hang there and be counted
+        # as a timeout (killed); the matrix updates go through the same switch.
+        select="foreign_directory or foreign_current or link or adopted or accepted or leftover or killed_builds "
+        "or (killed_update and matrix) or failed or disk_refuses or interrupt_after or damaged_current "
+        "or returns_names or summaries_of or dropping or add_and_delete or encodes_only",
     ),
     "arag_graph/index/keywords.py": Target(
         ("tests/test_keywords.py",),
@@ -266,8 +281,31 @@ _POLICY_4 = (
 )
 _POLICY_2 = "equivalent: `inside` is only read as `not inside`, and None is as false as False"
 
+_BUILD_0 = (
+    "equivalent: `strict` is only read as a truth value, and None is as false as False (a damaged CURRENT "
+    "still counts as no active build)"
+)
+_BUILD_1 = (
+    "equivalent: the clean-up reads CURRENT only after a first build (`b.created` is read first), and such "
+    "a directory's CURRENT is either absent (None either way) or the valid one this build wrote: a strict "
+    "read finds no damage to raise"
+)
+_BUILD_2 = (
+    "equivalent: a chroma setting that is missing or not a mapping is replaced by `{}` on the next line "
+    "(`if not isinstance(chroma, dict)`), so None and `{}` lead to the same: no collection dropped"
+)
+
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
+    # arag_graph/index/build.py
+    "arag_graph.index.build.x__switch__mutmut_10": _BUILD_0,
+    "arag_graph.index.build.x__switch__mutmut_39": _BUILD_0,
+    "arag_graph.index.build.x__build_locked__mutmut_11": _BUILD_0,
+    "arag_graph.index.build.x__build_locked__mutmut_13": _BUILD_1,
+    "arag_graph.index.build.x__build_locked__mutmut_14": _BUILD_1,
+    "arag_graph.index.build.x__drop_build__mutmut_1": _BUILD_2,
+    "arag_graph.index.build.x__drop_build__mutmut_21": _BUILD_2,
+    "arag_graph.index.build.x__drop_build__mutmut_23": _BUILD_2,
     # helper i27n (issue 27 item 1): arag_graph/run/policy.py, then index/layout.py and index/integrity.py
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_6": _POLICY_0,
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_12": _POLICY_0,
@@ -634,6 +672,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
             raise SystemExit(f"mutmut did not finish {module}: see {log}")
         log.unlink()
         survivors = sorted(k for k, c in codes.items() if c in SURVIVED)
+        timeouts = sorted(k for k, c in codes.items() if c in TIMEOUT)
         diffs = {}
         for name in survivors:
             shown = subprocess.run([mutmut, "show", name], cwd=work, capture_output=True, text=True).stdout
@@ -654,6 +693,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
             "no_tests": sum(c in NO_TESTS for c in codes.values()),
             "other": sum(c not in KILLED | SURVIVED | NO_TESTS | TIMEOUT for c in codes.values()),
             "survivors": diffs,
+            "timeouts": timeouts,
         }
 
 
@@ -692,6 +732,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             lines += [f"Mutated only the guarding functions: {', '.join(f'`{f}`' for f in r['functions'])}.", ""]
         if module in MODULE_NOTES:
             lines += [MODULE_NOTES[module], ""]
+        if r.get("timeouts"):  # counted as killed: a mutant that makes a test hang is caught by it
+            lines += [f"Timed out (counted as killed): {', '.join(f'`{name}`' for name in r['timeouts'])}.", ""]
         for name, diff in r["survivors"].items():
             reason = REASONS.get(name, "not yet triaged: a test to kill it, or the reason it is equivalent, is owed")
             lines += [f"- `{name}`: {reason}", "", "```diff", diff, "```", ""]

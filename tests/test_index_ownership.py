@@ -553,3 +553,315 @@ def test_stale_builds_go_and_nothing_else_does(tmp_path: Path, monkeypatch: pyte
         f"{builds}: is a symbolic link, and arag never follows links out of an index directory"
     )
     assert (outside / "keep-me").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The switch (arag_graph/index/build.py): CURRENT moves only to a complete build, a build that
+# fails leaves the previous one answering and nothing of its own, and a dropped build takes only
+# its own server collection with it. Small builds with a cheap encoder, so that the mutation run
+# (bench/mutation.py) can run them for every mutant.
+
+NEW_DOCS = [SourceDocument("The Danube flows through Vienna.", id="danube")]
+SERVER = "http://127.0.0.1:8000"
+
+
+class FailingEmbeddings(NamedFakeEmbeddings):
+    """An encoder that fails on its first call, as a build interrupted by an error."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("embedding service went away")
+
+
+def chunk_ids(root: Path) -> list[str]:
+    return [c.id for c in load_index(root, embeddings=NamedFakeEmbeddings()).store.chunks]
+
+
+def recorded(root: Path) -> list[str]:
+    return list(json.loads((root / RECORD).read_text(encoding="utf-8"))["builds"])
+
+
+def builds_of(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / BUILDS).iterdir())
+
+
+def current_of(root: Path) -> str:
+    return (root / CURRENT).read_text(encoding="utf-8").strip()
+
+
+def test_a_write_the_disk_refuses_is_one_line_and_a_failed_build_leaves_nothing_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk (or a read-only one, no permission) while a build writes is one line naming the file;
+    a failed first build leaves no directory it created, and an existing directory as it was;
+    a failed rebuild leaves the previous build answering and recorded, and nothing else."""
+    import errno
+
+    from arag_graph.index.keywords import KeywordIndex
+
+    def refuse(make: Any) -> None:
+        def save(self: KeywordIndex, build_dir: Path) -> None:
+            raise make(build_dir)
+
+        monkeypatch.setattr(KeywordIndex, "save", save)
+
+    def full(build_dir: Path) -> OSError:
+        return OSError(errno.ENOSPC, "No space left on device", str(build_dir / "keywords.npz"))
+
+    refuse(full)
+    new = tmp_path / "new"
+    with pytest.raises(AragError) as caught:
+        build(new)
+    message = one_line(caught.value)
+    assert message.startswith(f"{new / BUILDS}/") and message.endswith(
+        "/keywords.npz: cannot write the index (No space left on device); free disk space or choose another --out"
+    )
+    assert not new.exists()  # a first build that failed: as if never started
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(AragError, match="No space left on device"):
+        build(empty)
+    assert empty.is_dir() and builds_of(empty) == [] and recorded(empty) == []  # the user's directory stays
+
+    monkeypatch.undo()
+    index = tmp_path / "index"
+    build(index)
+    before = (current_of(index), builds_of(index), recorded(index), chunk_ids(index))
+    refuse(full)
+    with pytest.raises(AragError, match="No space left on device"):
+        build(index, NEW_DOCS)
+    assert (current_of(index), builds_of(index), recorded(index), chunk_ids(index)) == before
+
+    refuse(lambda build_dir: OSError("wrote 3 of 12 bytes"))  # a short write, as numpy reports it: no errno
+    with pytest.raises(AragError) as caught:
+        build(index, NEW_DOCS)
+    assert one_line(caught.value) == (
+        f"{index}: cannot write the index (wrote 3 of 12 bytes); free disk space or choose another --out"
+    )
+    assert (current_of(index), builds_of(index), recorded(index), chunk_ids(index)) == before
+
+    refuse(lambda build_dir: FileNotFoundError(errno.ENOENT, "No such file or directory", str(build_dir / "x")))
+    with pytest.raises(FileNotFoundError):  # not a write the file system refused: goes on as it is
+        build(index, NEW_DOCS)
+    assert (current_of(index), builds_of(index), recorded(index), chunk_ids(index)) == before
+
+
+def test_a_failed_first_build_whose_directory_cannot_be_removed_reports_its_own_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    out = tmp_path / "new"
+    rmdir = os.rmdir
+
+    def denied_for_out(path: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(path) == out:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", denied_for_out)
+    with pytest.raises(RuntimeError, match="embedding service went away"):  # not the clean-up's error
+        build_index(DOCS, out, embeddings=FailingEmbeddings(), progress=False)
+    monkeypatch.undo()
+    assert out.is_dir() and not (out / BUILDS).exists()  # emptied as far as it could be
+
+
+def test_an_interrupt_after_current_is_replaced_leaves_the_new_build_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or any error) landing after the rename of CURRENT, in the sync of the directory: the
+    new build is complete and active, so it stays; the next build removes the previous one."""
+    import stat
+
+    index = tmp_path / "index"
+    build(index)
+    old = current_of(index)
+    fsync = os.fsync
+
+    def interrupted_after_the_switch(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode) and current_of(index) != old:
+            raise KeyboardInterrupt
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", interrupted_after_the_switch)
+    with pytest.raises(KeyboardInterrupt):
+        build(index, NEW_DOCS)
+    monkeypatch.undo()
+    new = current_of(index)
+    assert new != old and chunk_ids(index) == ["danube"]
+    assert builds_of(index) == sorted([old, new]) and sorted(recorded(index)) == sorted([old, new])
+    build(index, NEW_DOCS)
+    assert builds_of(index) == [current_of(index)] == recorded(index) and chunk_ids(index) == ["danube"]
+
+
+def test_a_rebuild_over_a_damaged_current_replaces_it_and_a_failed_one_leaves_no_build(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    build(index)
+    (index / CURRENT).write_text("not a build\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="embedding service went away"):
+        build_index(NEW_DOCS, index, embeddings=FailingEmbeddings(), progress=False)
+    assert builds_of(index) == [] and recorded(index) == []  # no build was active: none is kept
+    assert (index / CURRENT).read_text(encoding="utf-8") == "not a build\n"
+    build(index, NEW_DOCS)
+    assert builds_of(index) == [current_of(index)] == recorded(index) and chunk_ids(index) == ["danube"]
+
+
+def test_damage_found_in_the_index_a_build_returns_names_its_directory(tmp_path: Path) -> None:
+    from arag_graph.core.errors import IndexDamagedError
+
+    root = tmp_path / "index"
+    built = build_index(DOCS, root, embeddings=NamedFakeEmbeddings(), progress=False)
+    assert built.build_dir is not None
+    with (built.build_dir / str(built.manifest.chroma["path"])).open("r+b") as fh:  # the mapped matrix
+        fh.seek(-4, os.SEEK_END)
+        fh.write(b"\x00\x00\x40\x40")  # its last element 3.0: that row is no unit vector any more
+    with pytest.raises(IndexDamagedError) as caught:
+        built.sentences.check()
+    assert one_line(caught.value).endswith(f"rebuild with `arag index CORPUS --out {root}`")
+
+
+def test_summaries_of_the_previous_build_are_offered_and_forgotten_once_the_new_build_is_active(
+    tmp_path: Path,
+) -> None:
+    from arag_graph.llm.summarize import ModelSummaries
+
+    seen: list[tuple[str, Any]] = []
+
+    class Recording(ModelSummaries):
+        def write(self, build_dir: Path, root: Path, *args: Any, reuse: Any, **kwargs: Any) -> Any:
+            seen.append(("write", [p.relative_to(root).as_posix() for p in reuse]))
+            return super().write(build_dir, root, *args, reuse=reuse, **kwargs)
+
+        def forget(self, root: Path) -> None:
+            seen.append(("forget", current_of(root)))  # the resume file goes once CURRENT names the build
+            super().forget(root)
+
+    index = tmp_path / "index"
+    build_index(DOCS, index, embeddings=NamedFakeEmbeddings(), summaries=Recording("offline"), progress=False)
+    first = current_of(index)
+    assert seen == [("write", []), ("forget", first)]
+    seen.clear()
+    build_index(NEW_DOCS, index, embeddings=NamedFakeEmbeddings(), summaries=Recording("offline"), progress=False)
+    second = current_of(index)
+    assert second != first and seen == [("write", [f"{BUILDS}/{first}"]), ("forget", second)]
+
+
+# What _drop_build is given: a build directory of a Chroma server index, written by hand. Which
+# collection the server is asked to drop is decided in arag; the server's side of it is
+# tests/test_chroma_server.py::test_rebuild_swaps_collections_only_when_complete.
+BUILD = "20260101T000000-0123abcd"
+HTTP = {"mode": "http", "url": SERVER, "collection": f"p-{BUILD}", "ids": "rows"}
+FROM_MANIFEST = ("connect", HTTP, {"create": False, "timeout": 7.5})
+FROM_STORE = ("connect", {**HTTP, "collection": f"s-{BUILD}"}, {"create": False, "timeout": 7.5})
+STORE = json.dumps(FROM_STORE[1])
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({MANIFEST: json.dumps({"chroma": HTTP}), "sentences.json": STORE}, [FROM_MANIFEST, ("drop", f"p-{BUILD}")]),
+        ({"sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),  # killed before its manifest
+        ({MANIFEST: "{", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
+        ({MANIFEST: "[1]", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
+        ({MANIFEST: "link", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),
+        ({MANIFEST: "EIO", "sentences.json": STORE}, [FROM_STORE, ("drop", f"s-{BUILD}")]),  # a read that fails
+        ({MANIFEST: json.dumps({"chroma": {**HTTP, "collection": "p-20200101T000000-0badc0de"}})}, []),
+        ({MANIFEST: json.dumps({"chroma": {**HTTP, "collection": f"p-{BUILD}x"}})}, []),
+        ({MANIFEST: json.dumps({"chroma": {**HTTP, "mode": "persistent"}})}, []),
+        ({MANIFEST: json.dumps({"chroma": {**HTTP, "collection": 12}})}, []),
+        ({MANIFEST: json.dumps({"chroma": ["http"]}), "sentences.json": STORE}, []),  # the manifest decides
+        ({MANIFEST: json.dumps({"chroma": {**HTTP, "url": "http://unreachable:1"}})}, ["unreachable"]),
+        ({}, []),
+    ],
+    ids=[
+        "manifest",
+        "unfinished",
+        "manifest-not-json",
+        "manifest-not-a-mapping",
+        "manifest-a-link",
+        "manifest-unreadable",
+        "another-builds-collection",
+        "a-longer-name",
+        "embedded-store",
+        "collection-not-a-name",
+        "store-not-a-mapping",
+        "server-unreachable",
+        "empty",
+    ],
+)
+def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
+    files: dict[str, str], expected: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from arag_graph.index import build as build_module
+
+    root = tmp_path / "index"
+    build_dir = root / BUILDS / BUILD
+    build_dir.mkdir(parents=True)
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"chroma": {**HTTP, "collection": f"theirs-{BUILD}"}}), encoding="utf-8")
+    for name, text in files.items():
+        if text == "link":  # a manifest that is a link is never read
+            (build_dir / name).symlink_to(outside)
+        else:
+            (build_dir / name).write_text(text, encoding="utf-8")
+    calls: list[Any] = []
+
+    class Collection:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def drop(self) -> None:
+            calls.append(("drop", self.name))
+
+    def connect(config: dict[str, Any], where: Path, **kwargs: Any) -> Collection:
+        if config.get("url") == "http://unreachable:1":
+            calls.append("unreachable")
+            raise ConnectionError("connection refused")
+        assert where == build_dir
+        calls.append(("connect", config, kwargs))
+        return Collection(config["collection"])
+
+    read_index_bytes = build_module.read_index_bytes
+
+    def failing_read(root: Path, path: Path) -> bytes:  # a disk error reading it: no file fails on demand
+        if files.get(path.name) == "EIO":
+            raise OSError(errno.EIO, "Input/output error")
+        return read_index_bytes(root, path)
+
+    monkeypatch.setattr(build_module, "connect_sentence_store", connect)
+    monkeypatch.setattr(build_module, "read_index_bytes", failing_read)
+    build_module._drop_build(build_dir, 7.5)
+    assert calls == expected
+    assert not build_dir.exists() and not build_dir.is_symlink()  # the directory goes regardless
+    assert outside.exists()
+
+
+def test_a_rebuild_drops_a_leftover_builds_collection_with_the_chroma_timeout_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arag_graph.index import build as build_module
+
+    index = tmp_path / "index"
+    build(index)
+    leftover = "20200101T000000-0badc0de"
+    data = json.loads((index / RECORD).read_text(encoding="utf-8"))
+    (index / RECORD).write_text(json.dumps({**data, "builds": [*data["builds"], leftover]}), encoding="utf-8")
+    (index / BUILDS / leftover).mkdir()
+    config = {**HTTP, "collection": f"p-{leftover}"}
+    (index / BUILDS / leftover / "sentences.json").write_text(json.dumps(config), encoding="utf-8")
+    calls: list[Any] = []
+
+    class Collection:
+        def drop(self) -> None:
+            calls.append("drop")
+
+    def connect(config: dict[str, Any], where: Path, **kwargs: Any) -> Collection:
+        calls.append((config["collection"], where.name, kwargs))
+        return Collection()
+
+    monkeypatch.setattr(build_module, "connect_sentence_store", connect)
+    build_index(DOCS, index, embeddings=NamedFakeEmbeddings(), progress=False, chroma_timeout=7.5)
+    assert calls == [(f"p-{leftover}", leftover, {"create": False, "timeout": 7.5}), "drop"]
+    assert builds_of(index) == [current_of(index)] == recorded(index)

@@ -505,5 +505,5 @@ def test_a_built_chroma_index_opens_its_checked_copy_at_the_first_search_once(
     assert damaged.build_dir is not None
     database = damaged.build_dir / "chroma" / "chroma.sqlite3"
     database.write_bytes(database.read_bytes()[:-1] + b"!")
-    with pytest.raises(IndexDamagedError, match="chroma.sqlite3"):
+    with pytest.raises(IndexDamagedError, match=r"chroma\.sqlite3"):
         damaged.semantic_search("reef tower", 3)

@@ -50,7 +50,6 @@ from arag_graph.index.keywords import KeywordIndex, keyword_files
 from arag_graph.index.layout import (
     BUILDS,
     MANIFEST,
-    BuildRecord,
     build_lock,
     build_path,
     check_out,
@@ -324,34 +323,23 @@ def build_index(
 
     created = not root.exists()
     make_root(root)
-    # A process refused by the lock returns from build_lock's error before the try below: it
+    # A process refused by the lock returns from build_lock's error before _build_locked runs: it
     # touches nothing, not even a directory it believes it created (another build is writing there).
     with build_lock(root):
-        try:
-            build = _Build(
-                root=root,
-                record=open_record(root),
-                created=created,
-                chunks=chunks,
-                documents=documents,
-                embeddings=embeddings,
-                options=opts,
-                summaries=summaries,
-                chroma_cfg=chroma_cfg,
-                timings=timings,
-                started=started,
-                progress=progress,
-            )
-            return _build_locked(build)
-        except OSError as exc:
-            if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
-                raise
-            raise _write_failure(root, exc) from None
-        finally:
-            if created and read_current(root, strict=False) is None:
-                # A first build that failed leaves no directory behind, as if never started (under
-                # the lock, so that no other build can have started writing there meanwhile).
-                shutil.rmtree(root, ignore_errors=True)
+        build = _Build(
+            root=root,
+            created=created,
+            chunks=chunks,
+            documents=documents,
+            embeddings=embeddings,
+            options=opts,
+            summaries=summaries,
+            chroma_cfg=chroma_cfg,
+            timings=timings,
+            started=started,
+            progress=progress,
+        )
+        return _build_locked(build)
 
 
 @dataclass
@@ -359,7 +347,6 @@ class _Build:
     """One build under way: what :func:`build_index` decided, handed to the build proper."""
 
     root: Path
-    record: BuildRecord
     created: bool
     chunks: list[Chunk]
     documents: list[SourceDocument] | None
@@ -385,120 +372,158 @@ class _Build:
 
 
 def _build_locked(b: _Build) -> HierarchicalIndex:
-    """The build proper, under the lock: a new recorded build directory, switched to when complete."""
-    root, record, opts, timings = b.root, b.record, b.options, b.timings
+    """A build or an update under the build lock, and what one that fails leaves behind.
+
+    A write the file system refused (full disk, read-only, no permission) is the one-line
+    :func:`_write_failure`; any other error goes on as it is. A first build (``created``: the
+    directory did not exist) that failed leaves no directory behind, as if never started; under the
+    lock, so that no other build can have started writing there meanwhile.
+    """
+    try:
+        return _switch(b)
+    except OSError as exc:
+        if exc.errno is not None and exc.errno not in _WRITE_ERRORS:  # numpy's short writes have none
+            raise
+        raise _write_failure(b.root, exc) from None
+    finally:
+        if b.created and read_current(b.root, strict=False) is None:
+            shutil.rmtree(b.root, ignore_errors=True)
+
+
+def _switch(b: _Build) -> HierarchicalIndex:
+    """A new recorded build directory, written, then made active.
+
+    What a reader sees and what is deleted is decided here: ``CURRENT`` points at a build only once
+    :func:`_write_build` has written all of it, a build that fails or is killed leaves the previous
+    one active, and only builds the ownership record names are deleted.
+    """
+    root = b.root
+    record = open_record(root)
     build = new_build_name()
     build_dir = root / BUILDS / build
     previous = read_current(root, strict=False)
-    chroma_cfg = b.chroma_cfg
+
+    def drop(path: Path) -> None:
+        _drop_build(path, b.options.chroma_timeout)
 
     # Leftovers of killed builds (never pointed at) go now; the active build stays until the
     # new one is complete.
-    def drop(path: Path) -> None:
-        _drop_build(path, opts.chroma_timeout)
-
     remove_stale_builds(record, keep=previous, drop=drop)
     record.add(build)  # recorded before it exists: a build killed at any point is still known as ours
     build_dir.mkdir(parents=True)
     try:
-        if chroma_cfg["mode"] == "http":
-            chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build}"}
-        write_atomic(
-            build_dir / SENTENCE_STORE,
-            json.dumps(
-                {**chroma_cfg, **({"url": url_without_credentials(chroma_cfg["url"])} if "url" in chroma_cfg else {})}
-            ),
-        )
-        t0 = time.perf_counter()
-        stored = _store_sentences(
-            chroma_cfg,
-            build_dir,
-            b.chunks,
-            b.embeddings,
-            opts.contextual_headers,
-            opts.chroma_timeout,
-            b.progress,
-            b.header_max_chars,
-            b.reuse,
-            b.dimension,
-        )
-        sentences = stored.sentences
-        timings["encode_seconds"] = stored.encode_seconds
-        timings["insert_seconds"] = time.perf_counter() - t0 - stored.encode_seconds
-
-        t0 = time.perf_counter()
-        store = ChunkStore(b.chunks)
-        store.save(build_dir / CHUNKS)
-        table = b.table if b.table is not None else table_for(b.documents, b.chunks)
-        save_table(table, build_dir / DOCUMENTS)
-        keywords = _keyword_index(keyword_chunks(store.chunks, b.header_max_chars), opts.keyword_match, b.progress)
-        keywords.save(build_dir)
-        timings["keyword_seconds"] = time.perf_counter() - t0
-        summarized = _summaries(b, build_dir, previous)
-
-        t0 = time.perf_counter()
-        written = [CHUNKS, DOCUMENTS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
-        digest = None
-        store_checksums = None
-        stored_count = sentences.count()
-        if isinstance(sentences, SentenceMatrix):
-            written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
-        else:
-            # The records' content, for `verify` and for a server's store, whose files arag never sees.
-            np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
-            written.append(integrity.VECTOR_FINGERPRINT)
-            if chroma_cfg.get("ids") == "records":
-                written.append(RECORD_IDS)
-            digest = integrity.sentence_digest(b.chunks)
-        if chroma_cfg["mode"] == "persistent":
-            # Closed, its files are final; every later open reads them through a checked copy.
-            assert isinstance(sentences, SentenceStore)
-            sentences.close()
-            store_checksums = integrity.tree_checksums(build_dir / str(chroma_cfg["path"]))
-        checksums = integrity.checksums(build_dir, written)
-        timings["checksum_seconds"] = time.perf_counter() - t0
-        manifest = Manifest(
-            embedding_model=embedding_model_id(b.embeddings),
-            embedding_dim=stored.dimension,
-            chunk_size=opts.chunk_size,
-            contextual_headers=opts.contextual_headers,
-            header_max_chars=b.header_max_chars,
-            keyword_match=opts.keyword_match,
-            profile=opts.profile,
-            corpus_hash=corpus_hash(b.chunks),
-            documents=len(b.documents) if b.documents is not None and b.table is None else len(table),
-            chunks=len(b.chunks),
-            sentences=stored_count,
-            chroma=chroma_cfg,
-            build_seconds=round(time.perf_counter() - b.started, 3),
-            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            extra={
-                "timings": {k: round(v, 3) for k, v in timings.items()},
-                **({"summaries": summarized.info} if summarized else {}),
-            },
-            encoder=encoder_backend(b.embeddings),
-            embedding_prompts=embedding_prompts(b.embeddings),
-            embedding_base_url=endpoint_base_url(b.embeddings),
-            checksums=checksums,
-            sentence_digest=digest,
-            store_checksums=store_checksums,
-        )
-        write_atomic(build_dir / MANIFEST, manifest.to_json())
-        answering: SentenceStore | SentenceMatrix | SentenceOpener = sentences
-        if store_checksums is not None:
-            # The index returned answers from a checked copy, as loads do, made at its first search:
-            # `arag index` and `--update` never search, and the copy is a pass over the whole store.
-            answering = functools.partial(open_sentences, root, manifest, build_dir, b.chunks, opts.chroma_timeout)
+        index = _write_build(b, build_dir, previous)
         point_current(root, build)
-        if summarized and b.summaries is not None:  # the build holds them now
-            b.summaries.forget(root)
     except BaseException:
-        drop(build_dir)
-        if not b.created or read_current(root, strict=False) is not None:
-            record.discard(build)
+        # An interrupt that lands after CURRENT was replaced (in the directory's fsync) leaves the
+        # new build active: it is complete, and dropping it would leave CURRENT naming nothing.
+        if read_current(root, strict=False) != build:
+            drop(build_dir)
+            if not b.created:  # a failed first build's directory goes whole (_build_locked)
+                record.discard(build)
         raise
     remove_stale_builds(record, keep=build, drop=drop)
-    sentences.root = root  # from now on a failed read is this index's damage, not a failed build
+    if index.sentences_opened:  # (a store opened at first search is opened as this index's)
+        index.sentences.root = root  # from now on a failed read is this index's damage, not a failed build
+    if b.summaries is not None:  # the build holds them now: the resume file is not needed any more
+        b.summaries.forget(root)
+    return index
+
+
+def _write_build(b: _Build, build_dir: Path, previous: str | None) -> HierarchicalIndex:
+    """Every file of the new build in ``build_dir`` (sentences, chunks, documents, keywords,
+    summaries, checksums, manifest last), returned as an index. Nothing here touches ``CURRENT`` or
+    another build."""
+    root, opts, timings = b.root, b.options, b.timings
+    chroma_cfg = b.chroma_cfg
+    if chroma_cfg["mode"] == "http":
+        chroma_cfg = {**chroma_cfg, "collection": f"{chroma_cfg['collection']}-{build_dir.name}"}
+    write_atomic(
+        build_dir / SENTENCE_STORE,
+        json.dumps(
+            {**chroma_cfg, **({"url": url_without_credentials(chroma_cfg["url"])} if "url" in chroma_cfg else {})}
+        ),
+    )
+    t0 = time.perf_counter()
+    stored = _store_sentences(
+        chroma_cfg,
+        build_dir,
+        b.chunks,
+        b.embeddings,
+        opts.contextual_headers,
+        opts.chroma_timeout,
+        b.progress,
+        b.header_max_chars,
+        b.reuse,
+        b.dimension,
+    )
+    sentences = stored.sentences
+    timings["encode_seconds"] = stored.encode_seconds
+    timings["insert_seconds"] = time.perf_counter() - t0 - stored.encode_seconds
+
+    t0 = time.perf_counter()
+    store = ChunkStore(b.chunks)
+    store.save(build_dir / CHUNKS)
+    table = b.table if b.table is not None else table_for(b.documents, b.chunks)
+    save_table(table, build_dir / DOCUMENTS)
+    keywords = _keyword_index(keyword_chunks(store.chunks, b.header_max_chars), opts.keyword_match, b.progress)
+    keywords.save(build_dir)
+    timings["keyword_seconds"] = time.perf_counter() - t0
+    summarized = _summaries(b, build_dir, previous)
+
+    t0 = time.perf_counter()
+    written = [CHUNKS, DOCUMENTS, SENTENCE_STORE, *keyword_files(), *(summarized.files if summarized else ())]
+    digest = None
+    store_checksums = None
+    stored_count = sentences.count()
+    if isinstance(sentences, SentenceMatrix):
+        written.append(str(chroma_cfg["path"]))  # the vectors themselves: checked exactly
+    else:
+        # The records' content, for `verify` and for a server's store, whose files arag never sees.
+        np.save(build_dir / integrity.VECTOR_FINGERPRINT, stored.fingerprint, allow_pickle=False)
+        written.append(integrity.VECTOR_FINGERPRINT)
+        if chroma_cfg.get("ids") == "records":
+            written.append(RECORD_IDS)
+        digest = integrity.sentence_digest(b.chunks)
+    if chroma_cfg["mode"] == "persistent":
+        # Closed, its files are final; every later open reads them through a checked copy.
+        assert isinstance(sentences, SentenceStore)
+        sentences.close()
+        store_checksums = integrity.tree_checksums(build_dir / str(chroma_cfg["path"]))
+    checksums = integrity.checksums(build_dir, written)
+    timings["checksum_seconds"] = time.perf_counter() - t0
+    manifest = Manifest(
+        embedding_model=embedding_model_id(b.embeddings),
+        embedding_dim=stored.dimension,
+        chunk_size=opts.chunk_size,
+        contextual_headers=opts.contextual_headers,
+        header_max_chars=b.header_max_chars,
+        keyword_match=opts.keyword_match,
+        profile=opts.profile,
+        corpus_hash=corpus_hash(b.chunks),
+        documents=len(b.documents) if b.documents is not None and b.table is None else len(table),
+        chunks=len(b.chunks),
+        sentences=stored_count,
+        chroma=chroma_cfg,
+        build_seconds=round(time.perf_counter() - b.started, 3),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        extra={
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+            **({"summaries": summarized.info} if summarized else {}),
+        },
+        encoder=encoder_backend(b.embeddings),
+        embedding_prompts=embedding_prompts(b.embeddings),
+        embedding_base_url=endpoint_base_url(b.embeddings),
+        checksums=checksums,
+        sentence_digest=digest,
+        store_checksums=store_checksums,
+    )
+    write_atomic(build_dir / MANIFEST, manifest.to_json())
+    answering: SentenceStore | SentenceMatrix | SentenceOpener = sentences
+    if store_checksums is not None:
+        # The index returned answers from a checked copy, as loads do, made at its first search:
+        # `arag index` and `--update` never search, and the copy is a pass over the whole store.
+        answering = functools.partial(open_sentences, root, manifest, build_dir, b.chunks, opts.chroma_timeout)
     return HierarchicalIndex(root, manifest, store, keywords, answering, b.embeddings, build_dir, updater=update_index)
 
 
@@ -945,7 +970,6 @@ def update_index(
             reuse = VectorReuse(index)
         build = _Build(
             root=root,
-            record=open_record(root),
             created=False,
             chunks=chunks,
             documents=None,
@@ -960,12 +984,7 @@ def update_index(
             reuse=reuse,
             dimension=manifest.embedding_dim,
         )
-        try:
-            updated = _build_locked(build)
-        except OSError as exc:
-            if exc.errno is not None and exc.errno not in _WRITE_ERRORS:
-                raise
-            raise _write_failure(root, exc) from None
+        updated = _build_locked(build)
     report.sentences_encoded, report.sentences_reused = reuse.encoded, reuse.reused
     return updated, report
 

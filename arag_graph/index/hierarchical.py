@@ -173,6 +173,11 @@ class HierarchicalIndex:
         self.embeddings = embeddings
 
     @property
+    def sentences_opened(self) -> bool:
+        """Whether the sentence store is open (an index handed an opener opens it at first use)."""
+        return self._sentences is not None
+
+    @property
     def sentences(self) -> SentenceStore | SentenceMatrix:
         """The sentence vectors (a matrix or a Chroma collection), opened at first use when the index
         was handed an opener: an embedded Chroma store is read through a checked private copy, which

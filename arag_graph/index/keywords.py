@@ -150,16 +150,11 @@ def _match_spans(text: str, terms: Sequence[_Term], match: str) -> list[tuple[in
     """Character spans in ``text`` (original casing) of every counted match of every term."""
     low = text.lower()
     spans = [m.span() for term in terms for m in _pattern(term.text, match).finditer(low)]
-    if len(low) != len(text) and spans:
+    if len(low) != len(text):
         # A few characters lower-case to two (İ -> i̇); map lower-cased offsets back. Lengths do
-        # not depend on context (only final sigma does, and it keeps its length).
-        to_original = [0] * (len(low) + 1)
-        at = 0
-        for i, char in enumerate(text):
-            for _ in range(len(char.lower())):
-                to_original[at] = i
-                at += 1
-        to_original[at] = len(text)
+        # not depend on context (only final sigma does, and it keeps its length). A match ends
+        # after its last character, ``e - 1``, which is where its end maps from.
+        to_original = [i for i, char in enumerate(text) for _ in char.lower()]
         spans = [(to_original[s], to_original[e - 1] + 1) for s, e in spans]
     return spans
 
@@ -484,7 +479,7 @@ class KeywordIndex:
             scores = counts * float(term.weight)
         elif sum(len(ids) for _, ids, _ in counted) > n // 32:
             # Many candidates: a dense score array (lazily zeroed pages) beats sorting the union.
-            dense = np.zeros(n, np.float64)
+            dense = np.zeros(n)
             for term, ids, counts in counted:
                 dense[ids] += counts * term.weight  # ids are distinct within a term
             chunk_ids = np.flatnonzero(dense)
@@ -493,7 +488,7 @@ class KeywordIndex:
             chunk_ids, inverse = np.unique(np.concatenate([ids for _, ids, _ in counted]), return_inverse=True)
             weights = np.concatenate([counts * float(term.weight) for term, _, counts in counted])
             scores = np.bincount(inverse, weights=weights, minlength=len(chunk_ids))
-        best = _top(chunk_ids, scores, top_k)
+        best = _top(scores, top_k)  # positions in chunk order: ties go to the earlier chunk
         hits = []
         for at in best:
             chunk = chunk_ids[at]
@@ -757,11 +752,9 @@ def _kth_largest(scores: np.ndarray, k: int) -> float:
     return float(np.partition(scores, len(scores) - k)[len(scores) - k])
 
 
-def _top(chunk_ids: np.ndarray, scores: np.ndarray, top_k: int) -> np.ndarray:
-    """Positions of the ``top_k`` best scores, best first; equal scores in ascending chunk order.
-
-    ``chunk_ids`` is ascending, so among equal scores the earlier position is the earlier chunk.
-    """
+def _top(scores: np.ndarray, top_k: int) -> np.ndarray:
+    """Positions of the ``top_k`` best scores, best first; equal scores in ascending position (the
+    caller's positions are in chunk order, so the earlier chunk)."""
     if len(scores) > top_k:
         kth = _kth_largest(scores, top_k)
         above = np.flatnonzero(scores > kth)
