@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -97,3 +100,15 @@ def encodings_remembered() -> Iterator[None]:
         yield
     finally:
         SentenceEncoder.encode = encode  # type: ignore[method-assign]
+
+
+def seed_encoder(cache: Path, exported: Path) -> None:
+    """Put an exported encoder file (``OnnxSentenceEncoder.onnx_path``) into the cache directory
+    ``cache``, where a process with that cache finds it instead of exporting the model again (about
+    30 s of CPU, the same result every time)."""
+    folder = cache / "encoders"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(exported, folder / exported.name)  # 60 MB: a link when both are on one file system
+    except OSError:
+        shutil.copy2(exported, folder / exported.name)
