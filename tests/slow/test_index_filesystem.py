@@ -81,7 +81,10 @@ for leave in left:
     result.update(left=leave, search=run(search), builds=sorted(os.listdir(mnt / "index" / "builds")))
     rebuilds.append(result)
     empty()
-result = {{"first": first, "built": built, "before": before, "rebuilds": rebuilds, "encoded": len(encoded)}}
+from arag_graph.index.load import load_index
+sentences = load_index(mnt / "index").manifest.sentences
+result = {{"first": first, "built": built, "before": before, "rebuilds": rebuilds, "encoded": sum(encoded),
+          "sentences": sentences}}
 print({RESULT_MARK!r} + json.dumps(result))
 """
 
@@ -102,7 +105,8 @@ def test_a_full_disk_at_every_stage_of_a_build_is_one_line(backend: str, tmp_pat
     args = [str(mnt), str(sample_corpus_path()), json.dumps(LEFT), backend]
     got = run_in_namespace(mounts, FULL_DISK_SCRIPT, args, mount_env(_isolated_cache), timeout=1200)
 
-    assert got["encoded"] == 1, f"the sweep's builds encoded the corpus {got['encoded']} times, not once"
+    encoded, sentences = got["encoded"], got["sentences"]
+    assert encoded == sentences, f"the sweep's builds encoded {encoded} texts for {sentences} sentences, not each once"
     failures: list[str] = []
     for result in got["first"]:
         if result["code"] != 0:
