@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -71,16 +74,20 @@ def sentinel_langsmith_key(label: str) -> str:
 
 
 @contextlib.contextmanager
-def encodings_remembered() -> Iterator[None]:
+def encodings_remembered() -> Iterator[list[int]]:
     """While open, the real encoder computes each batch of texts once and hands the same vectors back.
 
     For tests that build the same corpus several times to test something else (the room left on a
-    disk, the backend that stores the vectors): the vectors are still the real encoder's.
+    disk, the backend that stores the vectors): the vectors are still the real encoder's. Yields the
+    list of batch sizes the real encoder computed, so a test can check that its builds did share.
+    Hold the context manager (``with``, or a name) while it is open: one dropped at once is closed
+    by the garbage collector, which undoes it.
     """
     from arag_graph.index.embeddings import SentenceEncoder
 
     encode = SentenceEncoder.encode
     seen: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}
+    computed: list[int] = []
 
     def remembered(
         self: SentenceEncoder, texts: Sequence[str], on_batch: Callable[[int], None] | None = None
@@ -88,12 +95,25 @@ def encodings_remembered() -> Iterator[None]:
         key = (type(self).__name__, self.model_id, tuple(texts))
         if key not in seen:
             seen[key] = encode(self, texts)
+            computed.append(len(texts))
         if on_batch is not None:
             on_batch(len(texts))
         return seen[key].copy()
 
     SentenceEncoder.encode = remembered  # type: ignore[method-assign]
     try:
-        yield
+        yield computed
     finally:
         SentenceEncoder.encode = encode  # type: ignore[method-assign]
+
+
+def seed_encoder(cache: Path, exported: Path) -> None:
+    """Put an exported encoder file (``OnnxSentenceEncoder.onnx_path``) into the cache directory
+    ``cache``, where a process with that cache finds it instead of exporting the model again (about
+    30 s of CPU, the same result every time)."""
+    folder = cache / "encoders"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(exported, folder / exported.name)  # 60 MB: a link when both are on one file system
+    except OSError:
+        shutil.copy2(exported, folder / exported.name)

@@ -73,9 +73,10 @@ def hotpot_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[HierarchicalI
     corpus = data_file("hotpotqa-100/corpus.json")
     questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
     root = tmp_path_factory.mktemp("hotpot-pair")
-    with encodings_remembered():  # one encoding of the corpus, stored by both backends
+    with encodings_remembered() as encoded:  # one encoding of the corpus, stored by both backends
         matrix = build_index(corpus, root / "matrix", progress=False)
         chroma = build_index(corpus, root / "chroma", backend="chroma", progress=False)
+    assert sum(encoded) == matrix.manifest.sentences, encoded  # each sentence encoded once for both builds
     return matrix, chroma, [q["question"] for q in questions]
 
 

@@ -1,4 +1,5 @@
-"""The OpenAI stand-in's faults look to a real client the way real faults do.
+"""The stand-ins: the OpenAI stand-in's faults look to a real client the way real faults do, and a
+silent server stops when its block ends.
 
 Fault-injection tests (issue 7) rely on each scripted fault reaching ``ChatOpenAI`` as the error a
 real endpoint would cause; these checks pin that down without an index or a graph.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import time
 
 import openai
 import pytest
@@ -27,6 +29,7 @@ from tests.stubs.openai_server import (
     tool_call,
     truncated,
 )
+from tests.stubs.silent_server import SilentServer
 
 
 def chat(server: OpenAIStubServer, *, retries: int = 0, timeout: float = 10.0) -> ChatOpenAI:
@@ -118,5 +121,19 @@ def test_stopping_does_not_wait_for_a_stalled_reply() -> None:
     with pytest.raises(openai.APITimeoutError):
         model.invoke("q")
     server.stop()
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+
+
+@pytest.mark.parametrize("drip", [False, True], ids=["silent", "dripping"])
+def test_a_silent_server_is_stopped_when_its_block_ends(drip: bool) -> None:
+    """Leaving the ``with`` block ends the accepting thread, not merely a wait for it (an accept()
+    that nothing woke made every test using the server wait out the join's 5 s, then leave the
+    thread behind)."""
+    with SilentServer(drip=drip) as server, socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        port = server.port
+        while server.accepted == 0:  # the accepting thread has taken one connection and waits for the next
+            time.sleep(0.01)
+    assert not server._thread.is_alive()
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
         pass

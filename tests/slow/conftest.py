@@ -8,6 +8,7 @@ an OpenAI-compatible stand-in started for the session (``served_model``), which 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,19 @@ from tests.stubs.openai_server import OpenAIStubServer
 def served_model() -> Iterator[OpenAIStubServer]:
     with OpenAIStubServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def exported_encoder(_isolated_cache: Path) -> Path:
+    """The default encoder's ONNX file, exported once into the session's cache (loading it exports
+    it there if no build has yet), for the servers that stand for an operator who has run arag before."""
+    from arag_graph.index.embeddings import OnnxSentenceEncoder, default_embeddings
+
+    encoder = default_embeddings()
+    assert isinstance(encoder, OnnxSentenceEncoder), f"the default encoder is {type(encoder).__name__}, not ONNX"
+    assert encoder.dimension > 0  # loads the model, exporting it on first use
+    assert encoder.onnx_path is not None and encoder.onnx_path.is_file(), encoder.onnx_path
+    return encoder.onnx_path
 
 
 @pytest.fixture(scope="session")

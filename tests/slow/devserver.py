@@ -1,8 +1,11 @@
 """Starting a real ``langgraph dev`` server for tests, shared by the tests/slow modules that need one.
 
 The server runs as a subprocess from the repository root on a free port, with the offline policy,
-no API keys, tracing off and a fresh cache directory, so its first run builds the bundled sample
-index (20 to 40 s on two cores) the way a new user's first Studio run does. It is started the way
+no API keys, tracing off and a fresh cache directory, so its first run exports the default encoder
+to ONNX (about 30 s of CPU) and builds the bundled sample index the way a new user's first Studio
+run does. A server that stands for an operator whose machine has run arag before gets the session's
+exported encoder in its cache instead (``encoder=``): the export is the same every time, and
+tests/slow/test_langgraph_dev.py's server still does it as a new user's does. It is started the way
 the README says (``langgraph dev --no-browser --port N``, no ``--host``), so the address it binds to
 is the default one a user gets; tests check that it is localhost.
 
@@ -31,6 +34,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient, SyncLangGraphClient
+
+from tests.fakes import seed_encoder
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "langgraph.json"
@@ -125,14 +130,19 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_dev_server(workdir: Path, env: dict[str, str] | None = None) -> Iterator[DevServer]:
+def running_dev_server(
+    workdir: Path, env: dict[str, str] | None = None, *, encoder: Path | None = None
+) -> Iterator[DevServer]:
     """Start ``langgraph dev`` as the README does and stop it (with all its children) afterwards.
 
     ``env`` adds to the server's environment (the operator's settings: keys, allowed endpoints).
+    ``encoder``: an exported encoder file the server's cache starts with (:func:`seed_encoder`).
     """
     executable = Path(sys.executable).with_name("langgraph")
     if not executable.exists():
         pytest.skip("langgraph-cli is not installed next to this Python (pip install 'langgraph-cli[inmem]')")
+    if encoder is not None:
+        seed_encoder(workdir / "cache", encoder)
     port = free_port()
     command = [str(executable), "dev", "--config", str(CONFIG), "--port", str(port), "--no-browser", "--no-reload"]
     command += ["--n-jobs-per-worker", "10"]  # as the README says: `langgraph dev` alone runs one run at a time
@@ -153,6 +163,9 @@ def running_dev_server(workdir: Path, env: dict[str, str] | None = None) -> Iter
         yield server
     finally:
         stop(process)
+    if encoder is not None:  # the server found the encoder it was given: it exported none of its own
+        exported = sorted(path.name for path in (workdir / "cache" / "encoders").iterdir())
+        assert exported == [encoder.name], f"the server exported an encoder beside the one it was given: {exported}"
 
 
 def listening_addresses(port: int | None = None, inodes: set[str] | None = None) -> set[str]:

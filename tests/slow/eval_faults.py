@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.fakes import seed_encoder
+
 REPO = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = ("graph", "setting_key", "n", "errors", "contain_acc", "exact_match", "f1", "llm_acc", "steps")
 
@@ -285,8 +287,17 @@ def run_campaign(
     seed: int,
     extra: Sequence[str],
     max_kills: int = 3,
+    encoder: Path | None = None,
 ) -> Campaign:
-    """The reference run, then ``trials`` trials of one to ``max_kills`` kills each."""
+    """The reference run, then ``trials`` trials of one to ``max_kills`` kills each.
+
+    ``encoder``: the exported encoder file the runs' cache starts with (:func:`tests.fakes.seed_encoder`),
+    as it does when the index was built with the same cache (bench/bench_eval_kill.py); without it the
+    reference run's start-up would include the one-off export, and the kills drawn within the start-up
+    would be drawn within that.
+    """
+    if encoder is not None:
+        seed_encoder(workdir / "cache", encoder)
     env = child_env(workdir / "cache")
     reference = workdir / "reference"
     startup, reference_seconds = timed_reference(eval_command(questions, index, reference, extra), env, reference)

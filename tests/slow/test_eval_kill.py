@@ -29,14 +29,21 @@ SEED = 20260204
 
 
 def test_killed_evaluations_resume_to_the_uninterrupted_result(
-    hotpot_slice: tuple[Path, Path], hotpot_index: HierarchicalIndex, tmp_path: Path
+    hotpot_slice: tuple[Path, Path], hotpot_index: HierarchicalIndex, tmp_path: Path, exported_encoder: Path
 ) -> None:
     _, questions = hotpot_slice
     index = tmp_path / "index"
     shutil.copytree(hotpot_index.path, index)  # a kill while the index is open must not touch the shared one
     extra = ["--graphs", "arag,naive_rag", "--max-steps", "1,3", "--limit", "4", "--workers", "2"]
     campaign = run_campaign(
-        questions=questions, index=index, workdir=tmp_path, trials=TRIALS, seed=SEED, extra=extra, max_kills=MAX_KILLS
+        questions=questions,
+        index=index,
+        workdir=tmp_path,
+        trials=TRIALS,
+        seed=SEED,
+        extra=extra,
+        max_kills=MAX_KILLS,
+        encoder=exported_encoder,
     )
     figures = campaign.figures()
     report = json.dumps(campaign.as_dict(), indent=1)  # the whole campaign, when an assertion fails

@@ -37,8 +37,10 @@ mnt, corpus, left, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv
 
 # The seventeen builds below index the same corpus with the real encoder; its vectors are computed
 # once and handed back to every later build, since what varies is the room left for storing them.
+# The context manager is held by a name: dropped at once, it would be closed and undone.
 from tests.fakes import encodings_remembered
-encodings_remembered().__enter__()
+remembered = encodings_remembered()
+encoded = remembered.__enter__()
 
 def run(argv):
     out, err = io.StringIO(), io.StringIO()
@@ -79,7 +81,11 @@ for leave in left:
     result.update(left=leave, search=run(search), builds=sorted(os.listdir(mnt / "index" / "builds")))
     rebuilds.append(result)
     empty()
-print({RESULT_MARK!r} + json.dumps({{"first": first, "built": built, "before": before, "rebuilds": rebuilds}}))
+from arag_graph.index.load import load_index
+sentences = load_index(mnt / "index").manifest.sentences
+result = {{"first": first, "built": built, "before": before, "rebuilds": rebuilds, "encoded": sum(encoded),
+          "sentences": sentences}}
+print({RESULT_MARK!r} + json.dumps(result))
 """
 
 
@@ -99,6 +105,8 @@ def test_a_full_disk_at_every_stage_of_a_build_is_one_line(backend: str, tmp_pat
     args = [str(mnt), str(sample_corpus_path()), json.dumps(LEFT), backend]
     got = run_in_namespace(mounts, FULL_DISK_SCRIPT, args, mount_env(_isolated_cache), timeout=1200)
 
+    encoded, sentences = got["encoded"], got["sentences"]
+    assert encoded == sentences, f"the sweep's builds encoded {encoded} texts for {sentences} sentences, not each once"
     failures: list[str] = []
     for result in got["first"]:
         if result["code"] != 0:

@@ -11,6 +11,7 @@ server.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +28,9 @@ WIDEST_TREE = {"decoding": "tree", "max_steps": 50, "beam": 4, "expand": 8, "rol
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[DevServer, OpenAIStubServer]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, exported_encoder: Path
+) -> Iterator[tuple[DevServer, OpenAIStubServer]]:
     with OpenAIStubServer() as model:
         model.script([], then=text("Answer: Stephen King"))  # never valid structured output: every step retries
         env = {
@@ -39,7 +42,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Itera
             "ARAG_MAX_MODEL_CALLS": str(CAP),
             "ARAG_MAX_QUESTION_CHARS": "2000",
         }
-        with running_dev_server(tmp_path_factory.mktemp("langgraph-dev-budgets"), env) as server:
+        workdir = tmp_path_factory.mktemp("langgraph-dev-budgets")
+        with running_dev_server(workdir, env, encoder=exported_encoder) as server:
             yield server, model
 
 

@@ -41,7 +41,10 @@ def chroma_drips(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) ->
 
 @pytest.fixture(scope="module")
 def served(
-    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, chroma_drips: tuple[Path, SilentServer]
+    tmp_path_factory: pytest.TempPathFactory,
+    sample_index: Any,
+    chroma_drips: tuple[Path, SilentServer],
+    exported_encoder: Path,
 ) -> Iterator[tuple[DevServer, SilentServer]]:
     root, chroma = chroma_drips
     with SilentServer(drip=True, limit=60.0) as drip:
@@ -57,7 +60,8 @@ def served(
             "ARAG_MODEL_TIMEOUT": "2",
             "ARAG_MODEL_RETRIES": "0",
         }
-        with running_dev_server(tmp_path_factory.mktemp("langgraph-dev-deadlines"), env) as server:
+        workdir = tmp_path_factory.mktemp("langgraph-dev-deadlines")
+        with running_dev_server(workdir, env, encoder=exported_encoder) as server:
             yield server, drip
 
 

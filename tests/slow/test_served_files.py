@@ -28,7 +28,9 @@ QUESTION = "Who directed the film that was shot in or around Leland, North Carol
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Iterator[tuple[DevServer, Path, Path]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, exported_encoder: Path
+) -> Iterator[tuple[DevServer, Path, Path]]:
     base = tmp_path_factory.mktemp("served-files")
     private = base / "private"
     shutil.copytree(sample_index.path, private, symlinks=True)
@@ -49,7 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, sample_index: Any) -> Itera
     # gpt-4o-mini is allowed but the operator set no key: its runs fail inside a graph node
     env = {"ARAG_INDEX_ROOT": str(via), "ARAG_INDEX": str(root / "real"), "ARAG_ALLOWED_MODELS": "gpt-4o-mini"}
     (base / "server").mkdir()
-    with running_dev_server(base / "server", env) as server:
+    with running_dev_server(base / "server", env, encoder=exported_encoder) as server:
         yield server, base, root
 
 

@@ -76,7 +76,10 @@ def hosts(
 
 @pytest.fixture(scope="module")
 def servers(
-    tmp_path_factory: pytest.TempPathFactory, sample_index: Any, hosts: tuple[OpenAIStubServer, ChromaRecorder, Path]
+    tmp_path_factory: pytest.TempPathFactory,
+    sample_index: Any,
+    hosts: tuple[OpenAIStubServer, ChromaRecorder, Path],
+    exported_encoder: Path,
 ) -> Iterator[tuple[DevServer, OpenAIStubServer, OpenAIStubServer, OpenAIStubServer]]:
     echo, _, root = hosts
     with OpenAIStubServer() as allowed, OpenAIStubServer() as attacker, OpenAIStubServer() as hung:
@@ -95,7 +98,8 @@ def servers(
             "ARAG_MODEL_TIMEOUT": "3600",
             "ARAG_MODEL_RETRIES": "0",
         }
-        with running_dev_server(tmp_path_factory.mktemp("langgraph-dev-security"), env) as server:
+        workdir = tmp_path_factory.mktemp("langgraph-dev-security")
+        with running_dev_server(workdir, env, encoder=exported_encoder) as server:
             yield server, allowed, attacker, hung
 
 
