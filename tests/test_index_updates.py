@@ -421,6 +421,19 @@ class CountingEmbeddings(WordHashEmbeddings):
         return super().embed_documents(texts)
 
 
+def store_copies(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Where every checked copy of an embedded store goes from now on (each a pass over the store)."""
+    copies: list[Path] = []
+    copy_verified = integrity_module.copy_verified
+
+    def copied(root: Path, source: Path, target: Path, recorded: dict[str, str]) -> None:
+        copies.append(target)
+        copy_verified(root, source, target, recorded)
+
+    monkeypatch.setattr(integrity_module, "copy_verified", copied)
+    return copies
+
+
 def test_a_chroma_update_changes_only_the_changed_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An embedded Chroma index updates in proportion to the change, not to its size: the previous
     store is copied and only new sentences are encoded and added (its old records deleted), and the
@@ -438,14 +451,7 @@ def test_a_chroma_update_changes_only_the_changed_records(tmp_path: Path, monkey
         return add_rows(self, start, layout, documents, *args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(SentenceStore, "add_rows", counted)
-    copies: list[Path] = []
-    copy_verified = integrity_module.copy_verified
-
-    def copied(root: Path, source: Path, target: Path, recorded: dict[str, str]) -> None:
-        copies.append(target)
-        copy_verified(root, source, target, recorded)
-
-    monkeypatch.setattr(integrity_module, "copy_verified", copied)
+    copies = store_copies(monkeypatch)
     counting = CountingEmbeddings()
     edited = Document(page_content="A new tower was raised on the reef. Its lamp is red.", id="doc7")
     extra = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra")
@@ -481,14 +487,7 @@ def test_a_built_chroma_index_opens_its_checked_copy_at_the_first_search_once(
     search it at once share one copy, and damage done to the store after the build is refused there."""
     import threading
 
-    copies: list[Path] = []
-    copy_verified = integrity_module.copy_verified
-
-    def copied(root: Path, source: Path, target: Path, recorded: dict[str, str]) -> None:
-        copies.append(target)
-        copy_verified(root, source, target, recorded)
-
-    monkeypatch.setattr(integrity_module, "copy_verified", copied)
+    copies = store_copies(monkeypatch)
     docs = PagesLoader(6).load()
     index = build_index(docs, tmp_path / "index", embeddings=WordHashEmbeddings(), backend="chroma")
     assert copies == []
