@@ -640,7 +640,8 @@ def configure(work: Path, module: str, tests: list[str], *, sample_index: bool =
             f"source_paths = [{source!r}]\n"
             f"only_mutate = [{module!r}]\n"
             f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n'
+            # one process: mutmut collects which tests reach which function in the process it starts
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0", "-q", "-x", "-m", "not slow"]\n'
             "use_git_change_detection = false\n"
         )
         also_copy = ["data/"]  # tests read the repository's data/ next to tests/ (tests.conftest.data_file)

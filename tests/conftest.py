@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -129,6 +129,28 @@ def langsmith_recorder() -> Iterator[LangSmithRecorder]:
     with LangSmithRecorder() as recorder:
         yield recorder
     assert not recorder.errors, f"the LangSmith stand-in itself failed: {recorder.errors[0]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Two worker processes (pytest-xdist, addopts in pyproject.toml): a module runs whole in one worker, so
+# its module fixtures (a served index, a `langgraph dev` per operator policy) start once; modules that
+# share a session fixture worth sharing (the session's `langgraph dev`) name one `xdist_group`.
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by module: a test's unit of work is its ``xdist_group`` when it has one,
+    else its file (xdist's own loadgroup sends every other test on its own, module fixtures and all)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleOrGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return nodeid.split("::", 1)[0] if scope == nodeid else f"group {scope}"
+
+    return ModuleOrGroupScheduling(config, log)
 
 
 # ---------------------------------------------------------------------------------------------

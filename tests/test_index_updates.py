@@ -25,6 +25,7 @@ from arag_graph.index import integrity as integrity_module
 from arag_graph.index.build import build_index, update_index
 from arag_graph.index.chroma import SentenceStore
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.keywords import keyword_files
 from arag_graph.index.layout import BUILDS, RECORD, read_current
 from arag_graph.index.load import load_index, verify_index
 from arag_graph.index.sync import sync_index
@@ -227,6 +228,34 @@ def test_an_update_encodes_only_new_text(tmp_path: Path) -> None:
     assert report.sentences_encoded == 2 and report.sentences_reused == 2 * 20
     same_again, nothing = update_index(updated, upsert=[new])
     assert not nothing and same_again is updated
+
+
+def test_an_update_tokenizes_only_new_chunks_and_writes_the_keyword_files_a_rebuild_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arag_graph.index import keywords as keywords_module
+
+    docs = PagesLoader(30).load()
+    index = build(docs, tmp_path / "index")
+    tokenized: list[int] = []
+    real_words = keywords_module._words
+
+    def counting(code: np.ndarray) -> tuple[list[str], np.ndarray]:
+        tokenized.append(int(np.count_nonzero(code == 0)))  # the texts of a batch each end in NUL
+        return real_words(code)
+
+    monkeypatch.setattr(keywords_module, "_words", counting)
+    changed = Document(page_content="A new tower was raised on the reef.", id="doc7", metadata={"source": "x"})
+    added = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra")
+    updated, _ = update_index(index, upsert=[changed, added], delete=["doc3", "doc20"])
+    assert sum(tokenized) == 2  # the changed and the added document's chunks, not all 29
+    monkeypatch.undo()
+    corpus = [changed if d.id == "doc7" else d for d in docs if d.id not in ("doc3", "doc20")] + [added]
+    full = build(corpus, tmp_path / "full")
+    assert updated.build_dir is not None and full.build_dir is not None
+    for name in keyword_files():
+        assert (updated.build_dir / name).read_bytes() == (full.build_dir / name).read_bytes(), name
+    same_index(updated, full)
 
 
 def test_deleting_an_unknown_id_is_one_line(tmp_path: Path) -> None:

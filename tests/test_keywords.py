@@ -408,3 +408,94 @@ def test_top_positions_match_a_full_sort_on_large_tied_score_sets(seed: int) -> 
     for top_k in (1, 5, 20):
         expected = np.lexsort((chunk_ids, -scores))[:top_k]
         assert _top(scores, top_k).tolist() == expected.tolist()
+
+
+# -- updating an index in place of a rebuild ------------------------------------------------------
+
+
+def assert_same_index(got: KeywordIndex, want: KeywordIndex) -> None:
+    """Equal array for array, types included: what a rebuild would have saved, byte for byte."""
+    assert got.match == want.match
+    assert got._vocab == want._vocab
+    assert got._fingerprint == want._fingerprint
+    for name in ("offsets", "occ_chunk", "occ_pos", "starts", "text"):
+        a, b = getattr(got, f"_{name}"), getattr(want, f"_{name}")
+        assert a.dtype == b.dtype, name
+        assert np.array_equal(a, b), name
+
+
+def renamed(chunks: list[Chunk], prefix: str) -> list[Chunk]:
+    return [Chunk(id=f"{prefix}{i}", text=c.text, sentences=c.sentences) for i, c in enumerate(chunks)]
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_an_updated_index_equals_a_rebuild_of_the_changed_chunks(data: st.DataObject) -> None:
+    """Chunks removed, edited, added, repeated and reordered: the update equals from_chunks."""
+    words = st.sampled_from(["film", "films", "Film", "art", "party", "İstanbul", "東京", "ß", "U.S.", "x"])
+    text = st.lists(words | st.text(alphabet="aAb .(-)İı東😀1\u0307\x00", max_size=5), max_size=8).map(" ".join)
+    before = make_chunks(data.draw(st.lists(text, max_size=12), label="before"))
+    index = KeywordIndex.from_chunks(before)
+    kept = data.draw(st.lists(st.sampled_from(before), max_size=14) if before else st.just([]), label="kept")
+    added = make_chunks(data.draw(st.lists(text, max_size=4), label="added"))
+    after = data.draw(st.permutations(kept + added), label="after")
+    if data.draw(st.booleans(), label="in order"):
+        after = sorted(kept, key=before.index) + added
+    after = renamed(after, "n")  # ids never decide what is kept: the text does
+    assert_same_index(index.updated(after, before), KeywordIndex.from_chunks(after))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_updating_a_real_corpus_equals_a_rebuild_and_answers_the_same(mode: str) -> None:
+    texts = CORPORA["real"]
+    before = make_chunks(texts[:250])
+    rng = random.Random(25)
+    after = [c for c in before if rng.random() > 0.05]  # some removed
+    for i in rng.sample(range(len(after)), 10):  # some edited
+        after[i] = Chunk(id=after[i].id, text=after[i].text.replace("the", "a") + " Edited.", sentences=())
+    after += make_chunks(texts[250:])  # some added (ids c0.. repeat: only texts count)
+    index = KeywordIndex.from_chunks(before, match=mode)  # type: ignore[arg-type]
+    updated, rebuilt = index.updated(after, before), KeywordIndex.from_chunks(after, match=mode)  # type: ignore[arg-type]
+    assert_same_index(updated, rebuilt)
+    pool = keyword_pool([c.text for c in after], random.Random(3), 60)
+    for i in range(0, 60, 3):
+        check_against_brute_force(updated, after, pool[i : i + 3])
+
+
+def test_an_update_tokenizes_only_the_chunks_whose_text_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.index import keywords as module
+
+    before = make_chunks(CORPORA["real"][:200])
+    index = KeywordIndex.from_chunks(before)
+    after = [*before[:150], *before[151:], Chunk(id="new", text="A new passage about İstanbul films.")]
+    tokenized: list[int] = []
+    real_words = module._words
+
+    def counting(code: np.ndarray) -> tuple[list[str], np.ndarray]:
+        tokenized.append(int(np.count_nonzero(code == 0)))  # texts in this batch (each ends in NUL)
+        return real_words(code)
+
+    monkeypatch.setattr(module, "_words", counting)
+    updated = index.updated(after, before)
+    assert tokenized == [1]
+    monkeypatch.undo()
+    assert_same_index(updated, KeywordIndex.from_chunks(after))
+
+
+def test_an_update_with_a_long_new_chunk_widens_the_positions() -> None:
+    before = make_chunks(["J. Om Prakash was here.", "short text"])
+    long_text = "filler words here. " * 4000 + "J. Om Prakash at the end."
+    after = [*before, Chunk(id="long", text=long_text)]
+    updated = KeywordIndex.from_chunks(before).updated(after, before)
+    assert updated._occ_pos.dtype == np.uint32
+    assert_same_index(updated, KeywordIndex.from_chunks(after))
+    assert_same_index(KeywordIndex.from_chunks(after).updated(before, after), KeywordIndex.from_chunks(before))
+
+
+def test_an_update_from_other_chunks_than_the_index_was_built_from_is_refused() -> None:
+    before = make_chunks(TEXTS)
+    index = KeywordIndex.from_chunks(before)
+    with pytest.raises(AragError, match="not built from the 4 chunks given as before"):
+        index.updated(before, before[:-1])
+    with pytest.raises(AragError, match="not built from"):
+        index.updated(before, renamed(before, "other"))

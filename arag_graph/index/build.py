@@ -46,7 +46,7 @@ from arag_graph.index.chroma import (
 from arag_graph.index.embedding_models import endpoint_base_url, resolve_embeddings
 from arag_graph.index.embeddings import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, SentenceOpener, open_sentences
-from arag_graph.index.keywords import KeywordIndex, keyword_files
+from arag_graph.index.keywords import Indexed, KeywordIndex, keyword_files
 from arag_graph.index.layout import (
     BUILDS,
     MANIFEST,
@@ -364,6 +364,9 @@ class _Build:
     copied and changed rather than filled anew (:class:`StoreReuse`)."""
     dimension: int = 0
     """The vectors' dimension when no sentence is encoded (an update that leaves the index empty)."""
+    keywords_before: tuple[KeywordIndex, Sequence[Indexed]] | None = None
+    """The previous build's keyword index and the chunks it indexes (an update): only chunks with new
+    text are tokenized (:meth:`KeywordIndex.updated`)."""
 
     @property
     def header_max_chars(self) -> int:
@@ -466,7 +469,9 @@ def _write_build(b: _Build, build_dir: Path, previous: str | None) -> Hierarchic
     store.save(build_dir / CHUNKS)
     table = b.table if b.table is not None else table_for(b.documents, b.chunks)
     save_table(table, build_dir / DOCUMENTS)
-    keywords = _keyword_index(keyword_chunks(store.chunks, b.header_max_chars), opts.keyword_match, b.progress)
+    keywords = _keyword_index(
+        keyword_chunks(store.chunks, b.header_max_chars), opts.keyword_match, b.progress, b.keywords_before
+    )
     keywords.save(build_dir)
     timings["keyword_seconds"] = time.perf_counter() - t0
     summarized = _summaries(b, build_dir, previous)
@@ -707,10 +712,18 @@ def _changed_store(
     return _StoredSentences(store, dimension, encode_seconds, fingerprint)
 
 
-def _keyword_index(chunks: Sequence[Chunk], match: KeywordMatch, progress: bool) -> KeywordIndex:
+def _keyword_index(
+    chunks: Sequence[Indexed],
+    match: KeywordMatch,
+    progress: bool,
+    before: tuple[KeywordIndex, Sequence[Indexed]] | None = None,
+) -> KeywordIndex:
+    """The keyword index of ``chunks``; an update's (``before``) changes the previous one instead."""
     from tqdm.auto import tqdm
 
     with tqdm(total=len(chunks), desc="keyword index", unit="chunk", disable=not progress, leave=False) as bar:
+        if before is not None and before[0].match == match:
+            return before[0].updated(chunks, before[1], on_chunks=bar.update)
         return KeywordIndex.from_chunks(chunks, match=match, on_chunks=bar.update)
 
 
@@ -983,6 +996,7 @@ def update_index(
             table=new_table,
             reuse=reuse,
             dimension=manifest.embedding_dim,
+            keywords_before=(index.keywords, keyword_chunks(index.store.chunks, manifest.header_max_chars)),
         )
         updated = _build_locked(build)
     report.sentences_encoded, report.sentences_reused = reuse.encoded, reuse.reused

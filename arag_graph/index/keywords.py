@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import itertools
 import json
 import re
@@ -45,7 +46,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -75,6 +76,16 @@ _SEP = b"\x00"
 # Chunks tokenised together while building.
 _BUILD_BATCH = 2048
 _ASCII_WORD = np.array([bool(_WORD.fullmatch(chr(b))) for b in range(128)] + [False] * 128)
+
+
+class Indexed(Protocol):
+    """What the index reads of a chunk: its id (for the fingerprint) and the text it matches."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +203,7 @@ def _runs(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sorted_ids[first].astype(np.int64), np.diff(np.append(first, len(sorted_ids)))
 
 
-def _fingerprint(chunks: Sequence[Chunk]) -> str:
+def _fingerprint(chunks: Sequence[Indexed]) -> str:
     """Identifies the chunk list an index was built from, cheaply enough to check on every load."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(_utf8("\x1f".join(chunk.id for chunk in chunks)))
@@ -268,57 +279,109 @@ class KeywordIndex:
 
     @classmethod
     def from_chunks(
-        cls, chunks: Sequence[Chunk], match: MatchMode = "word", on_chunks: Callable[[int], None] | None = None
+        cls, chunks: Sequence[Indexed], match: MatchMode = "word", on_chunks: Callable[[int], None] | None = None
     ) -> KeywordIndex:
         """Index ``chunks``: word mode takes about 40 s and 3 GB at peak per million 400-character
         chunks on one core (substring mode only stores the text), hence :meth:`save`/:meth:`load`.
         ``on_chunks(n)`` is called as each batch of ``n`` chunks is read, for progress bars."""
         _check_mode(match)
-        blob: list[bytes] = []
-        starts = [np.zeros(1, np.int64)]
-        # Per batch and word occurrence: word id, chunk index, byte offset in the chunk.
-        word_ids: list[np.ndarray] = []
-        chunk_ids: list[np.ndarray] = []
-        in_chunk_offsets: list[np.ndarray] = []
-        ids: defaultdict[str, int] = defaultdict()
-        ids.default_factory = ids.__len__  # first sight of a word assigns the next id, at C speed
-        done = 0  # bytes of text stored so far
-        for first in range(0, len(chunks), _BUILD_BATCH):
-            # A batch of texts goes through each step at once: per-chunk (let alone per-word)
-            # Python work would dominate the build. NUL is not \w: no word straddles two texts.
-            lows = [chunk.text.lower() for chunk in chunks[first : first + _BUILD_BATCH]]
-            joined = "\x00".join(lows) + "\x00"
-            data = _utf8(joined)
-            blob.append(data)
-            ends = np.cumsum([len(low) + 1 for low in lows])  # in characters
-            ascii_only = len(data) == len(joined)
-            if match == "word" or not ascii_only:
-                code = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
-            byte_at = None  # byte offset of each character, needed once any is not ASCII
-            if not ascii_only:
-                width = 1 + (code >= 0x80).astype(np.int64) + (code >= 0x800) + (code >= 0x10000)
-                byte_at = np.concatenate(([0], np.cumsum(width)))
-            batch_starts = done + (ends if byte_at is None else byte_at[ends])
-            starts.append(batch_starts)
-            if match == "word":
-                words, at = _words(code)
-                word_ids.append(np.fromiter(map(ids.__getitem__, words), np.int32, len(words)))
-                at = done + (at if byte_at is None else byte_at[at])
-                chunk = np.searchsorted(batch_starts, at, side="right")
-                in_chunk = at - np.concatenate(([done], batch_starts))[chunk]
-                chunk_ids.append((chunk + first).astype(np.int32))
-                in_chunk_offsets.append(in_chunk.astype(np.uint32))
-            done = int(batch_starts[-1]) if len(lows) else done
-            if on_chunks is not None:
-                on_chunks(len(lows))
-        text = np.frombuffer(b"".join(blob), np.uint8)
-        del blob
-        all_starts = np.concatenate(starts)
+        scan = _scan(chunks, words=match == "word", on_chunks=on_chunks)
         return cls(
             match=match,
-            **_invert(list(ids), word_ids, chunk_ids, in_chunk_offsets, all_starts),
-            starts=all_starts,
-            text=text,
+            **_invert(scan.vocabulary, scan.word_ids, scan.chunk_ids, scan.positions, scan.starts),
+            starts=scan.starts,
+            text=scan.text,
+            fingerprint=_fingerprint(chunks),
+        )
+
+    def updated(
+        self, chunks: Sequence[Indexed], before: Sequence[Indexed], on_chunks: Callable[[int], None] | None = None
+    ) -> KeywordIndex:
+        """The index of ``chunks``, equal array for array to ``from_chunks(chunks, self.match)``,
+        made from this index of ``before`` (the chunks it was built from).
+
+        An update changes a few chunks of many: tokenizing every chunk again and sorting every word
+        occurrence was most of an update's keyword step (bench/results/update.md). Here a chunk
+        whose text some chunk of ``before`` has word for word keeps that chunk's occurrences,
+        renumbered; only the other chunks are tokenized, and their occurrences are merged into the
+        kept ones, which are already in (word, corpus) order whenever the kept chunks keep their
+        order (else they are sorted once). Texts, not ids, decide what is kept: occurrences depend
+        on the text alone, so a match by text can never be stale.
+        """
+        if _fingerprint(before) != self._fingerprint or len(before) != len(self):
+            raise AragError(
+                f"this keyword index was not built from the {len(before)} chunks given as before; "
+                "pass the chunks it was built from, or build anew with KeywordIndex.from_chunks"
+            )
+        if self.match != "word":  # substring mode stores only the text, which is the cheap part
+            return type(self).from_chunks(chunks, self.match, on_chunks)
+        first_with_text: dict[str, int] = {}
+        for position, chunk in enumerate(before):
+            first_with_text.setdefault(chunk.text, position)
+        target = np.full(len(before), -1, np.int64)  # where each chunk of before went, -1 if nowhere
+        fresh: list[int] = []  # the chunks to tokenize: new texts, and repeats of a text already taken
+        for position, chunk in enumerate(chunks):
+            source = first_with_text.get(chunk.text)
+            if source is None or target[source] >= 0:
+                fresh.append(position)
+            else:
+                target[source] = position
+        whole = _scan(chunks, words=False, on_chunks=on_chunks)  # every text (cheap: no words)
+        new = _scan([chunks[i] for i in fresh], words=True)
+
+        # Ranks in the sorted union of the two vocabularies (the old one is sorted).
+        old_words = self._vocab
+        known = set(old_words)
+        extra = sorted({word for word in new.vocabulary if word not in known})
+        inserted_at = np.fromiter((bisect_left(old_words, word) for word in extra), np.int64, len(extra))
+        old_rank = np.arange(len(old_words), dtype=np.int64)
+        old_rank += np.searchsorted(inserted_at, old_rank, side="right")
+        extra_rank = dict(zip(extra, (inserted_at + np.arange(len(extra))).tolist(), strict=True))
+        new_rank = np.fromiter(
+            (extra_rank[w] if w in extra_rank else int(old_rank[bisect_left(old_words, w)]) for w in new.vocabulary),
+            np.int64,
+            len(new.vocabulary),
+        )
+
+        # Occurrences keyed by (word rank, chunk); within a chunk they stay in text order.
+        width = max(len(chunks), 1)
+        moved = target[self._occ_chunk]
+        keep = moved >= 0
+        kept_key = np.repeat(old_rank, np.diff(self._offsets))[keep]
+        kept_key *= width
+        kept_key += moved[keep]
+        kept_pos = self._occ_pos[keep].astype(np.uint32)
+        del moved, keep
+        if len(kept_key) > 1 and not bool(np.all(kept_key[1:] >= kept_key[:-1])):
+            order = np.argsort(kept_key, kind="stable")  # the kept chunks changed order
+            kept_key, kept_pos = kept_key[order], kept_pos[order]
+        fresh_at = np.asarray(fresh, np.int64)
+        new_key = new_rank[_drain(new.word_ids, np.int32)] * width
+        new_key += fresh_at[_drain(new.chunk_ids, np.int32)]
+        new_pos = _drain(new.positions, np.uint32)
+        order = np.argsort(new_key, kind="stable")
+        new_key, new_pos = new_key[order], new_pos[order]
+        # No key is in both (a chunk is kept or new), so where a new key goes is unambiguous.
+        slots = np.searchsorted(kept_key, new_key)
+        key = np.insert(kept_key, slots, new_key)
+        pos = np.insert(kept_pos, slots, new_pos)
+        del kept_key, kept_pos, new_key, new_pos
+
+        rank, owner = np.divmod(key, width)
+        del key
+        counts = np.bincount(rank, minlength=len(old_words) + len(extra))
+        alive = np.flatnonzero(counts)  # a word no chunk holds any more leaves the vocabulary
+        merged = list(heapq.merge(old_words, extra))
+        offsets = np.zeros(len(alive) + 1, np.int64)
+        np.cumsum(counts[alive], out=offsets[1:])
+        return type(self)(
+            match=self.match,
+            vocabulary=[merged[i] for i in alive.tolist()],
+            offsets=offsets,
+            occ_chunk=owner.astype(np.int32),
+            occ_pos=pos.astype(_position_type(whole.starts)),
+            starts=whole.starts,
+            text=whole.text,
             fingerprint=_fingerprint(chunks),
         )
 
@@ -345,7 +408,7 @@ class KeywordIndex:
 
     @classmethod
     def load(
-        cls, directory: Path, chunks: Sequence[Chunk], *, mmap: bool = True, root: Path | None = None
+        cls, directory: Path, chunks: Sequence[Indexed], *, mmap: bool = True, root: Path | None = None
     ) -> KeywordIndex:
         """Open an index written by :meth:`save` for the same ``chunks``.
 
@@ -674,6 +737,67 @@ def _words(code: np.ndarray) -> tuple[list[str], np.ndarray]:
     return words, first
 
 
+@dataclass
+class _Scanned:
+    """What one pass over chunk texts found (:func:`_scan`)."""
+
+    text: np.ndarray  # the lower-cased texts, UTF-8, each followed by NUL
+    starts: np.ndarray  # where each text starts in ``text``, and its end
+    vocabulary: list[str]  # the words met, in the order of their ids
+    word_ids: list[np.ndarray]  # per batch and occurrence: word id,
+    chunk_ids: list[np.ndarray]  # chunk (position in the list scanned)
+    positions: list[np.ndarray]  # and byte offset in the chunk's text
+
+
+def _scan(chunks: Sequence[Indexed], *, words: bool, on_chunks: Callable[[int], None] | None = None) -> _Scanned:
+    """The stored text of ``chunks`` and, with ``words``, every word occurrence in it."""
+    blob: list[bytes] = []
+    starts = [np.zeros(1, np.int64)]
+    word_ids: list[np.ndarray] = []
+    chunk_ids: list[np.ndarray] = []
+    in_chunk_offsets: list[np.ndarray] = []
+    ids: defaultdict[str, int] = defaultdict()
+    ids.default_factory = ids.__len__  # first sight of a word assigns the next id, at C speed
+    done = 0  # bytes of text stored so far
+    for first in range(0, len(chunks), _BUILD_BATCH):
+        # A batch of texts goes through each step at once: per-chunk (let alone per-word)
+        # Python work would dominate the build. NUL is not \w: no word straddles two texts.
+        lows = [chunk.text.lower() for chunk in chunks[first : first + _BUILD_BATCH]]
+        joined = "\x00".join(lows) + "\x00"
+        data = _utf8(joined)
+        blob.append(data)
+        ends = np.cumsum([len(low) + 1 for low in lows])  # in characters
+        ascii_only = len(data) == len(joined)
+        if words or not ascii_only:
+            code = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+        byte_at = None  # byte offset of each character, needed once any is not ASCII
+        if not ascii_only:
+            width = 1 + (code >= 0x80).astype(np.int64) + (code >= 0x800) + (code >= 0x10000)
+            byte_at = np.concatenate(([0], np.cumsum(width)))
+        batch_starts = done + (ends if byte_at is None else byte_at[ends])
+        starts.append(batch_starts)
+        if words:
+            found, at = _words(code)
+            word_ids.append(np.fromiter(map(ids.__getitem__, found), np.int32, len(found)))
+            at = done + (at if byte_at is None else byte_at[at])
+            chunk = np.searchsorted(batch_starts, at, side="right")
+            in_chunk = at - np.concatenate(([done], batch_starts))[chunk]
+            chunk_ids.append((chunk + first).astype(np.int32))
+            in_chunk_offsets.append(in_chunk.astype(np.uint32))
+        done = int(batch_starts[-1]) if len(lows) else done
+        if on_chunks is not None:
+            on_chunks(len(lows))
+    text = np.frombuffer(b"".join(blob), np.uint8)
+    del blob
+    return _Scanned(text, np.concatenate(starts), list(ids), word_ids, chunk_ids, in_chunk_offsets)
+
+
+def _position_type(starts: np.ndarray) -> type[np.unsignedinteger[Any]]:
+    """The narrowest type that holds every byte offset within a chunk."""
+    longest = int((starts[1:] - starts[:-1]).max(initial=0))
+    return np.uint16 if longest <= np.iinfo(np.uint16).max else np.uint32
+
+
 def _invert(
     words: list[str],
     word_ids: list[np.ndarray],
@@ -700,9 +824,7 @@ def _invert(
     term &= 0xFFFFFFFF  # in place: the occurrence numbers, now in (word, corpus) order
     by_term = term
     occ_chunk = _drain(chunk_ids, np.int32)[by_term]
-    longest = int((starts[1:] - starts[:-1]).max(initial=0))
-    pos_dtype = np.uint16 if longest <= np.iinfo(np.uint16).max else np.uint32
-    pos = _drain(offsets_in_chunk, np.uint32).astype(pos_dtype)
+    pos = _drain(offsets_in_chunk, np.uint32).astype(_position_type(starts))
     return {
         "vocabulary": [words[i] for i in order],
         "offsets": offsets,

@@ -7,9 +7,9 @@ and the snippets stay bare. Build and load both need this, so it lives apart fro
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, bounded_header, chunk_header
 
@@ -61,7 +61,18 @@ def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> 
         yield headers
 
 
-def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[Chunk]:
+class KeywordText(NamedTuple):
+    """A chunk as keyword search matches it: its id, and its header before its text.
+
+    Only what the keyword index reads: a copy of the whole chunk (``dataclasses.replace``) cost
+    four times as much, and an update makes this list for the previous build and the new one.
+    """
+
+    id: str
+    text: str
+
+
+def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[Chunk | KeywordText]:
     """What keyword_search matches: with contextual headers, each chunk's header (its title) before
     its text. Snippets still come from the chunk itself, so they never show the header.
 
@@ -74,7 +85,7 @@ def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[C
     headed = []
     for c in chunks:
         header = chunk_header(c, header_max_chars)
-        headed.append(dataclasses.replace(c, text=f"{header}\n{c.text}") if header else c)
+        headed.append(KeywordText(c.id, f"{header}\n{c.text}" if header else c.text))
     return headed
 
 

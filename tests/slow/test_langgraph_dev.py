@@ -15,7 +15,8 @@ import pytest
 
 from tests.slow.devserver import CONFIG, LOOPBACK, DevServer, listening_addresses
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+# One worker runs every module that uses the session's server (tests/slow/conftest.py), which starts once.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("langgraph-dev")]
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))

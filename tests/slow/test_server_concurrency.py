@@ -28,7 +28,8 @@ from tests.reliability import record
 from tests.slow.devserver import DevServer
 from tests.stubs.openai_server import OpenAIStubServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+# One worker runs every module that uses the session's server (tests/slow/conftest.py), which starts once.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("langgraph-dev")]
 
 RUNS = 50
 QUESTIONS = [q.question for q in load_questions(sample_questions_path())]

@@ -17,7 +17,8 @@ import pytest
 
 from tests.slow.devserver import DevServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+# One worker runs every module that uses the session's server (tests/slow/conftest.py), which starts once.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("langgraph-dev")]
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = json.loads((REPO / "arag_graph" / "data" / "sample" / "questions.json").read_text(encoding="utf-8"))[0][
