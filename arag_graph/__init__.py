@@ -11,8 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see of the lazy names below (every name of _EXPORTS; `as`: re-exported)
-    from arag_graph.agent.tools import AragToolkit as AragToolkit
-    from arag_graph.agent.tools import create_retrieval_tools as create_retrieval_tools
     from arag_graph.core.documents import Chunk as Chunk
     from arag_graph.core.documents import SearchHit as SearchHit
     from arag_graph.core.documents import SourceDocument as SourceDocument
@@ -22,22 +20,24 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names below (every name 
     from arag_graph.index.hierarchical import HierarchicalIndex as HierarchicalIndex
     from arag_graph.index.load import load_index as load_index
     from arag_graph.index.vectorstore import AragVectorStore as AragVectorStore
-    from arag_graph.retrieval.langchain_retriever import IndexRetriever as IndexRetriever
-    from arag_graph.retrieval.langchain_retriever import make_retriever as make_retriever
+    from arag_graph.retrievers.langchain_retriever import IndexRetriever as IndexRetriever
+    from arag_graph.retrievers.langchain_retriever import make_retriever as make_retriever
+    from arag_graph.tools.toolkit import AragToolkit as AragToolkit
+    from arag_graph.tools.toolkit import create_retrieval_tools as create_retrieval_tools
 
 _EXPORTS = {
     "AragError": "arag_graph.core.errors",
     "Chunk": "arag_graph.core.documents",
     "SourceDocument": "arag_graph.core.documents",
     "HierarchicalIndex": "arag_graph.index.hierarchical",
-    "IndexRetriever": "arag_graph.retrieval.langchain_retriever",
-    "make_retriever": "arag_graph.retrieval.langchain_retriever",
+    "IndexRetriever": "arag_graph.retrievers.langchain_retriever",
+    "make_retriever": "arag_graph.retrievers.langchain_retriever",
     "SearchHit": "arag_graph.core.documents",
     "BuildOptions": "arag_graph.index.build",
     "build_index": "arag_graph.index.build",
     "load_index": "arag_graph.index.load",
-    "create_retrieval_tools": "arag_graph.agent.tools",
-    "AragToolkit": "arag_graph.agent.tools",
+    "create_retrieval_tools": "arag_graph.tools.toolkit",
+    "AragToolkit": "arag_graph.tools.toolkit",
     "AragVectorStore": "arag_graph.index.vectorstore",
 }
 

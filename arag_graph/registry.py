@@ -1,8 +1,8 @@
 """Every graph of the package by name, with its builder and its configuration class.
 
-The CLI (``arag ask --graph``), the evaluation runner and ``graphs/`` look graphs up here, so a
+The CLI (``arag ask --graph``), the evaluation runner and ``arag_graph/served/`` look graphs up here, so a
 variant is registered once. Builders are held by reference (jump-to-definition works from here and
-from ``graphs/``); this module sits above every graph family in the layer order for that reason.
+from ``arag_graph/served/``); this module sits above every graph family in the layer order for that reason.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import AragError

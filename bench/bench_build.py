@@ -31,7 +31,7 @@ from benchenv import DATA, RESULTS
 from arag_graph.core.chunking import chunk_documents
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
-from arag_graph.index.embeddings import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index.encoders import ENCODERS, OnnxSentenceEncoder, check_encoder, default_embeddings
 from arag_graph.index.text import sentence_inputs
 
 DEFAULT_DATA = DATA / "hotpotqa-100"

@@ -32,7 +32,7 @@ from typing import Any
 
 from benchenv import DATA, RESULTS, ROOT, machine
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.chunking import chunk_documents
 from arag_graph.core.errors import AragError

@@ -71,7 +71,7 @@ def plain_loop(steps: int) -> Timing:
 
 
 def graph_run(graph: object, steps: int) -> Timing:
-    from arag_graph.agent.graph import build_arag_graph
+    from arag_graph.arag.graph import build_arag_graph
 
     model = GenericFakeChatModel(messages=iter(script(steps)))
     g = build_arag_graph(graph, model, tool_set="none", extra_tools=[echo])  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
-    from arag_graph.qa.sample import ensure_sample_index
+    from arag_graph.index.sample import ensure_sample_index
 
     index = ensure_sample_index(progress=False)  # only for citation checks; the tool is trivial
     for _ in range(3):  # warm-up: imports, first compile

@@ -2,7 +2,7 @@
 
 Every question runs through each graph twice with the offline no-LLM policy: once with
 ``answer_style="sentence"`` (the answer before: the best-scoring sentence of what was read) and once
-with ``"span"`` (the answer now: :mod:`arag_graph.llm.answer_span`'s short span). Retrieval does not
+with ``"span"`` (the answer now: :mod:`arag_graph.offline.answer_span`'s short span). Retrieval does not
 depend on the answer style, so both runs must retrieve and read the same chunks: the script checks
 that for every question ("same trajectories"), so evidence recall is unchanged by construction and
 the answer columns compare the two answerers on identical evidence.
@@ -34,8 +34,8 @@ from arag_graph.evaluators.eval_index import prepare_index
 from arag_graph.evaluators.plan import EvalPlan
 from arag_graph.evaluators.retrieval import evidence_scores
 from arag_graph.llm.offline import OfflinePolicy
-from arag_graph.qa.answers import answer_scores
 from arag_graph.qa.datasets import Question, load_questions
+from arag_graph.qa.matching import answer_scores
 from arag_graph.registry import build_graph, config_for
 
 STYLES = ("sentence", "span")

@@ -42,13 +42,13 @@ from benchenv import DATA, RESULTS, ROOT
 
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
-from arag_graph.index.embeddings import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
+from arag_graph.index.encoders import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
 from arag_graph.llm.offline import salient_spans
 from arag_graph.llm.summarize import summary_writer
 from arag_graph.registry import config_for
-from arag_graph.retrieval.retrievers import retrieve_passages
+from arag_graph.retrievers.passages import retrieve_passages
 
 DEFAULT_DATA = DATA / "hotpotqa-100"
 TOP_K = 5
@@ -193,7 +193,7 @@ def _titled(index: HierarchicalIndex) -> Any:
 
 def header_options_report(plain: HierarchicalIndex, headed: HierarchicalIndex, questions: list[dict[str, Any]]) -> dict:
     """recall@5 of every retrieval option, on the plain index and the one with contextual headers."""
-    from arag_graph.retrieval.retrievers import retrieve
+    from arag_graph.retrievers.passages import retrieve
 
     titled = _titled(plain)
     rows: dict[str, list[float]] = {}

@@ -297,7 +297,7 @@ def write_scaled_matrix(base_vectors: np.ndarray, base: Sequence[Any], passages:
 
 def phase_ours_scaled(base_dir: Path, passages: int, matrix: Path, out: Path, backend: str) -> dict[str, Any]:
     from arag_graph.index.build import build_index
-    from arag_graph.index.embeddings import DEFAULT_ENCODER, DEFAULT_MODEL_ID, SentenceEncoder
+    from arag_graph.index.encoders import DEFAULT_ENCODER, DEFAULT_MODEL_ID, SentenceEncoder
     from arag_graph.index.load import load_index
 
     class Replay(SentenceEncoder):
@@ -357,7 +357,7 @@ def phase_query(spec: dict[str, Any]) -> dict[str, Any]:
     """Both sides loaded in one process, searches interleaved query by query."""
     import torch
 
-    from arag_graph.index.embeddings import DEFAULT_ENCODER
+    from arag_graph.index.encoders import DEFAULT_ENCODER
     from arag_graph.index.load import load_index
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
@@ -679,7 +679,7 @@ def scaled_size(args: argparse.Namespace, label: str, passages: int, base: Seque
 
 def run_phase(phase: str, rest: list[str]) -> dict[str, Any]:
     if phase == "warm-up":
-        from arag_graph.index.embeddings import default_embeddings
+        from arag_graph.index.encoders import default_embeddings
 
         t0 = time.perf_counter()
         default_embeddings().encode(["warm up"])

@@ -103,7 +103,7 @@ MODULES: dict[str, Target] = {
         "or without_an_index_root or trusted or reads_the_environment or index_models_folder or resolve_fills "
         "or own_endpoints",
     ),
-    "arag_graph/agent/tools.py": Target(
+    "arag_graph/tools/toolkit.py": Target(
         ("tests/test_tools.py",),
         functions=("chunk_read", "retrieval_tool", "ToolOutput.artifact", "clamp_top_k", "string_list"),
         select="read or adjacent or unknown or artifact or conversation or concurrent or clamp or schemas "
@@ -349,9 +349,9 @@ REASONS: dict[str, str] = {
     # --- agent/tools.py, index/keywords.py, evaluators/predictions.py ---
     **dict.fromkeys(
         (
-            "arag_graph.agent.tools.x_retrieval_tool__mutmut_13",
-            "arag_graph.agent.tools.x_retrieval_tool__mutmut_38",
-            "arag_graph.agent.tools.x_retrieval_tool__mutmut_65",
+            "arag_graph.tools.toolkit.x_retrieval_tool__mutmut_13",
+            "arag_graph.tools.toolkit.x_retrieval_tool__mutmut_38",
+            "arag_graph.tools.toolkit.x_retrieval_tool__mutmut_65",
         ),
         "equivalent: the tool's own default of `top_k` / `adjacent` is never used, since LangChain validates "
         "every call against the args schema and passes the schema's default (5, False) when the model "
@@ -673,7 +673,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
             # Built once with the unmutated code: every mutant's run loads it instead of encoding the
             # sample again (minutes per mutant on a loaded machine).
             env["ARAG_TEST_SAMPLE_INDEX"] = str(work / "sample-index")
-            build = "from arag_graph.qa.sample import ensure_sample_index as e; import sys; e(sys.argv[1])"
+            build = "from arag_graph.index.sample import ensure_sample_index as e; import sys; e(sys.argv[1])"
             subprocess.run([sys.executable, "-c", build, env["ARAG_TEST_SAMPLE_INDEX"]], cwd=REPO, check=True)
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children), *patterns]

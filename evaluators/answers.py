@@ -1,7 +1,7 @@
 """Short-answer evaluators for ``langsmith.evaluate``: Contain-Acc, exact match and token F1.
 
 The metrics themselves (normalisation, matching, the decisions a reader of the scores should know)
-live in the library, :mod:`arag_graph.qa.answers`, because rejection sampling needs them too; they are
+live in the library, :mod:`arag_graph.qa.matching`, because rejection sampling needs them too; they are
 re-exported here, where evaluation code has always found them.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from arag_graph.evaluators.fields import golds_of, prediction_of
-from arag_graph.qa.answers import answer_scores, contain_match, exact_match, normalize_answer, token_f1
+from arag_graph.qa.matching import answer_scores, contain_match, exact_match, normalize_answer, token_f1
 
 __all__ = [
     "ANSWER_EVALUATORS",

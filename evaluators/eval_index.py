@@ -39,11 +39,11 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
     from arag_graph.index.build import build_index
     from arag_graph.index.corpus import load_corpus
-    from arag_graph.index.embedding_models import resolve_embeddings
-    from arag_graph.index.embeddings import embedding_model_id
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.encoders import embedding_model_id
     from arag_graph.index.load import load_index
     from arag_graph.index.manifest import corpus_hash
-    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
+    from arag_graph.retrievers.summaries import has_summaries, missing_summaries_error
 
     summaries = needs_summaries(plan).get("", False)
     if reuses_built_index(plan):
@@ -135,8 +135,8 @@ def _check_profile_matches(plan: EvalPlan, index: Any, flag: str) -> None:
 def _check_embedding_matches(plan: EvalPlan, index: Any) -> None:
     """``--embedding`` with a built ``--index``: an index answers with the model it was built with, so a
     different one is refused rather than silently ignored."""
-    from arag_graph.index.embedding_models import resolve_embeddings
-    from arag_graph.index.embeddings import embedding_model_id
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.encoders import embedding_model_id
 
     if plan.embedding is None and plan.embedding_base_url is None:
         return
@@ -176,7 +176,7 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
     from arag_graph.core.cache import cache_dir
     from arag_graph.index.build import build_index
     from arag_graph.index.load import load_index
-    from arag_graph.retrieval.summaries import has_summaries, missing_summaries_error
+    from arag_graph.retrievers.summaries import has_summaries, missing_summaries_error
 
     if not any(s.index == "cch" for s in settings_for(plan)):
         return None

@@ -69,7 +69,7 @@ ARAGOG: tuple[GridRow, ...] = (
     GridRow("+ AMR + CCH", _AMR, CCH),
     GridRow("+ DSI + CCH", _DSI, CCH),
     GridRow("+ SWR + HyDE + CCH", {**_SWR, **_HYDE}, CCH),
-    # The full paper's other techniques (arag_graph.retrieval.techniques): multi-query retrieval with three
+    # The full paper's other techniques (arag_graph.retrievers.techniques): multi-query retrieval with three
     # rewrites, maximal marginal relevance over 20 candidates and LLM reranking of 20 candidates.
     GridRow("+ Multi-query", {"multi_query": 3}),
     GridRow("+ MMR", {"mmr": True}),

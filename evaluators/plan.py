@@ -200,7 +200,7 @@ def check_plan(plan: EvalPlan) -> list[Question]:
         config_for(name, **values)  # a row's values, checked as --set values are
     if plan.workers < 1:
         raise AragError(f"--workers {plan.workers} must be at least 1")
-    from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN
+    from arag_graph.tools.toolkit import TOP_K_MAX, TOP_K_MIN
 
     if not TOP_K_MIN <= plan.top_k <= TOP_K_MAX:
         raise AragError(f"--top-k {plan.top_k} is out of range; give {TOP_K_MIN} to {TOP_K_MAX} chunks per search")

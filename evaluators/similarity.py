@@ -11,7 +11,7 @@ Decisions:
   natural text, and casing or punctuation carries little weight in them anyway.
 * With several gold aliases the best cosine counts, as for the other answer metrics.
 * ``embed_query`` is used rather than ``embed_documents``: the same gold answers come back once per
-  graph and setting, and :class:`arag_graph.index.embeddings.SentenceEncoder` caches query embeddings.
+  graph and setting, and :class:`arag_graph.index.encoders.SentenceEncoder` caches query embeddings.
 * An empty prediction scores 0.0 without being embedded (an empty string still has an embedding,
   often close to short answers). A zero vector also scores 0.0 instead of dividing by zero.
 * The raw cosine is reported, in [-1, 1]; normalised sentence encoders rarely go below 0.

@@ -70,7 +70,7 @@ def sample_index(_isolated_cache: Path):
     once, so that each mutant's test run does not encode the corpus again (mutants of the tools cannot
     change how it was built).
     """
-    from arag_graph.qa.sample import ensure_sample_index
+    from arag_graph.index.sample import ensure_sample_index
 
     return ensure_sample_index(os.environ.get("ARAG_TEST_SAMPLE_INDEX") or None, progress=False)
 

@@ -83,7 +83,7 @@ def encodings_remembered() -> Iterator[list[int]]:
     Hold the context manager (``with``, or a name) while it is open: one dropped at once is closed
     by the garbage collector, which undoes it.
     """
-    from arag_graph.index.embeddings import SentenceEncoder
+    from arag_graph.index.encoders import SentenceEncoder
 
     encode = SentenceEncoder.encode
     seen: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}

@@ -14,7 +14,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.core.errors import AragError
 from arag_graph.core.tokens import count_tokens
 from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
@@ -394,11 +394,11 @@ def _search_both_indexes() -> ScriptedChatModel:
 def test_index_path_comes_from_the_environment_unless_the_configuration_gives_one(
     sample_index: Any, tiny_index: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As graphs/arag.py serves it: built without an index, the run reads ``$ARAG_INDEX`` (at run
+    """As arag_graph/served/arag.py serves it: built without an index, the run reads ``$ARAG_INDEX`` (at run
     time, not when the graph was built); ``index_path`` in the configuration wins over it."""
     from arag_graph.registry import build_graph
 
-    graph = build_graph("arag", model=_search_both_indexes())  # no index, like graphs/arag.py
+    graph = build_graph("arag", model=_search_both_indexes())  # no index, like arag_graph/served/arag.py
     monkeypatch.setenv("ARAG_INDEX", str(tiny_index.path))
     # Runs may name an index under the operator's root: here, the directory both test indexes are in.
     monkeypatch.setenv("ARAG_INDEX_ROOT", os.path.commonpath([tiny_index.path.resolve(), sample_index.path.resolve()]))

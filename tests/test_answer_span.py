@@ -1,6 +1,6 @@
 """The offline policy answers like a reader: the short span the question asks for (issue 26 item 4).
 
-The rules are :mod:`arag_graph.llm.answer_span`'s; these tests hold each kind of question to its gold
+The rules are :mod:`arag_graph.offline.answer_span`'s; these tests hold each kind of question to its gold
 short answer, on the bundled sample (the demo's own questions) and on small hand-written passages.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from arag_graph.llm.answer_span import Sentence, answer_span, compared_names, question_kind
 from arag_graph.llm.offline import NOT_FOUND, OfflineBackbone, OfflinePolicy, extractive_answer
-from arag_graph.qa.answers import exact_match
-from arag_graph.retrieval.retrievers import Passage
+from arag_graph.offline.answer_span import Sentence, answer_span, compared_names, question_kind
+from arag_graph.qa.matching import exact_match
+from arag_graph.retrievers.passages import Passage
 
 SAMPLE = Path(__file__).resolve().parents[1] / "arag_graph" / "data" / "sample" / "questions.json"
 

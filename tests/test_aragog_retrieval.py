@@ -12,8 +12,8 @@ import pytest
 
 from arag_graph.core.tokens import count_tokens
 from arag_graph.registry import build_graph, config_for
-from arag_graph.retrieval.automerge import merge_leaves
-from arag_graph.retrieval.retrievers import retrieve_passages
+from arag_graph.retrievers.automerge import merge_leaves
+from arag_graph.retrievers.passages import retrieve_passages
 
 pytestmark = pytest.mark.integration
 

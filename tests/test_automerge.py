@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from arag_graph.core.documents import Chunk
-from arag_graph.index.hierarchy import document_groups
-from arag_graph.retrieval.automerge import merge_leaves
-from arag_graph.retrieval.retrievers import auto_merge
+from arag_graph.index.document_groups import document_groups
+from arag_graph.retrievers.automerge import merge_leaves
+from arag_graph.retrievers.passages import auto_merge
 
 
 def _chunk(chunk_id: str, n: int, title: str) -> Chunk:

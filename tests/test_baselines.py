@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
 from arag_graph.core.tokens import count_tokens
-from arag_graph.retrieval.retrievers import bm25_search, passages, reciprocal_rank_fusion, retrieve
+from arag_graph.retrievers.passages import bm25_search, passages, reciprocal_rank_fusion, retrieve
 from tests.scripted import FailingChatModel, ScriptedChatModel, scripted
 
 pytestmark = pytest.mark.integration

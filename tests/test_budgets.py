@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import ContextError

@@ -25,14 +25,14 @@ from typing import Any
 import httpx
 import pytest
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.chroma import CHROMA_URL_ENV, valid_collection_name
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
-from arag_graph.qa.sample import sample_corpus_path, sample_questions_path
+from arag_graph.index.sample import sample_corpus_path, sample_questions_path
 from tests.cli_run import run_cli
 from tests.fakes import NamedFakeEmbeddings
 
@@ -208,7 +208,7 @@ def test_arag_graph_runs_against_the_server(server_index_dir: Path, sample_index
 def test_graph_takes_the_server_index_from_its_configuration(
     server_index_dir: Path, chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a `graphs/` entry point or LangGraph Server run does: `index_path` in the context, on a
+    """What an `arag_graph/served/` entry point or LangGraph Server run does: `index_path` in the context, on a
     Chroma server the operator allows (a run's index may name no other: tests/test_endpoint_rule.py)."""
     from arag_graph.registry import build_graph
 

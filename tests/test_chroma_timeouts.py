@@ -20,7 +20,7 @@ import pytest
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
-from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+from arag_graph.index.encoders import DEFAULT_MODEL_ID
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli

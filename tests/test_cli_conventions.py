@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from arag_graph.index.corpus import CORPUS_FORMATS
-from arag_graph.index.embeddings import ENCODERS
+from arag_graph.index.encoders import ENCODERS
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.qa.datasets import QUESTION_FORMATS
 from arag_graph.registry import graph_names

@@ -300,7 +300,7 @@ def test_a_chosen_index_models_folder_loads_only_from_the_index_root_or_the_mode
     endpoint is checked first."""
     from types import SimpleNamespace
 
-    from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+    from arag_graph.index.encoders import DEFAULT_MODEL_ID
 
     monkeypatch.delenv("ARAG_EMBEDDING_MODEL_ROOTS", raising=False)
     outside = tmp_path / "models" / ("minilm-" + "l" * 100)  # a message shows its first 100 characters
@@ -534,7 +534,7 @@ def test_the_policy_reads_the_environment_when_a_run_starts(monkeypatch: pytest.
 
 def test_an_unknown_context_key_is_a_warning_in_a_library_run(sample_index: Any) -> None:
     """``max_step`` (for ``max_steps``) was dropped in silence: the run went on with the default cap."""
-    from arag_graph.agent.graph import build_arag_graph
+    from arag_graph.arag.graph import build_arag_graph
     from arag_graph.run.configuration import UnknownContextKeyWarning
 
     graph = build_arag_graph(sample_index, "offline")

@@ -27,7 +27,7 @@ from arag_graph.core.errors import AragError
 from arag_graph.core.tokens import count_tokens
 from arag_graph.llm.backbone import ChatBackbone
 from arag_graph.qa.datasets import Question
-from arag_graph.retrieval.retrievers import Passage, retrieve
+from arag_graph.retrievers.passages import Passage, retrieve
 from tests.scripted import (
     FailingChatModel,
     ScriptedChatModel,

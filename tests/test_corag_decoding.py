@@ -26,7 +26,7 @@ from arag_graph.core.sentences import split_sentences
 from arag_graph.llm.offline import bridge_names, offline_reformulation, offline_sub_answer
 from arag_graph.llm.structured import NO_RELEVANT_INFORMATION, SubAnswer
 from arag_graph.registry import build_graph, config_for
-from arag_graph.retrieval.retrievers import Passage
+from arag_graph.retrievers.passages import Passage
 from arag_graph.run.configuration import ContextError, CoragContext
 from tests import test_model_faults as faults
 from tests.fakes import sentinel_key

@@ -105,7 +105,7 @@ def test_the_summary_writer_against_a_dripping_model_times_out(drip: SilentServe
 
 
 def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: SilentServer, model_env: None) -> None:
-    from arag_graph.index.embedding_models import resolve_embeddings
+    from arag_graph.index.embedding_loader import resolve_embeddings
 
     embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
     with pytest.raises(AragError, match=r"^[^\n]+$") as caught:

@@ -173,7 +173,7 @@ DOCKERIGNORE_KEEPS = [
     "arag_graph/__init__.py",
     "arag_graph/data/sample/corpus.json",
     "evaluators/runner.py",
-    "graphs/arag.py",
+    "arag_graph/served/arag.py",
 ]
 DOCKERIGNORE_DROPS = [
     ".venv/bin/python",

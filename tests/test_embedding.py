@@ -24,10 +24,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from arag_graph.agent.graph import build_arag_graph
-from arag_graph.agent.tools import create_retrieval_tools
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.run.subgraph import SubgraphRunError, as_node
+from arag_graph.tools.toolkit import create_retrieval_tools
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, tool_call
 
 CHUNK = "46"

@@ -15,7 +15,7 @@ import pytest
 
 from arag_graph.core.errors import IndexMismatchError
 from arag_graph.index.build import build_index
-from arag_graph.index.embeddings import PROMPTS_CONFIG, SentenceEncoder, default_embeddings, read_prompts
+from arag_graph.index.encoders import PROMPTS_CONFIG, SentenceEncoder, default_embeddings, read_prompts
 from arag_graph.index.load import load_index
 from tests.test_embedding_models import DOCS, make_tiny_model
 

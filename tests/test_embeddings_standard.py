@@ -1,4 +1,4 @@
-"""LangChain's standard embeddings tests for the package's own encoders (:mod:`arag_graph.index.embeddings`).
+"""LangChain's standard embeddings tests for the package's own encoders (:mod:`arag_graph.index.encoders`).
 
 The integration suite embeds queries and documents, sync and async, and checks their shape and
 types; it runs on the real model bundled in site-packages (no download), for each backend:
@@ -13,7 +13,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 
-from arag_graph.index.embeddings import OnnxSentenceEncoder, SentenceEncoder
+from arag_graph.index.encoders import OnnxSentenceEncoder, SentenceEncoder
 
 pytestmark = pytest.mark.integration
 

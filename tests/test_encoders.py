@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from arag_graph.core.errors import AragError, IndexMismatchError
-from arag_graph.index import embeddings as emb
+from arag_graph.index import encoders as emb
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
-from arag_graph.qa.sample import sample_corpus_path
+from arag_graph.index.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings
 
 pytestmark = pytest.mark.integration

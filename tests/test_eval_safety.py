@@ -33,8 +33,8 @@ import pytest
 
 from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.sample import sample_questions_path
 from arag_graph.llm import models
-from arag_graph.qa.sample import sample_questions_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import REPO

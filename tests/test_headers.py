@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.agent.tools import keyword_search
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
 from arag_graph.index.load import load_index
 from arag_graph.index.text import sentence_headers, sentence_inputs
-from arag_graph.retrieval.retrievers import bm25_search
+from arag_graph.retrievers.passages import bm25_search
+from arag_graph.tools.toolkit import keyword_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex

@@ -21,7 +21,7 @@ import pytest
 from arag_graph.cli.main import main
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_mode
 from arag_graph.evaluators.predictions import PREDICTIONS, load_records
-from arag_graph.qa.sample import sample_questions_path
+from arag_graph.index.sample import sample_questions_path
 from tests.browser import MISSING, find_chromium, launched_chromium
 from tests.cli_run import assert_one_error_line, run_cli
 

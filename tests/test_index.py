@@ -481,7 +481,7 @@ def test_parallel_encoding_gives_the_sequential_vectors(sample_index: Hierarchic
 
     import torch
 
-    from arag_graph.index.embeddings import SentenceEncoder, default_embeddings
+    from arag_graph.index.encoders import SentenceEncoder, default_embeddings
 
     encoder = default_embeddings("torch")
     assert isinstance(encoder, SentenceEncoder)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.tools.toolkit import TOP_K_MAX, TOP_K_MIN
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.mounts import REPO, subprocess_env
 from tests.reliability import record

@@ -261,7 +261,7 @@ def test_the_package_imports_without_fcntl() -> None:
 
     script = (
         "import sys; sys.modules['fcntl'] = None\n"  # what Windows has: no fcntl module
-        "import arag_graph, arag_graph.index.hierarchical, arag_graph.cli.main, arag_graph.qa.sample\n"
+        "import arag_graph, arag_graph.index.hierarchical, arag_graph.cli.main, arag_graph.index.sample\n"
         "from arag_graph import build_index, load_index\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.qa.sample import sample_questions_path
+from arag_graph.index.sample import sample_questions_path
 from tests.cli_run import run_cli
 from tests.mounts import CLI_SCRIPT, read_only_bind, require_mount_namespaces, run_in_namespace, subprocess_env
 from tests.reliability import record
@@ -38,7 +38,7 @@ def chroma_sample_index(tmp_path_factory: pytest.TempPathFactory) -> Hierarchica
     sentence store to ``$TMPDIR`` is for (the matrix of a small index is only memory-mapped).
     """
     from arag_graph.index.build import build_index
-    from arag_graph.qa.sample import sample_corpus_path
+    from arag_graph.index.sample import sample_corpus_path
 
     out = tmp_path_factory.mktemp("chroma-sample") / "index"
     return build_index(sample_corpus_path(), out, backend="chroma", progress=False)

@@ -29,7 +29,7 @@ from arag_graph.index.keywords import keyword_files
 from arag_graph.index.layout import BUILDS, RECORD, read_current
 from arag_graph.index.load import load_index, verify_index
 from arag_graph.index.sync import sync_index
-from arag_graph.retrieval.langchain_retriever import make_retriever
+from arag_graph.retrievers.langchain_retriever import make_retriever
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings
 

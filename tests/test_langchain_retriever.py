@@ -17,8 +17,8 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.summarize import summary_writer
-from arag_graph.retrieval.langchain_retriever import IndexRetriever, make_retriever
-from arag_graph.retrieval.retrievers import auto_merge, auto_merge_documents, retrieve
+from arag_graph.retrievers.langchain_retriever import IndexRetriever, make_retriever
+from arag_graph.retrievers.passages import auto_merge, auto_merge_documents, retrieve
 
 pytestmark = pytest.mark.integration
 
@@ -219,7 +219,7 @@ def test_amr_and_dsi_are_search_types_too(sample_index: HierarchicalIndex, tmp_p
     """The retriever hands over what naive_rag's amr and dsi hand its model (one helper, no copy)."""
     from arag_graph.index.build import build_index
     from arag_graph.registry import config_for
-    from arag_graph.retrieval.retrievers import retrieve_passages
+    from arag_graph.retrievers.passages import retrieve_passages
 
     query = "Who directed the film shot in Leland, North Carolina?"
     amr = make_retriever(sample_index, search_type="amr", k=5).invoke(query)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from urllib3.util.retry import Retry
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.evaluators import default_evaluators
 
 pytestmark = [

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from arag_graph.agent.graph import build_arag_graph
-from arag_graph.qa.sample import sample_corpus_path, sample_questions_path
+from arag_graph.arag.graph import build_arag_graph
+from arag_graph.index.sample import sample_corpus_path, sample_questions_path
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import ScriptedChatModel, calls, tool_call
 

@@ -21,12 +21,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("index",),
     ("qa",),
-    ("retrieval",),
+    ("retrievers",),
+    ("offline",),
     ("llm",),
     ("run",),
     ("baselines",),
-    ("agent", "corag", "srag"),
+    ("tools",),
+    ("arag", "corag", "srag"),
     ("registry",),
+    ("served",),
     ("evaluators",),
     ("cli",),
 ]
@@ -132,7 +135,7 @@ def test_no_import_circles() -> None:
 @pytest.mark.parametrize(
     ("edges", "expected"),
     [
-        ({"arag_graph.index.build": {"arag_graph.agent.graph"}}, ["arag_graph.index.build -> arag_graph.agent.graph"]),
+        ({"arag_graph.index.build": {"arag_graph.arag.graph"}}, ["arag_graph.index.build -> arag_graph.arag.graph"]),
         ({"arag_graph.corag.graph": {"arag_graph.srag.graph"}}, ["arag_graph.corag.graph -> arag_graph.srag.graph"]),
         (
             {"arag_graph.core.errors": {"arag_graph.evaluators.runner"}},
@@ -149,10 +152,10 @@ def test_the_layer_rule_catches_a_planted_violation(edges: dict[str, set[str]], 
 
 
 def test_a_planted_circle_through_type_checking_is_caught(tmp_path: Path) -> None:
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from arag_graph.index.hierarchy import X\n"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from arag_graph.index.document_groups import X\n"
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
     found = imports(tmp_path / "m.py")
-    assert "arag_graph.index.hierarchy" in found
+    assert "arag_graph.index.document_groups" in found
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
     assert circles(edges) == ["a -> b -> c -> a"]
 
@@ -201,4 +204,4 @@ def test_the_run_layer_imports_the_sample_build_only_when_a_run_needs_it() -> No
 
     probe = "import sys, arag_graph.run.runtime; print(sorted(m for m in sys.modules if 'arag_graph.qa.' in m))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert "arag_graph.qa.sample" not in done.stdout, done.stdout
+    assert "arag_graph.index.sample" not in done.stdout, done.stdout

@@ -26,9 +26,9 @@ def test_an_unknown_level_in_the_environment_is_one_line_naming_the_variable() -
 
 
 def emit_everything() -> None:
-    logging.getLogger("arag_graph.agent.graph").debug("agent detail")
-    logging.getLogger("arag_graph.agent.graph").info("agent fact")
-    logging.getLogger("arag_graph.agent.graph").warning("HyDE failed,\n  searched with the query")
+    logging.getLogger("arag_graph.arag.graph").debug("agent detail")
+    logging.getLogger("arag_graph.arag.graph").info("agent fact")
+    logging.getLogger("arag_graph.arag.graph").warning("HyDE failed,\n  searched with the query")
     logging.getLogger("langsmith.client").info("third-party chatter")
     logging.getLogger("langsmith.client").warning("third-party warning")
     logging.getLogger("langsmith.client").error("third-party error")
@@ -53,7 +53,7 @@ def emit_everything() -> None:
             logging.DEBUG,
             2,
             [
-                "arag: debug [arag_graph.agent.graph]: agent detail",
+                "arag: debug [arag_graph.arag.graph]: agent detail",
                 "arag: info: agent fact",
                 "arag: warning: HyDE failed, searched with the query",
                 "arag: info: third-party chatter",
@@ -88,7 +88,7 @@ def test_log_lines_carry_no_url_credentials_or_keys(monkeypatch: pytest.MonkeyPa
     stream = io.StringIO()
     with cli_logging(logging.INFO, stream=stream):
         logging.getLogger("httpx").warning("GET http://user:urlpass-1234@host/v1?api_key=qparam-5678 failed")
-        logging.getLogger("arag_graph.agent").warning("the model said operator-plain-key-in-a-log")
+        logging.getLogger("arag_graph.arag").warning("the model said operator-plain-key-in-a-log")
     shown = stream.getvalue()
     assert shown.count("arag: warning:") == 2 and "host/v1" in shown
     for secret in ("urlpass-1234", "qparam-5678", "operator-plain-key-in-a-log"):

@@ -35,8 +35,8 @@ from arag_graph.core.errors import CorpusError, DatasetError
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
 from arag_graph.index.load import load_index
+from arag_graph.index.sample import sample_corpus_path
 from arag_graph.qa.datasets import load_questions
-from arag_graph.qa.sample import sample_corpus_path
 from tests.fakes import NamedFakeEmbeddings
 from tests.reliability import record
 

@@ -23,8 +23,8 @@ from mcp import ClientSession, StdioServerParameters  # the dev extra holds mcp 
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from arag_graph.agent.tools import ALL_TOOLS, AragToolkit, create_retrieval_tools
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.tools.toolkit import ALL_TOOLS, AragToolkit, create_retrieval_tools
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import ScriptedChatModel, calls, tool_call
 
@@ -135,7 +135,7 @@ def test_the_announced_socket_already_accepts_connections() -> None:
     """
     import socket
 
-    from arag_graph.agent.mcp_server import listening_socket
+    from arag_graph.tools.mcp_server import listening_socket
 
     server = listening_socket("127.0.0.1", 0)
     try:
@@ -197,7 +197,7 @@ def test_langchain_mcp_adapters_load_the_tools_into_create_agent(
 def test_arguments_over_the_operators_cap_are_refused(
     sample_index: HierarchicalIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph.agent.mcp_server import RetrievalToolServer
+    from arag_graph.tools.mcp_server import RetrievalToolServer
 
     monkeypatch.setenv("ARAG_MAX_QUESTION_CHARS", "50")
     server = RetrievalToolServer(sample_index)

@@ -25,8 +25,8 @@ import pytest
 
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.index.sample import sample_questions_path
 from arag_graph.llm import models
-from arag_graph.qa.sample import sample_questions_path
 from arag_graph.registry import build_graph, config_for
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run

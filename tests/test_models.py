@@ -74,7 +74,7 @@ def test_loading_the_encoder_leaves_the_hosts_hub_settings_alone() -> None:
     """In a fresh process with the hub switches unset: load the packaged encoder, embed, look again."""
     script = (
         "import json, os\n"
-        "from arag_graph.index.embeddings import default_embeddings\n"
+        "from arag_graph.index.encoders import default_embeddings\n"
         "vector = default_embeddings().embed_query('hello')\n"
         "print(json.dumps({'dim': len(vector), 'env': {k: os.environ.get(k) for k in "
         "('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE')}}))\n"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessageChunk
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.cli.main import main as cli_main
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.llm import models

@@ -27,7 +27,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arag_graph.agent.tools import chunk_read, create_retrieval_tools, keyword_search, semantic_search
 from arag_graph.core.errors import AragError, ContextError
 from arag_graph.index.build import build_index
 from arag_graph.index.corpus import load_corpus
@@ -36,6 +35,7 @@ from arag_graph.index.load import load_index
 from arag_graph.index.manifest import Manifest
 from arag_graph.registry import GRAPHS
 from arag_graph.run.configuration import GraphContext
+from arag_graph.tools.toolkit import chunk_read, create_retrieval_tools, keyword_search, semantic_search
 
 PROPERTY = settings(
     max_examples=60,

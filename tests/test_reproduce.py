@@ -217,7 +217,7 @@ def test_every_other_table_plans_checked_settings_and_labels_each_row(name: str,
     from arag_graph.evaluators.grid import grid_rows
     from arag_graph.evaluators.plan import check_plan, settings_for, with_profile
     from arag_graph.evaluators.reproduce import TABLES, _labels, build_table, table_markdown
-    from arag_graph.qa.sample import sample_questions_path
+    from arag_graph.index.sample import sample_questions_path
 
     table = TABLES[name]
     plan = with_profile(table.plan(dataset=sample_questions_path(), out=tmp_path / "o", model="offline"))

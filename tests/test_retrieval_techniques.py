@@ -17,7 +17,7 @@ from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.llm.offline import offline_ratings, offline_rewrites
 from arag_graph.registry import build_graph, config_for
-from arag_graph.retrieval.retrievers import Passage, retrieve_passages
+from arag_graph.retrievers.passages import Passage, retrieve_passages
 from arag_graph.run.configuration import ContextError, CoragContext, NaiveRagContext, SragContext
 from tests import test_model_faults as faults
 from tests.fakes import WordHashEmbeddings, sentinel_key

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from arag_graph.cli.main import main as cli_main
+from arag_graph.index.sample import sample_questions_path
 from arag_graph.llm import models
-from arag_graph.qa.sample import sample_questions_path
 from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.reliability import record
 from tests.stubs._http import RecordedRequest

@@ -22,14 +22,14 @@ import pytest
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexNotFoundError
 from arag_graph.index import build as index_module
-from arag_graph.index import embeddings as emb
+from arag_graph.index import encoders as emb
 from arag_graph.index import text as text_module
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
+from arag_graph.index.sample import sample_corpus_path
 from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
-from arag_graph.qa.sample import sample_corpus_path
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import data_file

@@ -65,7 +65,7 @@ def _listening_calls(path: Path) -> list[str]:
 
 # The package's own servers: each module, and the test that shows it binds to loopback by default.
 SERVERS = {
-    "arag_graph/agent/mcp_server.py": "tests/test_mcp.py::test_http_binds_loopback_and_keeps_one_read_set_per_session"
+    "arag_graph/tools/mcp_server.py": "tests/test_mcp.py::test_http_binds_loopback_and_keeps_one_read_set_per_session"
 }
 
 

@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool
 from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
-from arag_graph.agent.tools import create_retrieval_tools
+from arag_graph.tools.toolkit import create_retrieval_tools
 
 KEYWORD, SEMANTIC, READ = create_retrieval_tools()
 EXAMPLES: dict[str, dict[str, Any]] = {

@@ -12,10 +12,10 @@ from arag_graph.baselines.graph import build_naive_rag_graph
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.build import build_index
-from arag_graph.index.hierarchy import documents_of
+from arag_graph.index.document_groups import documents_of
 from arag_graph.index.load import load_index
 from arag_graph.llm.summarize import resume_path, summary_writer
-from arag_graph.retrieval.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
+from arag_graph.retrievers.summaries import SUMMARIES, SUMMARY_VECTORS, summary_search
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.scripted import scripted
 from tests.stubs.openai_server import OpenAIStubServer, http_error, text

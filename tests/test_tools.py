@@ -22,17 +22,17 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from arag_graph.agent.tools import (
-    chunk_read,
-    create_retrieval_tools,
-    keyword_search,
-    semantic_search,
-)
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.run.configuration import TOP_K_MAX
+from arag_graph.tools.toolkit import (
+    chunk_read,
+    create_retrieval_tools,
+    keyword_search,
+    semantic_search,
+)
 from tests.fakes import NamedFakeEmbeddings
 
 _call_ids = itertools.count(1)
@@ -338,7 +338,7 @@ def test_already_read_and_new_chunks_in_one_call(tools: SimpleNamespace, sample_
 def test_chunks_a_search_only_showed_are_not_read(tools: SimpleNamespace, sample_index: HierarchicalIndex) -> None:
     """C_read holds what a tool returned in full (the artifact's ``read``), never what a search showed
     as snippets (its ``chunk_ids``): reading a chunk after finding it returns its whole text."""
-    from arag_graph.agent.tools import read_in
+    from arag_graph.tools.toolkit import read_in
 
     found = call(tools.keyword, keywords=["Leland"], top_k=3)
     semantic = call(tools.semantic, query=LELAND_QUERY, top_k=3)
@@ -517,7 +517,7 @@ USAGE = {
 
 
 def test_an_unknown_tool_name_is_refused_with_the_choices(sample_index: HierarchicalIndex) -> None:
-    from arag_graph.agent.tools import ToolSettings, retrieval_tool
+    from arag_graph.tools.toolkit import ToolSettings, retrieval_tool
 
     choices = "['keyword_search', 'semantic_search', 'chunk_read']"
     with pytest.raises(ValueError) as caught:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from langsmith import Client, tracing_context
 
-from arag_graph.agent.graph import build_arag_graph
+from arag_graph.arag.graph import build_arag_graph
 from arag_graph.run.configuration import AragContext
 from arag_graph.run.policy import ServingPolicy
 from tests.fakes import sentinel_key, sentinel_langsmith_key
@@ -180,7 +180,7 @@ def test_root_run_metadata_comes_from_the_run_context(
     sample_index: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A graph built without an index (as graphs/arag.py is): index and step cap from the context
+    """A graph built without an index (as arag_graph/served/arag.py is): index and step cap from the context
     (the default cap of 15 when the context leaves it out), on the root run as on every run below it."""
     monkeypatch.setenv("ARAG_INDEX_ROOT", str(sample_index.path.parent))  # runs may name indexes there
     client = Client(api_url=langsmith_recorder.url, api_key=LANGSMITH_KEY)

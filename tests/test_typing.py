@@ -40,7 +40,7 @@ def test_a_wrong_call_is_caught(tmp_path: Path) -> None:
     wrong = tmp_path / "wrong.py"
     wrong.write_text(
         "from arag_graph import load_index\n"
-        "from arag_graph.agent.graph import build_arag_graph\n"
+        "from arag_graph.arag.graph import build_arag_graph\n"
         "index = load_index(42)\n"
         "build_arag_graph(index, 'offline').invoke({'questions': 'q'})\n",
         encoding="utf-8",

@@ -23,7 +23,7 @@ from langgraph.types import Checkpointer
 
 from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
-from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
+from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.configuration import (
     CoragContext,
     DirectContext,

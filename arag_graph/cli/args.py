@@ -40,7 +40,7 @@ def number(value: float | None, flag: str, low: float, high: float, *, above_low
 
 def top_k(value: int | None) -> None:
     """``--top-k``: refused outside the tools' range (one rule for ask, eval and sample-chains)."""
-    from arag_graph.agent.tools import TOP_K_MAX, TOP_K_MIN
+    from arag_graph.tools.toolkit import TOP_K_MAX, TOP_K_MIN
 
     whole_number(value, "--top-k", TOP_K_MIN, TOP_K_MAX, example="--top-k 5")
 

@@ -295,7 +295,7 @@ def check_model_spec(spec: str, base_url: str | None, limits: dict[str, Any] | N
 def open_index(path: str | None, quiet: bool = False) -> Any:
     """The index at ``path``, or the bundled sample index (built on first use) when no path is given."""
     from arag_graph.index.load import load_index
-    from arag_graph.qa.sample import ensure_sample_index
+    from arag_graph.index.sample import ensure_sample_index
 
     if path:
         return load_index(path, cache=True)
@@ -528,7 +528,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the retrieval tools over MCP until the client (stdio) or a signal (http) ends it."""
-    from arag_graph.agent.mcp_server import run_mcp
+    from arag_graph.tools.mcp_server import run_mcp
 
     cliargs.require_utf8(cliargs.flags(args, "index", "host"))
     cliargs.whole_number(args.port, "--port", 0, 65535, example="--port 8765")
@@ -783,9 +783,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Build the sample index if needed, then answer sample questions with the offline policy."""
     from arag_graph.core.cache import cache_dir
     from arag_graph.evaluators.html_report import REPORT_FILE, questions_report
+    from arag_graph.index.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
     from arag_graph.llm.models import resolve_chat_model
     from arag_graph.qa.datasets import load_questions
-    from arag_graph.qa.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
     from arag_graph.registry import get_graph_spec
 
     if args.questions < 1:
@@ -799,7 +799,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     index = ensure_sample_index(path if args.index else None, progress=not args.quiet and sys.stderr.isatty())
     model = resolve_chat_model("offline", index=index)
     show("model: offline, a deterministic no-LLM policy (not a language model): its answers are spans")
-    show("that fixed rules extract from the passages it read (arag_graph/llm/answer_span.py); with an API key,")
+    show("that fixed rules extract from the passages it read (arag_graph/offline/answer_span.py); with an API key,")
     show("`arag ask --model gpt-4o-mini` runs a real agent.")
     questions = load_questions(sample_questions_path())[: args.questions]
     html = Path(args.html) if args.html else cache_dir() / "demo" / REPORT_FILE
@@ -841,7 +841,7 @@ def demo_record(question: Any, state: dict[str, Any], evidence: Sequence[dict[st
     from arag_graph.core.jsonl import finite, scrub
     from arag_graph.evaluators.retrieval import evidence_scores
     from arag_graph.evaluators.runner import prediction_of
-    from arag_graph.qa.answers import answer_scores
+    from arag_graph.qa.matching import answer_scores
 
     prediction = scrub(finite(prediction_of(state)))
     gold = [cid for e in evidence for cid in e["chunk_ids"]]
@@ -977,7 +977,7 @@ def _question_formats() -> Sequence[str]:
 
 
 def _encoders() -> Sequence[str]:
-    from arag_graph.index.embeddings import ENCODERS
+    from arag_graph.index.encoders import ENCODERS
 
     return ENCODERS
 

@@ -89,7 +89,7 @@ from arag_graph.llm.backbone import Step
 from arag_graph.llm.models import with_settings
 from arag_graph.llm.prompts import verdict
 from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
-from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages, rrf_scores
+from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages, rrf_scores
 from arag_graph.run.configuration import CoragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node

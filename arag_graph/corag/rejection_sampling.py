@@ -6,7 +6,7 @@ CoRAG's exact match), and append each kept chain as one JSON Lines record: the q
 gold answers, the chain of query/sub-answer pairs (each step's sub-answer, what the step's
 documents say about its query, with its penalty; beside it the sufficiency check's reasoning and
 verdict) and chunk IDs, and the final answer with its citations. The match is
-:mod:`arag_graph.qa.answers`' (the library's, which the evaluators use too; the library never
+:mod:`arag_graph.qa.matching`' (the library's, which the evaluators use too; the library never
 imports the evaluation package).
 
 Runs are resumable. After a question is done, a line ``{"id", "sampled", "kept", "failed"}`` goes
@@ -40,8 +40,8 @@ from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import AragError
 from arag_graph.core.jsonl import JsonLinesFile
 from arag_graph.llm.models import OFFLINE
-from arag_graph.qa.answers import contain_match, exact_match
 from arag_graph.qa.datasets import Question
+from arag_graph.qa.matching import contain_match, exact_match
 from arag_graph.run.configuration import CoragContext
 from arag_graph.run.runtime import IndexLike
 

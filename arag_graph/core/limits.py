@@ -1,7 +1,7 @@
 """Bounds every network request shares: seconds per attempt, retries, and the operator's API key.
 
 Chat models (:mod:`arag_graph.llm.models`) and embedding endpoints
-(:mod:`arag_graph.index.embedding_models`) are bounded the same way and read the same key, but the
+(:mod:`arag_graph.index.embedding_loader`) are bounded the same way and read the same key, but the
 index layer sits below the model layer; these shared settings live here, in the bottom layer, so
 both read one definition. The seconds are a total per attempt, every read of the reply included:
 :mod:`arag_graph.core.deadlines` makes the clients keep them.

@@ -43,8 +43,8 @@ from arag_graph.index.chroma import (
     connect_sentence_store,
     valid_collection_name,
 )
-from arag_graph.index.embedding_models import endpoint_base_url, resolve_embeddings
-from arag_graph.index.embeddings import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
+from arag_graph.index.embedding_loader import endpoint_base_url, resolve_embeddings
+from arag_graph.index.encoders import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, SentenceOpener, open_sentences
 from arag_graph.index.keywords import Indexed, KeywordIndex, keyword_files
 from arag_graph.index.layout import (
@@ -249,7 +249,7 @@ def build_index(
 
     ``summaries`` (:func:`arag_graph.llm.summarize.summary_writer`: a chat model, or ``offline`` for
     extractive lead sentences) adds ARAGOG's document summary index: a summary per document,
-    embedded and stored in the build (:mod:`arag_graph.retrieval.summaries`).
+    embedded and stored in the build (:mod:`arag_graph.retrievers.summaries`).
 
     Sentence vectors go to one exact NumPy matrix (the fastest search for small and mid-sized
     corpora), Chroma's HNSW (large ones) or a Chroma server (``chroma_url``). Vectors are encoded and
@@ -257,7 +257,7 @@ def build_index(
     of them in memory.
 
     ``embeddings`` is any LangChain ``Embeddings`` or a spec string
-    (:func:`arag_graph.index.embedding_models.resolve_embeddings`: a sentence-transformers folder or cached
+    (:func:`arag_graph.index.embedding_loader.resolve_embeddings`: a sentence-transformers folder or cached
     name, or ``openai:NAME`` with ``embedding_base_url``); a spec is recorded so that
     :func:`~arag_graph.index.load.load_index` embeds queries with the same model without being told.
     ``encoder`` picks the backend of a local model and cannot be combined with an ``Embeddings`` instance.
@@ -533,7 +533,7 @@ def _write_build(b: _Build, build_dir: Path, previous: str | None) -> Hierarchic
 
 
 def _summaries(b: _Build, build_dir: Path, previous: str | None) -> Any:
-    """ARAGOG's document summaries into the build when asked for (:mod:`arag_graph.retrieval.summaries`), else None.
+    """ARAGOG's document summaries into the build when asked for (:mod:`arag_graph.retrievers.summaries`), else None.
 
     The previous build's summaries are offered for reuse, so a rebuild pays only for new documents.
     """

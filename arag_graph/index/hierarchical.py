@@ -34,7 +34,7 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
-from arag_graph.index.embeddings import check_vectors, embed_query
+from arag_graph.index.encoders import check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
@@ -137,7 +137,7 @@ class ChunkStore:
 class HierarchicalIndex:
     """A loaded A-RAG index: answers keyword and semantic searches and hands out chunks.
 
-    Usable without any LLM layer; the LangChain tools in :mod:`arag_graph.agent.tools` are thin
+    Usable without any LLM layer; the LangChain tools in :mod:`arag_graph.tools.toolkit` are thin
     wrappers over :meth:`keyword_search`, :meth:`semantic_search` and :meth:`get_chunks`.
     Safe to share between threads: all state is read-only after loading.
     """

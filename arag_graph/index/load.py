@@ -19,8 +19,8 @@ from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchEr
 from arag_graph.index import integrity
 from arag_graph.index.build import update_index
 from arag_graph.index.chroma import RECORD_IDS
-from arag_graph.index.embedding_models import resolve_embeddings
-from arag_graph.index.embeddings import (
+from arag_graph.index.embedding_loader import resolve_embeddings
+from arag_graph.index.encoders import (
     DEFAULT_MODEL_ID,
     ENCODERS,
     SentenceEncoder,
@@ -42,7 +42,7 @@ _LOADED_LOCK = threading.Lock()
 
 def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
     """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
-    from arag_graph.index.embedding_specs import is_endpoint_spec
+    from arag_graph.index.embedding_spec import is_endpoint_spec
 
     try:
         return resolve_embeddings(

@@ -59,7 +59,7 @@ class Manifest:
     """The bound on contextual chunk headers the sentences were embedded with (0: no headers)."""
     embedding_prompts: dict[str, str] = field(default_factory=dict)
     """The query and document prompts the model's folder defined and the build applied
-    (:func:`arag_graph.index.embeddings.read_prompts`); queries are embedded with the recorded query
+    (:func:`arag_graph.index.encoders.read_prompts`); queries are embedded with the recorded query
     prompt. Empty: none (and in indexes from before this field, which were embedded without)."""
     embedding_base_url: str | None = None
     """The OpenAI-compatible endpoint of an ``openai:NAME`` model (None: the environment's or OpenAI's).

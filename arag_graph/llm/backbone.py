@@ -42,7 +42,7 @@ from arag_graph.llm.structured import (
     Triplets,
     structured_runnable,
 )
-from arag_graph.retrieval.retrievers import Passage
+from arag_graph.retrievers.passages import Passage
 
 T = TypeVar("T")
 _TOP_LOGPROBS = 20

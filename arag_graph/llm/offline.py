@@ -20,7 +20,7 @@ and then answers. A step whose tool is not bound is skipped (the paper's ablatio
 (Naive)), as is a step with nothing to do. Without tools (forced synthesis) it answers
 *extractively*: its sentences of the gathered chunks are scored by similarity to the question
 (embedding cosine plus word overlap, with a small bonus for second-hop chunks), and a reader's rules
-(:mod:`arag_graph.llm.answer_span`) take from them the short span the question asks for (a name, place,
+(:mod:`arag_graph.offline.answer_span`) take from them the short span the question asks for (a name, place,
 date, number, yes/no), followed by the chunk ID it came from. ``answer_style="sentence"`` keeps the
 earlier answer, the best sentence itself, for comparison (``bench/bench_offline_answers.py``).
 
@@ -47,8 +47,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import ConfigDict, Field
 
 from arag_graph.core.sentences import split_sentences
-from arag_graph.index.embeddings import embed_query, embed_texts
-from arag_graph.llm.answer_span import Sentence, answer_span
+from arag_graph.index.encoders import embed_query, embed_texts
 from arag_graph.llm.backbone import Backbone, Step, Structured
 from arag_graph.llm.prompts import passages_text
 from arag_graph.llm.structured import (
@@ -66,7 +65,8 @@ from arag_graph.llm.structured import (
     Triplets,
 )
 from arag_graph.llm.tool_artifacts import artifact_of
-from arag_graph.retrieval.retrievers import Passage, rrf_scores
+from arag_graph.offline.answer_span import Sentence, answer_span
+from arag_graph.retrievers.passages import Passage, rrf_scores
 
 _QUESTION_WORDS = {
     "who", "what", "which", "when", "where", "why", "how", "whose", "whom", "is", "are", "was", "were",
@@ -94,7 +94,7 @@ HOP2_BONUS = 0.1
 SAMPLED_HOPS = 8
 """Names a sampled CoRAG chain may hop through (see :func:`offline_reformulation`)."""
 AnswerStyle = Literal["span", "sentence"]
-"""``span``: the short answer the question asks for (:mod:`arag_graph.llm.answer_span`); ``sentence``:
+"""``span``: the short answer the question asks for (:mod:`arag_graph.offline.answer_span`); ``sentence``:
 the best-scoring sentence, the policy's answer before it read like a reader (kept to measure it)."""
 
 
@@ -369,7 +369,7 @@ def extractive_answer(
     content words it contains. The end of a multi-hop chain is where answers tend to be: chunks in
     ``bonus`` (the agent's second hop) get a small bonus (it raised Contain-Acc on HotpotQA-100 from
     20 to 23 points with sentence answers). With ``style="span"`` the answer is the span the
-    question asks for (:func:`arag_graph.llm.answer_span.answer_span`, which weighs each candidate by
+    question asks for (:func:`arag_graph.offline.answer_span.answer_span`, which weighs each candidate by
     its sentence's score); with ``"sentence"``, the best sentence itself. ``titles`` names the
     passages the index does not know (the span rules compare named passages).
     """

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from arag_graph.retrieval.retrievers import Passage
+    from arag_graph.retrievers.passages import Passage
 
 
 def chunk_block(chunk_id: str, title: str | None, text: str, note: str = "") -> str:

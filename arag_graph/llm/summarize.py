@@ -1,6 +1,6 @@
 """Writing ARAGOG's document summaries at index time (``arag index --summaries MODEL``).
 
-What the summaries are and how they are searched: :mod:`arag_graph.retrieval.summaries`. This module is the
+What the summaries are and how they are searched: :mod:`arag_graph.retrievers.summaries`. This module is the
 build-time half, apart because it reaches chat models (:mod:`arag_graph.llm.models`) while searching
 needs none.
 
@@ -28,8 +28,8 @@ import numpy as np
 from arag_graph.core.documents import Chunk
 from arag_graph.core.errors import AragError
 from arag_graph.core.jsonl import JsonLinesFile, dumps, replace_file
-from arag_graph.index.hierarchy import document_groups
-from arag_graph.retrieval.summaries import (
+from arag_graph.index.document_groups import document_groups
+from arag_graph.retrievers.summaries import (
     EXTRACTIVE,
     LEAD_SENTENCES,
     SUMMARIES,
@@ -180,7 +180,7 @@ def write_summaries(
     from tqdm.auto import tqdm
 
     from arag_graph.core.safety import describe_model_error
-    from arag_graph.index.embeddings import embed_texts
+    from arag_graph.index.encoders import embed_texts
 
     model = model.strip()
     if not model:

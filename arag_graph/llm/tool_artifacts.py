@@ -36,7 +36,7 @@ def _count(value: Any) -> int:
 def artifact_of(message: Any) -> dict[str, Any]:
     """A tool message's artifact as the graphs read it: known keys of known types, anything else dropped.
 
-    Artifacts record what a tool call returned (:mod:`arag_graph.agent.tools`), but a served run's
+    Artifacts record what a tool call returned (:mod:`arag_graph.tools.toolkit`), but a served run's
     caller can send tool messages of its own in ``messages``, artifacts included, so no graph reads
     one unchecked: one reader, which never raises. Whether its ``read`` chunks were really returned
     is for :func:`read_in` to check against the message's text.

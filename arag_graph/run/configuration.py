@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from arag_graph.core.errors import AragError, ContextError
 from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, run_values
-from arag_graph.retrieval.retrievers import Retriever
+from arag_graph.retrievers.passages import Retriever
 from arag_graph.run.policy import RunChoice, ServingPolicy
 
 TOP_K_MIN, TOP_K_MAX = 1, 20
@@ -347,7 +347,7 @@ class DirectContextDict(GraphContextDict, total=False):
 class RetrievalContext(GraphContext):
     """How the one-shot graphs (Naive RAG, CoRAG, SRAG) retrieve: the retriever and ARAGOG's techniques.
 
-    One set of fields for every graph that retrieves through :func:`arag_graph.retrieval.retrievers.retrieve_passages`,
+    One set of fields for every graph that retrieves through :func:`arag_graph.retrievers.passages.retrieve_passages`,
     so a technique is switched the same way everywhere (``--set retriever=amr``, ``--grid aragog``).
     """
 

@@ -36,7 +36,7 @@ given to a builder are not checked.
 The endpoint rule is enforced where each client is built, on the endpoint the built client will
 really call (:func:`arag_graph.core.endpoints.check_endpoint`): the chat model
 (:func:`arag_graph.llm.models.resolve_chat_model`), the embeddings endpoint
-(:class:`arag_graph.index.embedding_models.EndpointEmbeddings`) and the Chroma server
+(:class:`arag_graph.index.embedding_loader.EndpointEmbeddings`) and the Chroma server
 (:mod:`arag_graph.index.chroma`), whatever named the URL (the run's context, the operator's
 environment, an index's manifest, a provider's default). Those builders sit in lower layers, so they
 call the hook in :mod:`arag_graph.core.endpoints`, and a served run installs this policy around them
@@ -307,7 +307,7 @@ class ServingPolicy:
         An ``openai:`` model without a base URL uses the server's environment (``OPENAI_BASE_URL``) or
         OpenAI itself, the operator's own choices.
         """
-        from arag_graph.index.embedding_specs import is_endpoint_spec
+        from arag_graph.index.embedding_spec import is_endpoint_spec
 
         model = str(getattr(manifest, "embedding_model", "") or "")
         url = getattr(manifest, "embedding_base_url", None)
@@ -324,7 +324,7 @@ class ServingPolicy:
         embeddings endpoint (:meth:`check_index_endpoint`) or a model folder outside the index root
         and ``ARAG_EMBEDDING_MODEL_ROOTS``. The operator's default index (``ARAG_INDEX``) is theirs.
         """
-        from arag_graph.index.embedding_specs import model_folder  # the rule that loads the model
+        from arag_graph.index.embedding_spec import model_folder  # the rule that loads the model
 
         self.check_index_endpoint(manifest)
         folder = model_folder(str(getattr(manifest, "embedding_model", "") or ""))

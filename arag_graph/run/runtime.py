@@ -61,7 +61,7 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
     (graph nodes), never on a server's event loop.
     """
     if not path:
-        from arag_graph.qa.sample import ensure_sample_index  # the build path, only when it is needed
+        from arag_graph.index.sample import ensure_sample_index  # the build path, only when it is needed
 
         return ensure_sample_index(progress=False)
     if not served:
@@ -89,7 +89,7 @@ def load_run_index(path: str | os.PathLike[str] | None, *, served: bool = False)
 def check_index_clients(index: HierarchicalIndex) -> None:
     """The endpoint rule on the clients a loaded index holds (a no-op outside a served run)."""
     from arag_graph.index.chroma import SentenceStore
-    from arag_graph.index.embedding_models import EndpointEmbeddings
+    from arag_graph.index.embedding_loader import EndpointEmbeddings
 
     if isinstance(index.embeddings, EndpointEmbeddings):
         check_endpoint("embeddings", client_endpoint(index.embeddings._client), "this index's embedding model")
@@ -213,7 +213,7 @@ def index_label(bound: Bound, ctx: GraphContext) -> str:
         return ServingPolicy.from_env().shown(path)
     if path:
         return str(Path(path))
-    from arag_graph.qa.sample import default_sample_index_path  # imports the build path: only here
+    from arag_graph.index.sample import default_sample_index_path  # imports the build path: only here
 
     return str(default_sample_index_path())
 

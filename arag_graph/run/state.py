@@ -4,7 +4,7 @@ All graphs take the same input (``messages`` or a plain ``question``) and return
 fields, so they can be swapped in a parent graph, compared by the evaluators and inspected the same
 way in Studio. ``read_chunks`` and ``retrieved_chunks`` are outputs for callers and evaluators; the
 tools themselves derive A-RAG's read set from the run's own messages (see
-:mod:`arag_graph.agent.tools`), so it survives checkpoints and stays private to one thread.
+:mod:`arag_graph.tools.toolkit`), so it survives checkpoints and stays private to one thread.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ from arag_graph.baselines.graph import as_dict, build_naive_rag_graph, selection
 from arag_graph.core.citations import parse_final_answer
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
-from arag_graph.retrieval.retrievers import Passage, retrieval_args, retrieve_passages
+from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.configuration import SragContext, SragContextDict
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node

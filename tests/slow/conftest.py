@@ -26,7 +26,7 @@ def served_model() -> Iterator[OpenAIStubServer]:
 def exported_encoder(_isolated_cache: Path) -> Path:
     """The default encoder's ONNX file, exported once into the session's cache (loading it exports
     it there if no build has yet), for the servers that stand for an operator who has run arag before."""
-    from arag_graph.index.embeddings import OnnxSentenceEncoder, default_embeddings
+    from arag_graph.index.encoders import OnnxSentenceEncoder, default_embeddings
 
     encoder = default_embeddings()
     assert isinstance(encoder, OnnxSentenceEncoder), f"the default encoder is {type(encoder).__name__}, not ONNX"

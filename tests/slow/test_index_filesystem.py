@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from arag_graph.qa.sample import sample_corpus_path
+from arag_graph.index.sample import sample_corpus_path
 from tests.mounts import CLI_SCRIPT, RESULT_MARK, read_only_bind, require_mount_namespaces, run_in_namespace
 from tests.mounts import subprocess_env as mount_env
 from tests.reliability import record

@@ -40,7 +40,7 @@ from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from arag_graph.index.manifest import SENTENCE_STORE
-from arag_graph.qa.sample import sample_corpus_path
+from arag_graph.index.sample import sample_corpus_path
 from tests.reliability import record
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

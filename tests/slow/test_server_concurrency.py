@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from arag_graph.index.sample import sample_questions_path
 from arag_graph.qa.datasets import load_questions
-from arag_graph.qa.sample import sample_questions_path
 from tests.concurrent_runs import (
     check_own_reads,
     check_shared_chunk_run,

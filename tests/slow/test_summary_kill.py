@@ -21,7 +21,7 @@ import pytest
 
 from arag_graph.index.load import load_index
 from arag_graph.llm.summarize import resume_path
-from arag_graph.retrieval.summaries import SUMMARIES
+from arag_graph.retrievers.summaries import SUMMARIES
 from tests.fakes import sentinel_key
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, stall, text

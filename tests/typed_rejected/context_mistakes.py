@@ -10,7 +10,7 @@ every call here passed. (mypy names the key for a TypedDict, but a mistake insid
 from __future__ import annotations
 
 from arag_graph import load_index
-from arag_graph.agent.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.baselines.graph import build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.run.configuration import AragContextDict

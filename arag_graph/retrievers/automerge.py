@@ -1,6 +1,6 @@
 """ARAGOG's auto-merging retrieval (AMR): search sentences, hand over their parents when enough match.
 
-The hierarchy is the index's own: sentence -> chunk -> document (:mod:`arag_graph.index.hierarchy`).
+The hierarchy is the index's own: sentence -> chunk -> document (:mod:`arag_graph.index.document_groups`).
 The ``top_k`` sentences nearest the query are the leaves. A chunk more than ``threshold`` of whose
 sentences are leaves replaces them (the whole chunk is handed over); a document more than
 ``threshold`` of whose chunks were so merged replaces those chunks (all its chunks are handed
@@ -19,7 +19,7 @@ Decisions:
 * The same ``top_k`` leaves as sentence-window retrieval, so the two compare on equal searches;
   merging only ever widens what the leaves hand over.
 
-The passages are made by :func:`arag_graph.retrieval.retrievers.auto_merge`.
+The passages are made by :func:`arag_graph.retrievers.passages.auto_merge`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from arag_graph.index.hierarchy import documents_of
+from arag_graph.index.document_groups import documents_of
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex

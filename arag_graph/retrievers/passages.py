@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
-from arag_graph.retrieval import techniques
-from arag_graph.retrieval.automerge import MERGE_THRESHOLD, merge_leaves
-from arag_graph.retrieval.techniques import RRF_K, rrf_scores
+from arag_graph.retrievers import techniques
+from arag_graph.retrievers.automerge import MERGE_THRESHOLD, merge_leaves
+from arag_graph.retrievers.techniques import RRF_K, rrf_scores
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex
-    from arag_graph.retrieval.techniques import Rerank, Rewrite
+    from arag_graph.retrievers.techniques import Rerank, Rewrite
 
 Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
 _TOKENS = re.compile(r"\w+")
@@ -218,7 +218,7 @@ def auto_merge(
     *,
     query_vector: Sequence[float] | None = None,
 ) -> list[Passage]:
-    """ARAGOG's auto-merging retrieval (:mod:`arag_graph.retrieval.automerge`): the ``top_k`` nearest sentences,
+    """ARAGOG's auto-merging retrieval (:mod:`arag_graph.retrievers.automerge`): the ``top_k`` nearest sentences,
     merged up into whole chunks and documents; the sentences that did not merge in windows of ``window``."""
     leaves = index.top_sentences(query, top_k, query_vector=query_vector)
     out: list[Passage] = []
@@ -245,7 +245,7 @@ def _retrieved(
     if s.retriever == "amr":
         return auto_merge(index, query, top_k, s.merge_threshold, window or 1, query_vector=query_vector)
     if s.retriever == "dsi":
-        from arag_graph.retrieval.summaries import summary_search  # numpy-only reading; loaded when asked for
+        from arag_graph.retrievers.summaries import summary_search  # numpy-only reading; loaded when asked for
 
         hits = summary_search(index, query, top_k, s.summary_documents, query_vector=query_vector)
         return passages(index, hits, window)
@@ -288,7 +288,7 @@ def retrieve_passages(
     in its window); chunk retrievers cut each chunk to windows around its matched sentences (BM25
     hits have none and stay whole); amr shows its unmerged sentences in their windows.
 
-    Then ARAGOG's selection techniques (:mod:`arag_graph.retrieval.techniques`), in this order:
+    Then ARAGOG's selection techniques (:mod:`arag_graph.retrievers.techniques`), in this order:
     ``multi_query`` > 0 retrieves for the query and ``rewrite``'s rewrites of it and fuses the
     rankings; ``mmr`` or ``rerank`` first take ``candidates`` passages instead of ``top_k``; ``mmr``
     picks ``top_k`` of them by maximal marginal relevance (``mmr_lambda``); ``rerank`` keeps the
@@ -328,7 +328,7 @@ def retrieval_args(index: HierarchicalIndex, settings: RetrievalSettings) -> dic
     if s.retriever == "amr":
         args["merge_threshold"] = s.merge_threshold
     if s.retriever == "dsi":
-        from arag_graph.retrieval.summaries import summary_index
+        from arag_graph.retrievers.summaries import summary_index
 
         args["summary_documents"] = s.summary_documents
         args["summaries"] = summary_index(index).label

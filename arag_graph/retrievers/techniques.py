@@ -1,6 +1,6 @@
 """ARAGOG's other techniques, applied to any retriever: multi-query fusion, MMR and LLM reranking.
 
-ARAGOG compares, beside the techniques of :mod:`arag_graph.retrieval.retrievers`, three ways of
+ARAGOG compares, beside the techniques of :mod:`arag_graph.retrievers.passages`, three ways of
 choosing what a model reads:
 
 multi-query retrieval
@@ -19,7 +19,7 @@ LLM reranking
 
 This layer holds the rules and no model: the rewrites and the relevance ratings come from the
 graph's backbone (the chat model, or the offline policy's documented rules), handed in as
-functions by :func:`arag_graph.retrieval.retrievers.retrieve_passages`' callers.
+functions by :func:`arag_graph.retrievers.passages.retrieve_passages`' callers.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ RRF_K = 60
 
 
 class PassageLike(Protocol):
-    """What the techniques read of a passage (:class:`arag_graph.retrieval.retrievers.Passage`, a
+    """What the techniques read of a passage (:class:`arag_graph.retrievers.passages.Passage`, a
     dataclass, which they copy with a new score)."""
 
     chunk_id: str

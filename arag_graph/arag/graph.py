@@ -39,14 +39,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
-from arag_graph.agent.tools import (
-    ALL_TOOLS,
-    ToolSettings,
-    create_retrieval_tools,
-    retrieval_tool,
-    state_messages,
-    string_list,
-)
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -72,6 +64,14 @@ from arag_graph.run.pipeline import (
 )
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState
+from arag_graph.tools.toolkit import (
+    ALL_TOOLS,
+    ToolSettings,
+    create_retrieval_tools,
+    retrieval_tool,
+    state_messages,
+    string_list,
+)
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class ToolCallGuard:
     - the step cap, call by call: the calls of one turn beyond the cap are answered "not run";
     - only the run's tool set (an ablation may leave a tool out; a model may name one anyway);
     - the configured ``top_k`` when a search leaves it out;
-    - the run's variant of the tool (:class:`~arag_graph.agent.tools.ToolSettings`): whole chunks without
+    - the run's variant of the tool (:class:`~arag_graph.tools.toolkit.ToolSettings`): whole chunks without
       chunk_read, deduplication if asked, a HyDE vector for ``semantic_search``, and the chunks that
       earlier calls of the same turn read (so two reads of one chunk in a turn cost it once);
     - every result carries an artifact saying what it returned, which ``turn_progress`` reads.

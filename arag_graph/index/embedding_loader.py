@@ -2,7 +2,7 @@
 
 A spec is one of
 
-- empty: the packaged all-MiniLM-L6-v2 (:func:`arag_graph.index.embeddings.default_embeddings`);
+- empty: the packaged all-MiniLM-L6-v2 (:func:`arag_graph.index.encoders.default_embeddings`);
 - a local directory of a sentence-transformers model (recorded as its absolute path);
 - a sentence-transformers model name (``BAAI/bge-small-en-v1.5``) already in the Hugging Face cache;
 - ``openai:NAME``: an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI itself, or a local server
@@ -34,8 +34,8 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.endpoints import check_endpoint, client_endpoint
 from arag_graph.core.errors import AragError, ModelSpecError
 from arag_graph.core.safety import url_credentials, url_without_credentials
-from arag_graph.index.embedding_specs import ENDPOINT_PREFIX, is_endpoint_spec, model_folder
-from arag_graph.index.embeddings import (
+from arag_graph.index.embedding_spec import ENDPOINT_PREFIX, is_endpoint_spec, model_folder
+from arag_graph.index.encoders import (
     DEFAULT_ENCODER,
     DEFAULT_MODEL_ID,
     OnnxSentenceEncoder,

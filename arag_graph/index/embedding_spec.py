@@ -1,6 +1,6 @@
 """What an embedding spec names, decided without setting anything up.
 
-:mod:`arag_graph.index.embedding_models` loads the model a spec names; the serving policy
+:mod:`arag_graph.index.embedding_loader` loads the model a spec names; the serving policy
 (:mod:`arag_graph.run.policy`) must decide where that model would come from before anything is loaded.
 Both read a spec through the rules here, so what is checked is what is loaded. Kept apart from
 ``embedding_models`` because that module reaches the chat models, which reach the graphs'
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arag_graph.index.embeddings import DEFAULT_MODEL_ID
+from arag_graph.index.encoders import DEFAULT_MODEL_ID
 
 ENDPOINT_PREFIX = "openai:"
 

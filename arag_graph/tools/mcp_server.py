@@ -2,14 +2,14 @@
 
 ``arag mcp --index DIR`` serves ``keyword_search``, ``semantic_search`` and ``chunk_read`` with the
 official ``mcp`` SDK (the ``mcp`` extra), over stdio (a client starts the server as a subprocess) or
-streamable HTTP. It is a transport of the LangChain tools in :mod:`arag_graph.agent.tools`, not a
+streamable HTTP. It is a transport of the LangChain tools in :mod:`arag_graph.tools.toolkit`, not a
 second implementation: each call goes through the same tool, so its arguments are coerced and
 clamped, and its mistakes answered, exactly as a model's are in our graphs.
 
 A-RAG's read set (C_read) is the one thing that differs. In a graph the tools derive it from the
 run's conversation; an MCP server never sees the client's conversation, so each MCP session keeps
 the set of chunks whose text it was sent and passes it to the tool as chunks read earlier
-(:attr:`~arag_graph.agent.tools.ToolSettings.also_read`). Two sessions never share it; a new
+(:attr:`~arag_graph.tools.toolkit.ToolSettings.also_read`). Two sessions never share it; a new
 session starts with nothing read.
 
 The operator's rules for served runs hold (:mod:`arag_graph.run.policy`): the index is the
@@ -35,10 +35,10 @@ import anyio.to_thread
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from arag_graph.agent.tools import ALL_TOOLS, ToolSettings, retrieval_tool
 from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.run.budgets import Budget
+from arag_graph.tools.toolkit import ALL_TOOLS, ToolSettings, retrieval_tool
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

@@ -36,7 +36,7 @@ from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.tool_artifacts import read_in
-from arag_graph.retrieval.retrievers import window_text
+from arag_graph.retrievers.passages import window_text
 from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN
 from arag_graph.run.runtime import index_for_context, load_run_index
 

@@ -3,7 +3,7 @@
 A-RAG's own interface is the three tools, which hand a model snippets first and whole chunks on
 request. Most LangChain code instead expects a ``BaseRetriever``: text in, ``Document`` objects out.
 :class:`IndexRetriever` is that view of the same index, without a second copy of anything. It ranks
-chunks with the one-shot retrievers the non-agentic graphs use (:func:`arag_graph.retrieval.retrievers.retrieve`),
+chunks with the one-shot retrievers the non-agentic graphs use (:func:`arag_graph.retrievers.passages.retrieve`),
 so a retriever and ``naive_rag`` with the same setting return the same chunks:
 
 * ``semantic`` (default): the index's sentence-level semantic search, a chunk scored by its best
@@ -18,7 +18,7 @@ so a retriever and ``naive_rag`` with the same setting return the same chunks:
   matched, else as the matched sentences alone. ``naive_rag`` searches ``top_k`` sentences (ARAGOG's
   leaves), which may merge into fewer passages; a retriever's ``k`` is a number of documents
   (LangChain's contract), so it searches as many sentences as it takes to hand over ``k``
-  (:func:`~arag_graph.retrieval.retrievers.auto_merge_documents`).
+  (:func:`~arag_graph.retrievers.passages.auto_merge_documents`).
 * ``dsi``: ARAGOG's document summary index (``naive_rag``'s ``dsi``): the ``k`` best chunks inside
   the documents whose summaries are nearest; needs an index built with ``--summaries``.
 
@@ -45,7 +45,7 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from arag_graph.core.documents import check_filter, matches_filter
 from arag_graph.core.errors import AragError
-from arag_graph.retrieval.retrievers import Passage, Retriever, auto_merge_documents, passages, retrieve
+from arag_graph.retrievers.passages import Passage, Retriever, auto_merge_documents, passages, retrieve
 
 SearchType = Literal["semantic", "keyword", "hybrid", "amr", "dsi"]
 SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
@@ -178,7 +178,7 @@ class IndexRetriever(BaseRetriever):
         if self.search_type == "amr":
             return auto_merge_documents(self.index, query, top_k)
         if self.search_type == "dsi":
-            from arag_graph.retrieval.summaries import summary_search
+            from arag_graph.retrievers.summaries import summary_search
 
             return passages(self.index, summary_search(self.index, query, top_k))
         return passages(self.index, retrieve(self.index, query, top_k, _RETRIEVER[self.search_type]))

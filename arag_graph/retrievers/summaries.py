@@ -1,6 +1,6 @@
 """ARAGOG's document summary index (DSI): a summary per document, then chunks inside the best documents.
 
-At index time (``arag index --summaries MODEL``) every document (:mod:`arag_graph.index.hierarchy`) gets
+At index time (``arag index --summaries MODEL``) every document (:mod:`arag_graph.index.document_groups`) gets
 a summary, embedded with the index's own encoder and stored in the build: ``summaries.jsonl`` (one
 record per document: its key, chunk ids, title, summary) and ``summaries.npy`` (their vectors),
 both covered by the manifest's checksums like every other file of the build. The manifest's

@@ -1,5 +1,0 @@
-"""The srag graph, for langgraph.json (configured at run time; see graphs/__init__.py)."""
-
-from arag_graph.registry import served_graph
-
-graph = served_graph("srag")
