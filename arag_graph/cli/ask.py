@@ -52,33 +52,34 @@ def run_question(
     *,
     index: Any,
     model: Any,
-    context: dict[str, Any],
+    context: GraphContext,
     echo: bool,
     checkpointer: Any = None,
     thread: str | None = None,
 ) -> dict[str, Any]:
     """Run one question through a graph, printing tool calls and results as they happen.
 
-    With ``checkpointer`` and ``thread``, the question continues that thread's conversation.
+    ``context`` is the run's context as :func:`arag_graph.registry.config_for` checked it, once: the
+    graph runs with that object. With ``checkpointer`` and ``thread``, the question continues that
+    thread's conversation.
     """
     from langchain_core.messages import ToolMessage
 
-    from arag_graph.registry import build_graph, config_for
+    from arag_graph.registry import build_graph
 
     graph = build_graph(graph_name, index=index, model=model, checkpointer=checkpointer)
-    cfg = config_for(graph_name, **context)
     final: dict[str, Any] = {}
     seen_steps = 0
     # Root-run trace metadata: which index, model and limits produced this answer.
     metadata = {
         "index": str(index.path),
-        "model": context.get("model"),
-        "max_steps": getattr(cfg, "max_steps", None),
+        "model": context.model or None,
+        "max_steps": getattr(context, "max_steps", None),
     }
     run_config: dict[str, Any] = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
     if thread is not None:
         run_config["configurable"] = {"thread_id": thread}
-    stream = graph.stream({"question": question}, run_config, context=cfg, stream_mode=["updates", "values"])
+    stream = graph.stream({"question": question}, run_config, context=context, stream_mode=["updates", "values"])
     for mode, chunk in stream:
         if mode == "values":
             final = chunk
@@ -132,7 +133,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from arag_graph.run.runtime import model_settings
 
     question, thread = _checked_question(args)
-    spec, notice, limits, context, ctx = _checked_context(args)
+    spec, notice, limits, ctx = _checked_context(args)
     # Created with the run's sampling settings (the 16,384-token output limit too), as arag eval does.
     model = check_model_spec(spec, args.base_url, {**limits, **model_settings(ctx)})
     index = open_index(args.index, args.quiet)
@@ -147,7 +148,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             question,
             index=index,
             model=model,
-            context=context,
+            context=ctx,
             echo=not args.json,
             checkpointer=checkpointer,
             thread=f"{args.graph}:{thread}" if thread else None,  # a thread belongs to one graph (its state's shape)
@@ -180,10 +181,12 @@ def _checked_question(args: argparse.Namespace) -> tuple[str, str | None]:
     return question, thread
 
 
-def _checked_context(
-    args: argparse.Namespace,
-) -> tuple[str, str | None, dict[str, Any], dict[str, Any], GraphContext]:
-    """The model spec, its notice, the request limits and the run's context (as given, and checked)."""
+def _checked_context(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any], GraphContext]:
+    """The model spec, its notice, the request limits and the run's context, checked once.
+
+    The context is the graph's own configuration class (one-line AragError for a bad value); the
+    run gets this object, so nothing checks it again.
+    """
     from arag_graph.registry import config_for
 
     extra = _one_run_settings(cliargs.set_values(args.settings), args.graph)
@@ -191,8 +194,7 @@ def _checked_context(
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     context |= extra | {"profile": check_profile(args.profile)}
-    ctx = config_for(args.graph, **context)  # the graph's own configuration checks (one-line AragError)
-    return spec, notice, limits, context, ctx
+    return spec, notice, limits, config_for(args.graph, **context)
 
 
 def _write_html(args: argparse.Namespace, question: str, spec: str, state: dict[str, Any], index: Any) -> None:

@@ -22,7 +22,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from arag_graph.index.sample import default_sample_index_path, ensure_sample_index, sample_questions_path
     from arag_graph.llm.models import resolve_chat_model
     from arag_graph.qa.datasets import load_questions
-    from arag_graph.registry import get_graph_spec
+    from arag_graph.registry import config_for, get_graph_spec
 
     if args.questions < 1:
         raise AragError(f"--questions {args.questions}: give 1 or more sample questions, e.g. --questions 3")
@@ -41,9 +41,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     html = Path(args.html) if args.html else cache_dir() / "demo" / REPORT_FILE
     answered: list[dict[str, Any]] = []
     shown_runs: list[dict[str, Any]] = []  # the report's records: the evaluation's, scored the same way
+    context = config_for(args.graph)  # the graph's defaults, checked once for every question
     for i, q in enumerate(questions, 1):
         show(f"\n[{i}/{len(questions)}] {q.question}")
-        state = run_question(args.graph, q.question, index=index, model=model, context={}, echo=not args.json)
+        state = run_question(args.graph, q.question, index=index, model=model, context=context, echo=not args.json)
         record = result_record(state, args.graph, "offline")
         evidence = gold_evidence(index, q, record)
         answered.append({"question": q.question, "gold_answers": list(q.answers), "gold_passages": evidence, **record})
