@@ -299,6 +299,31 @@ def _tokens_figure(rows: Sequence[Mapping[str, Any]]) -> Any | None:
     return figure
 
 
+def _sweep_lines(
+    rows: Sequence[Mapping[str, Any]], name: str, values: Sequence[Any]
+) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """The rows of ``name``'s sweep, one line per graph and rest of its setting."""
+    lines: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        setting = row.get("setting") or {}
+        if name in setting and setting[name] in values:
+            lines.setdefault((str(row.get("graph")), _rest(setting, name)), []).append(row)
+    return lines
+
+
+def _setting_axis(axes: Any, name: str, values: Sequence[Any], positions: Sequence[float], numeric: bool) -> None:
+    """The first panel's x axis: the swept setting, one tick per value (``positions`` in ``values``' order)."""
+    ticks = sorted(set(positions))
+    axes.set_xticks(ticks)
+    # The axis names the setting, so ticks show its values alone: 5, 10 / minimal, high.
+    shown = {pos: ("default" if v in ("", None) else f"{_number(v):g}" if numeric else str(v))
+             for v, pos in zip(values, positions, strict=True)}  # fmt: skip
+    axes.set_xticklabels([shown[tick] for tick in ticks])
+    axes.margins(x=0.08)
+    axes.set_xlabel(_SWEEP_AXES.get(name, name))
+    _accuracy_axis(axes)
+
+
 def _sweep_figure(rows: Sequence[Mapping[str, Any]], name: str, values: Sequence[Any]) -> Any | None:
     """Accuracy against one swept setting, and against the compute each of its values spent.
 
@@ -306,11 +331,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], name: str, values: Sequence
     tokens; model tokens where the model reports usage, which the offline policy does not): the
     same lines, one per graph and rest of its setting, so a sweep reads as a path through cost.
     """
-    lines: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        setting = row.get("setting") or {}
-        if name in setting and setting[name] in values:
-            lines.setdefault((str(row.get("graph")), _rest(setting, name)), []).append(row)
+    lines = _sweep_lines(rows, name, values)
     if not any(len({_value_text(name, (r.get("setting") or {})[name]) for r in group}) > 1 for group in lines.values()):
         return None
     numeric = all(_number(v) is not None and not isinstance(v, bool) for v in values)
@@ -347,15 +368,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], name: str, values: Sequence
                     setting = None if kind is None else value_of
                     series.append(_plot_series(axes, xs, chosen, key, graph, looks[graph], label, style, setting))
         if kind is None:
-            ticks = sorted(set(position.values()))
-            axes.set_xticks(ticks)
-            # The axis names the setting, so ticks show its values alone: 5, 10 / minimal, high.
-            shown = {pos: ("default" if v in ("", None) else f"{_number(v):g}" if numeric else str(v))
-                     for v, pos in zip(values, position.values(), strict=True)}  # fmt: skip
-            axes.set_xticklabels([shown[tick] for tick in ticks])
-            axes.margins(x=0.08)
-            axes.set_xlabel(_SWEEP_AXES.get(name, name))
-            _accuracy_axis(axes)
+            _setting_axis(axes, name, values, list(position.values()), numeric)
         else:
             _token_axis(axes, [v for v in (compute[kind][1](r) for r in points) if v is not None], compute[kind][0])
             axes.grid(True, alpha=0.3)

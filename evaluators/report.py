@@ -349,9 +349,17 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]], profile: str | None = No
             "The offline policy is a deterministic no-LLM baseline: its numbers measure retrieval and "
             "extraction rules, not a language model, and are not comparable with LLM results."
         )
-    lines += ["", *_table(rows, columns)]
-    lines += [
-        "",
+    lines += ["", *_table(rows, columns), "", *_definition_lines(rows, with_cost)]
+    if any(row.get("failures") for row in rows):
+        lines += _failure_lines(rows)
+    lines += _breakdown_lines(rows, columns)
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _definition_lines(rows: Sequence[Mapping[str, Any]], with_cost: bool) -> list[str]:
+    """What each column of the summary table means (the optional columns only where they are shown)."""
+    lines = [
         "- Contain-Acc: the normalised gold answer (any alias) is a substring of the normalised prediction "
         "(lowercase, no punctuation or articles, single spaces), as in the A-RAG paper. EM: equal after "
         "normalisation. F1: token F1 against the best alias.",
@@ -385,11 +393,7 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]], profile: str | None = No
             "- Cost: every model call of the runs (structured sub-steps and HyDE included), priced from the "
             "provider's usage metadata; the judge's calls are not included."
         )
-    if any(row.get("failures") for row in rows):
-        lines += _failure_lines(rows)
-    lines += _breakdown_lines(rows, columns)
-    lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def write_summary(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, profile: str | None = None) -> list[Path]:
