@@ -20,15 +20,16 @@ from langchain_core.document_loaders import BaseLoader
 from langchain_core.documents import Document
 
 from arag_graph.core.errors import AragError, IndexDamagedError
-from arag_graph.index import build as build_module
 from arag_graph.index import integrity as integrity_module
-from arag_graph.index.build import build_index, update_index
+from arag_graph.index import write as write_module
+from arag_graph.index.build import build_index
 from arag_graph.index.chroma import SentenceStore
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.keywords import keyword_files
 from arag_graph.index.layout import BUILDS, RECORD, read_current
 from arag_graph.index.load import load_index, verify_index
 from arag_graph.index.sync import sync_index
+from arag_graph.index.update import update_index
 from arag_graph.retrievers.langchain_retriever import make_retriever
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.fakes import WordHashEmbeddings
@@ -315,7 +316,7 @@ def test_a_killed_update_leaves_the_previous_index_answering(
         raise KeyboardInterrupt
 
     if fault == "keywords":
-        monkeypatch.setattr(build_module.KeywordIndex, "save", killed)
+        monkeypatch.setattr(write_module.KeywordIndex, "save", killed)
         seen.append("keywords")
     elif fault == "copy":
         monkeypatch.setattr(integrity_module, "_copy_file", killed_mid_copy)
@@ -326,7 +327,7 @@ def test_a_killed_update_leaves_the_previous_index_answering(
         monkeypatch.setattr(SentenceStore, "delete_records", deleting)
         monkeypatch.setattr(SentenceStore, "add_rows", killed)
     else:
-        monkeypatch.setattr(build_module, "point_current", killed_at_switch)
+        monkeypatch.setattr(write_module, "point_current", killed_at_switch)
     with pytest.raises(KeyboardInterrupt):
         index.add_documents(
             [

@@ -17,7 +17,6 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index import integrity
-from arag_graph.index.build import update_index
 from arag_graph.index.chroma import RECORD_IDS
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.encoders import (
@@ -35,6 +34,7 @@ from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read
 from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
+from arag_graph.index.update import update_index
 
 _LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
