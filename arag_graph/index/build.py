@@ -20,6 +20,7 @@ build was split into these modules.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -30,10 +31,12 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import AragError
+from arag_graph.core.profiles import Profile
 from arag_graph.index.chroma import COLLECTION_NAME_MAX, check_chroma_server, valid_collection_name
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import build_lock, check_out, make_root
+from arag_graph.index.manifest import KeywordMatch
 from arag_graph.index.options import BuildOptions as BuildOptions
 from arag_graph.index.options import SummaryWriter as SummaryWriter
 from arag_graph.index.sentence_vectors import StoreReuse as StoreReuse
@@ -49,6 +52,9 @@ if TYPE_CHECKING:
 # Builds are named <UTC-ish timestamp>-<8 hex>; server collections are <prefix>-<build>.
 _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
+# The settings build_index takes one by one: BuildOptions' fields (a test keeps the two in step).
+_SETTINGS = tuple(field.name for field in dataclasses.fields(BuildOptions))
+
 
 def build_index(
     corpus: str | os.PathLike[str] | Iterable[SourceDocument] | Iterable[LangChainDocument] | Sequence[Chunk],
@@ -59,7 +65,18 @@ def build_index(
     summaries: SummaryWriter | None = None,
     progress: bool = False,
     out_flag: str = "--out",
-    **changes: Any,
+    chunk_size: int | None = None,
+    contextual_headers: bool | None = None,
+    header_max_chars: int | None = None,
+    keyword_match: KeywordMatch | None = None,
+    backend: str | None = None,
+    encoder: str | None = None,
+    embedding_base_url: str | None = None,
+    corpus_format: str | None = None,
+    chroma_url: str | None = None,
+    collection: str | None = None,
+    chroma_timeout: float | None = None,
+    profile: Profile | None = None,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
 
@@ -70,8 +87,9 @@ def build_index(
     recorded there; ``out_flag`` names ``out`` as the user gave it (``--out``; eval's ``--index``;
     the cache directory) in a refusal of ``out``, so the one line says what to change.
 
-    ``options`` holds the settings (:class:`BuildOptions`); keyword arguments named after its fields
-    change single ones (``build_index(docs, out, chunk_size=512)``).
+    ``options`` holds the settings (:class:`BuildOptions`); the keyword arguments from ``chunk_size``
+    on, named after its fields (documented there), change single ones
+    (``build_index(docs, out, chunk_size=512)``); one left None keeps the value of ``options``.
 
     ``embeddings`` is any LangChain ``Embeddings`` or a spec string
     (:func:`arag_graph.index.embedding_loader.resolve_embeddings`: a sentence-transformers folder or
@@ -84,6 +102,8 @@ def build_index(
     embedded and stored in the build (:mod:`arag_graph.retrievers.summaries`). ``progress`` draws
     progress bars on stderr; off by default, so a library call is quiet (the CLI turns them on).
     """
+    given = locals()  # nothing but the parameters is bound yet
+    changes = {name: given[name] for name in _SETTINGS if given[name] is not None}
     opts = (options or BuildOptions()).with_changes(changes)
     return _full_build(corpus, Path(out), opts, embeddings, summaries, progress, out_flag)
 
