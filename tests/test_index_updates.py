@@ -234,18 +234,18 @@ def test_an_update_encodes_only_new_text(tmp_path: Path) -> None:
 def test_an_update_tokenizes_only_new_chunks_and_writes_the_keyword_files_a_rebuild_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph.index import keywords as keywords_module
+    from arag_graph.index import keyword_scan as scan_module
 
     docs = PagesLoader(30).load()
     index = build(docs, tmp_path / "index")
     tokenized: list[int] = []
-    real_words = keywords_module._words
+    real_words = scan_module._words
 
     def counting(code: np.ndarray) -> tuple[list[str], np.ndarray]:
         tokenized.append(int(np.count_nonzero(code == 0)))  # the texts of a batch each end in NUL
         return real_words(code)
 
-    monkeypatch.setattr(keywords_module, "_words", counting)
+    monkeypatch.setattr(scan_module, "_words", counting)
     changed = Document(page_content="A new tower was raised on the reef.", id="doc7", metadata={"source": "x"})
     added = Document(page_content="The reef tower keeper rows ashore weekly.", id="extra")
     updated, _ = update_index(index, upsert=[changed, added], delete=["doc3", "doc20"])
