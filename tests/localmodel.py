@@ -48,7 +48,7 @@ CHAT_FORMAT = "chatml-function-calling"
 """llama-cpp-python's one chat format for any model that returns OpenAI tool calls (see the guide's caveats)."""
 N_CTX = 4096
 """The server's context window in tokens: room for A-RAG's prompt, a few tool results and a reply."""
-MAX_TOKENS = 160
+MAX_TOKENS = 128
 """Tokens the model may write per call in the tests (a run's ``max_tokens``): answers are short, and a
 model caught repeating itself stops there."""
 MODEL_TIMEOUT = 300

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 QUESTION = "Where is the publisher of Grace Krilanovich's first novel based?"
 OVERFLOW = (
     "This model's maximum context length is 4096 tokens. However, you requested 4712 tokens "
-    "(4552 in the messages, 160 in the completion). Please reduce the length of the messages or completion."
+    "(4584 in the messages, 128 in the completion). Please reduce the length of the messages or completion."
 )
 
 
