@@ -156,6 +156,11 @@ def _agent_turn(messages: Sequence[BaseMessage], bound: list[str]) -> AIMessage:
     return AIMessage(f"Stephen King was born in Maine.\nAnswer: Maine [{', '.join(shown[:1])}]")
 
 
+def _forced(kwargs: dict[str, Any]) -> bool:
+    """A structured-output request names the schema's tool; the agent's ``auto`` leaves the choice to the model."""
+    return kwargs.get("tool_choice") not in (None, "auto")
+
+
 class RecordingChatModel(ScriptedChatModel):
     """A scripted model that keeps the full tool schemas it is bound with, and replies by rule."""
 
@@ -164,7 +169,7 @@ class RecordingChatModel(ScriptedChatModel):
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         converted = [convert_to_openai_tool(t) for t in tools]
-        kept = self.structured if kwargs.get("tool_choice") is not None else self.schemas
+        kept = self.structured if _forced(kwargs) else self.schemas
         for schema in converted:
             kept[schema["function"]["name"]] = schema["function"]
         return self.bind(tools=converted, **kwargs)
@@ -172,7 +177,7 @@ class RecordingChatModel(ScriptedChatModel):
 
 def _reply(messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
     names = [t["function"]["name"] for t in kwargs.get("tools") or []]
-    if kwargs.get("tool_choice") is not None:
+    if _forced(kwargs):
         return calls(tool_call(names[0], **_structured_fields(names[0], messages)))
     if names:
         return _agent_turn(messages, names)
@@ -217,7 +222,7 @@ def record_variant(name: str, index: Any) -> dict[str, Any]:
         kwargs = entry["kwargs"]
         request: dict[str, Any] = {}
         tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
-        if kwargs.get("tool_choice") is not None:
+        if _forced(kwargs):
             request["structured_output"] = tools[0]
         elif tools:
             request["tools"] = tools

@@ -34,7 +34,7 @@ from arag_graph.llm.structured import (
     structured_call,
 )
 from tests.fakes import sentinel_key
-from tests.stubs.openai_server import OpenAIStubServer, text
+from tests.stubs.openai_server import OpenAIStubServer, Reply, text, tool_call
 
 EXAMPLES: list[BaseModel] = [
     Sufficiency(reasoning="Ed Wood was American.", is_sufficient=True, missing_info="", confidence=0.9),
@@ -100,20 +100,21 @@ def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:
 @pytest.mark.parametrize(
     ("replies", "expected", "problem_says"),
     [
-        (["not json", Reformulation(query="retried").model_dump_json()], "retried", None),
-        (["not json", "{}"], "Q?", "Field required"),
+        ([text("not json"), tool_call("Reformulation", {"query": "retried"})], "retried", None),
+        ([text("not json"), tool_call("Reformulation", {})], "Q?", "Field required"),
     ],
     ids=["second-attempt", "fallback"],
 )
 def test_sync_and_async_calls_share_one_retry_policy(
-    openai_server: OpenAIStubServer, mode: str, replies: list[str], expected: str, problem_says: str | None
+    openai_server: OpenAIStubServer, mode: str, replies: list[Reply], expected: str, problem_says: str | None
 ) -> None:
-    """One bad reply is retried once; two fall back to the schema's fallback with the last problem."""
+    """One bad reply is retried once, as a forced tool call (the form every OpenAI-compatible server
+    with tool calling takes); two fall back to the schema's fallback with the last problem."""
     import asyncio
 
     from arag_graph.llm.structured import astructured_call
 
-    openai_server.script([text(r) for r in replies])
+    openai_server.script(replies)
     model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("retry"), max_retries=0)
     call = {"question": "Q?"}
     if mode == "async":

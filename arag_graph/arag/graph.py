@@ -259,7 +259,10 @@ def after_agent(state: AragState) -> str:
     reply = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
     calls = pending_tool_calls(reply)
     if not calls:
-        return "finish"
+        # A turn with neither a call nor text is no answer: ask for one, without tools, from what was
+        # gathered. llama-cpp-python's chatml-function-calling sends exactly this when the model
+        # chooses to answer (its grammar then allows only a function name or the end of the turn).
+        return "synthesize" if reply is not None and not reply.text.strip() else "finish"
     if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.

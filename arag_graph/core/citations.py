@@ -50,3 +50,31 @@ def parse_final_answer(text: str, is_chunk: Callable[[str], bool]) -> tuple[str,
         answer = strip_citations(text)
     answer = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(answer.split())).strip().strip("*_ ").strip()
     return answer, citations
+
+
+_WRITTEN_CALL = re.compile(r"^\s*functions\.(?P<name>[A-Za-z_][\w.-]*)\s*:", re.IGNORECASE)
+
+
+def written_tool_call(text: str) -> str | None:
+    """A tool call the model wrote out as text where it had to answer, in one short line (else None).
+
+    Small models served through llama-cpp-python's ``chatml-function-calling`` format copy the
+    format their earlier calls were shown in (``functions.keyword_search:`` then JSON arguments) into
+    the reply that should answer; a bare JSON object is the same mistake in another form. A reply
+    with an ``Answer:`` line is an answer whatever else it holds.
+    """
+    text = (text or "").strip()
+    if not text or _ANSWER_LINE.search(text):
+        return None
+    found = _WRITTEN_CALL.match(text)
+    if found:
+        return f"functions.{found.group('name')}: ..."
+    if text.startswith("{") and text.endswith("}"):
+        try:
+            import json
+
+            if isinstance(json.loads(text), dict):
+                return f"{text[:60]}..." if len(text) > 60 else text
+        except ValueError:
+            return None
+    return None

@@ -74,9 +74,16 @@ def bind_one_tool_per_turn(model: BaseChatModel, tools: Sequence[BaseTool]) -> R
     A-RAG's loop is one action per iteration. Providers that do not know ``parallel_tool_calls``
     get the tools alone (the graph still runs extra calls in order and counts each); models that
     cannot bind tools at all (scripted test models) are used as they are.
+
+    ``tool_choice="auto"`` is said explicitly although it is OpenAI's default once tools are given:
+    llama-cpp-python's server (``--chat_format chatml-function-calling``) shows the model the tools
+    only when a request names a tool choice, and without it the model never calls one
+    (docs/guide/local-models.md).
     """
+    if not tools:
+        return model
     try:
-        return model.bind_tools(tools, parallel_tool_calls=False)
+        return model.bind_tools(tools, tool_choice="auto", parallel_tool_calls=False)
     except TypeError:
         pass
     except NotImplementedError:

@@ -10,6 +10,7 @@ through here: it answers the same requests with its own rules (:mod:`arag_graph.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -206,6 +207,9 @@ class _RetryPolicy(Generic[T]):
     An attempt fails on a reply that is no valid ``schema`` object and on any error of the call
     (invalid JSON, a refusal, a provider error), except :class:`BudgetExceeded`: no call was made
     and none will be, so there is nothing to retry or fall back from.
+
+    The second attempt asks through a forced tool call instead of the provider's default (see
+    :func:`_runnables`).
     """
 
     attempts_per_call = 2
@@ -248,11 +252,11 @@ def structured_call(
     config: RunnableConfig | None = None,
 ) -> tuple[T, str | None]:
     """Ask ``model`` for a ``schema`` object under :class:`_RetryPolicy`. Returns (value, problem)."""
-    runnable = model.with_structured_output(schema, include_raw=True)
+    runnables = _runnables(model, schema)
     policy = _RetryPolicy(schema, question)
-    for _ in policy.attempts():
+    for attempt, _ in enumerate(policy.attempts()):
         with policy.attempt():
-            policy.reply(runnable.invoke(list(messages), config))
+            policy.reply(runnables[attempt].invoke(list(messages), config))
     return policy.result()
 
 
@@ -265,12 +269,34 @@ async def astructured_call(
     config: RunnableConfig | None = None,
 ) -> tuple[T, str | None]:
     """Async twin of :func:`structured_call`, under the same :class:`_RetryPolicy`."""
-    runnable = model.with_structured_output(schema, include_raw=True)
+    runnables = _runnables(model, schema)
     policy = _RetryPolicy(schema, question)
-    for _ in policy.attempts():
+    for attempt, _ in enumerate(policy.attempts()):
         with policy.attempt():
-            policy.reply(await runnable.ainvoke(list(messages), config))
+            policy.reply(await runnables[attempt].ainvoke(list(messages), config))
     return policy.result()
+
+
+def _runnables(model: BaseChatModel, schema: type[T]) -> list[Runnable[Any, Any]]:
+    """The structured request of each attempt: the provider's default, then a forced tool call.
+
+    ``ChatOpenAI`` asks for a JSON schema in ``response_format`` by default, which OpenAI and vLLM
+    honour but llama-cpp-python's server refuses (HTTP 500: only ``text`` and ``json_object``), and
+    other servers may ignore. A forced call of a tool whose parameters are the schema is the one
+    form every OpenAI-compatible server with tool calling takes (llama-cpp-python then constrains
+    the reply to the schema by grammar), so the retry asks that way. Models whose
+    ``with_structured_output`` has no ``method`` (scripted test models, other providers' defaults)
+    are asked the same way twice.
+    """
+    first = model.with_structured_output(schema, include_raw=True)
+    try:
+        accepts_method = "method" in inspect.signature(model.with_structured_output).parameters
+    except (TypeError, ValueError):
+        accepts_method = False
+    if not accepts_method:
+        return [first] * _RetryPolicy.attempts_per_call
+    forced = model.with_structured_output(schema, include_raw=True, method="function_calling")
+    return [first, forced]
 
 
 def structured_runnable(model: BaseChatModel, schema: type[T], question: str) -> Runnable[Any, tuple[T, str | None]]:

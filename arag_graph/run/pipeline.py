@@ -10,7 +10,7 @@ from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from arag_graph.core.citations import parse_final_answer
+from arag_graph.core.citations import parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.tool_artifacts import artifact_of, read_in
@@ -62,6 +62,11 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
         return update
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     text = last.text if last is not None else ""
+    written = written_tool_call(text)
+    if written:  # a call in words is no answer (a small model copying the format of its earlier calls)
+        update.update({"answer": "", "citations": []})
+        update["error"] = f"the model wrote a tool call as text ({written}) where it had to answer"
+        return update
     answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
     update.update({"answer": answer, "citations": citations})
     if not answer:
