@@ -188,7 +188,7 @@ def test_context_cap_keeps_the_best_that_fit() -> None:
 
 def test_by_default_the_answer_sees_the_whole_union() -> None:
     """CoRAG answers from the union of the chain's chunks: no cap unless one is configured."""
-    from arag_graph.run.configuration import CoragContext
+    from arag_graph.corag.context import CoragContext
 
     found = [_found(str(i), "word " * 1000) for i in range(15)]  # S=3 x top_k=5 chunks of 1,000 tokens
     chain = [{"chunk_ids": [str(i) for i in range(15)]}]

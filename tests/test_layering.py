@@ -16,7 +16,7 @@ LIBRARY = REPO / "arag_graph"
 
 # Lowest first. A module may import its own layer and the layers before it, never one after it.
 # The graph families share a rank but are siblings: one family never imports another, except that
-# SRAG's router and CoRAG's HyDE step build on the baselines, which therefore rank below them.
+# SRAG's router runs the naive_rag graph as its subgraph, so the baselines rank below the others.
 LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("index",),
@@ -175,7 +175,7 @@ def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    from arag_graph.run.configuration import DirectContext
+    from arag_graph.baselines.context import DirectContext
     from arag_graph.run.runtime import Bound, TracedGraph, traced_graph
 
     class State(TypedDict, total=False):

@@ -39,17 +39,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
+from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.llm.prompts import agent_system_prompt
-from arag_graph.run.configuration import (
-    AgentContext,
-    AragContext,
-    AragContextDict,
-    AragNaiveContext,
-    AragNaiveContextDict,
-)
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (

@@ -83,17 +83,17 @@ from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import hyde_vector, selection_functions
+from arag_graph.corag.context import CoragContext
 from arag_graph.core.tokens import count_tokens, decode, encode
 from arag_graph.llm.backbone import Step
 from arag_graph.llm.models import with_settings
 from arag_graph.llm.prompts import verdict
 from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages, rrf_scores
-from arag_graph.run.configuration import CoragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import retrieval_update
+from arag_graph.run.retrieval import hyde_vector, selection_functions
 from arag_graph.run.runtime import Bound, Run, backbone_for, run_of
 from arag_graph.run.state import RunState, TrajectoryStep, question_of, union
 

@@ -92,9 +92,9 @@ from arag_graph.corag.chain import (
     step_penalty,
     stop,
 )
+from arag_graph.corag.context import CoragContext, CoragContextDict
 from arag_graph.llm.models import supports_setting
 from arag_graph.llm.offline import OfflinePolicy
-from arag_graph.run.configuration import CoragContext, CoragContextDict
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_of, traced_graph

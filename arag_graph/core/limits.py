@@ -1,4 +1,4 @@
-"""Bounds every network request shares: seconds per attempt, retries, and the operator's API key.
+"""Bounds several layers share: seconds per attempt, retries, the operator's API key, and ``top_k``.
 
 Chat models (:mod:`arag_graph.llm.models`) and embedding endpoints
 (:mod:`arag_graph.index.embedding_loader`) are bounded the same way and read the same key, but the
@@ -13,6 +13,10 @@ import math
 import os
 
 from arag_graph.core.errors import ModelSpecError
+
+TOP_K_MIN, TOP_K_MAX = 1, 20
+"""One rule for ``top_k`` everywhere: context schemas and the CLI refuse values outside it, tools called
+by a model clamp them into it (here, in the bottom layer, so the tools need no graph layer to know it)."""
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 2

@@ -42,7 +42,7 @@ RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
 ``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
 ``question`` and returns the graph's output fields, and its ``context=`` is the graph's context
 schema or a mapping of its fields (which LangGraph turns into the schema), typed by the schema's
-``TypedDict`` (:class:`~arag_graph.run.configuration.AragContextDict`, ...), so a misspelt setting
+``TypedDict`` (:class:`~arag_graph.arag.context.AragContextDict`, ...), so a misspelt setting
 or a value of the wrong type is a type error."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""

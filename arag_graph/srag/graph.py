@@ -32,7 +32,7 @@ The decomposer and the triplet extractor are zero-shot prompts to the run's chat
 (:mod:`arag_graph.llm.prompts`), where the paper fine-tunes models for both; the paper notes that
 zero-shot prompting can stand in for them, and that is what is measured here.
 
-Ablations (:class:`arag_graph.run.configuration.SragContext`): ``decompose=False`` makes the question its
+Ablations (:class:`arag_graph.srag.context.SragContext`): ``decompose=False`` makes the question its
 only sub-question (no model call); ``structured_extraction=False`` skips extraction and answers from
 the retrieved passages (no table); ``table_aggregation=False`` gives the answer each passage's own
 facts under its chunk header, neither merged nor deduplicated (no table). ``route=True`` asks a
@@ -60,17 +60,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Overwrite, Send
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import as_dict, build_naive_rag_graph, selection_functions
+from arag_graph.baselines.graph import build_naive_rag_graph
 from arag_graph.core.citations import parse_final_answer
 from arag_graph.llm.prompts import chunk_block
 from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import SragContext, SragContextDict
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
+from arag_graph.run.retrieval import as_dict, selection_functions
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
+from arag_graph.srag.context import SragContext, SragContextDict
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
 _NO_FACTS = "(no facts found)"
