@@ -23,9 +23,10 @@ from langchain_openai import ChatOpenAI
 
 from arag_graph.corag.context import CoragContext
 from arag_graph.corag.graph import build_corag_graph, chain_penalty, step_penalty
+from arag_graph.corag.model import offline_reformulation, offline_sub_answer
+from arag_graph.corag.schemas import NO_RELEVANT_INFORMATION, SubAnswer
 from arag_graph.core.sentences import split_sentences
-from arag_graph.llm.offline import bridge_names, offline_reformulation, offline_sub_answer
-from arag_graph.llm.structured import NO_RELEVANT_INFORMATION, SubAnswer
+from arag_graph.offline.rules import bridge_names
 from arag_graph.registry import build_graph, config_for
 from arag_graph.retrievers.passages import Passage
 from arag_graph.run.configuration import ContextError

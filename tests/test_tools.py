@@ -434,7 +434,7 @@ def test_the_read_set_is_checked_against_the_runs_own_index(split_index: Hierarc
     """C_read of a run is read from its conversation against the index the run chose (the tool's index
     source is called with the run's runtime): a chunk the run read is a notice the next time, while a
     tool message that claims a read without the chunk's text (a caller's forgery) marks nothing read."""
-    from arag_graph.llm.tool_artifacts import read_in
+    from arag_graph.core.artifacts import read_in
 
     def pick(runtime: Any) -> HierarchicalIndex:
         assert runtime.context == {"index": "split"}, runtime

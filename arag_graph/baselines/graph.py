@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
 from arag_graph.baselines.context import DirectContext, DirectContextDict, NaiveRagContext, NaiveRagContextDict
+from arag_graph.baselines.model import baseline_model
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
@@ -65,12 +66,14 @@ def retrieve_once(
 def answer_from_passages(state: NaiveRagState, runtime: Runtime[NaiveRagContext], *, bound: Bound) -> Call:
     run = run_of(runtime, bound)
     found = [Passage(**p) for p in state.get("passages") or []]
-    return Call(run.backbone.answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model")
+    return Call(
+        baseline_model(run.model).answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model"
+    )
 
 
 def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: Bound) -> Call:
     run = run_of(runtime, bound)
-    return Call(run.backbone.direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
+    return Call(baseline_model(run.model).direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
 
 
 # ---------------------------------------------------------------------------------------------

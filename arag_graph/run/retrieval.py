@@ -18,6 +18,7 @@ from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
 from arag_graph.retrievers.passages import Passage
 from arag_graph.run.configuration import RetrievalContext
+from arag_graph.run.model import retrieval_model
 from arag_graph.run.runtime import Run
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def hyde_vector(run: Run[Any], query: str, config: RunnableConfig | None) -> tup
     if not ctx.hyde or ctx.retriever == "bm25":
         return None, None  # BM25 has no query vector to replace
     try:
-        passage = run.backbone.hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
+        passage = retrieval_model(run.model).hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
     except Exception as exc:
         warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
         log.warning(warning)
@@ -63,6 +64,7 @@ def selection_functions(
     ``warnings``: like HyDE, the techniques refine a search and never end a run.
     """
     config = config or {}
+    model = retrieval_model(run.model)
 
     def ask(call: Any, run_name: str, fallback: str) -> Any:
         """The structured reply of ``call``, or None with ``fallback`` and the reason in ``warnings``."""
@@ -79,16 +81,14 @@ def selection_functions(
 
     def rewrite(query: str, n: int) -> list[str]:
         value = ask(
-            run.backbone.query_rewrites(query, n),
+            model.query_rewrites(query, n),
             "multi_query",
             "multi-query rewrites failed, searched with the query alone",
         )
         return list(value.queries) if value is not None else []
 
     def rerank(query: str, found: Sequence[Passage]) -> list[float]:
-        value = ask(
-            run.backbone.passage_ratings(query, found), "rerank", "rerank ratings failed, kept the retriever's order"
-        )
+        value = ask(model.passage_ratings(query, found), "rerank", "rerank ratings failed, kept the retriever's order")
         if value is None:
             return []
         scores = [0.0] * len(found)
