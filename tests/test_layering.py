@@ -29,7 +29,11 @@ LIBRARY = REPO / "arag_graph"
 
 # Lowest first. A module may import its own layer and the layers before it, never one after it.
 # The graph families share a rank but are siblings: one family never imports another, except that
-# SRAG's router and CoRAG's HyDE step build on the baselines, which therefore rank below them.
+# SRAG's router runs the naive_rag graph as its subgraph, so the baselines rank below the others.
+# The offline policy ranks below llm/ because `--model offline` resolves to it there. The tools rank
+# above run/ for one reason: with no index given they use the index each run's context names, under
+# the operator's serving policy (run/), imported inside that function only; at import time they
+# load core and index alone (STANDALONE below, and the import count in tests/test_tools.py).
 LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("index",),
@@ -47,6 +51,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
 ]
 TOP = ("__init__",)  # the package's lazy public names: may name any layer
+STANDALONE = {"tools": ("core", "index", "tools")}
+"""Layers whose modules import, when they are imported, only these layers (function-level imports may
+reach further within the layer order): an app that wants A-RAG's tools alone gets no graph layer."""
 
 DOTTED = re.compile(r"\barag_graph(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A dotted name in the package, as a string may hold it (``"arag_graph.arag.graph.build_arag_graph"``)."""
@@ -54,13 +61,7 @@ DOTTED = re.compile(r"\barag_graph(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 # References by string that are known and waived, (module, the module it names): each one says why
 # and who removes it. test_every_waived_string_reference_is_still_there fails once it is gone, so
 # that the waiver goes with it.
-STRING_WAIVERS: dict[tuple[str, str], str] = {
-    # TEMPORARY (issue 33, stream "slices"): Deviation.contexts in core/profiles.py names the context
-    # schemas by class name ("AragContext", "CoragContext", ...), which is an upward reference from
-    # core to run/configuration.py. The slices stream makes profiles name contexts by class and
-    # deletes this entry; nothing else may be added here.
-    ("arag_graph.core.profiles", "arag_graph.run.configuration"): "profiles name contexts by string (issue 33)",
-}
+STRING_WAIVERS: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path, root: Path = REPO) -> str:
@@ -192,6 +193,37 @@ def graph(root: Path = REPO, waivers: Mapping[tuple[str, str], str] = STRING_WAI
     return edges
 
 
+def module_level_imports(path: Path) -> set[str]:
+    """The modules a file imports when it is imported: every import outside a function body."""
+    found: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                found.add(child.module)
+            walk(child)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def standalone_violations(modules: dict[str, Path]) -> list[str]:
+    """Imports at import time from a layer that :data:`STANDALONE` does not allow its modules."""
+    found = []
+    for name, path in modules.items():
+        allowed = STANDALONE.get(layer_of(name))
+        if allowed is None:
+            continue
+        for target in sorted(module_level_imports(path)):
+            if target.startswith("arag_graph.") and layer_of(target) not in allowed:
+                found.append(f"{name} -> {target}")
+    return found
+
+
 def upward_imports(edges: dict[str, set[str]]) -> list[str]:
     """Every import that points to a higher layer or to a sibling graph family."""
     found = []
@@ -239,6 +271,20 @@ def test_every_folder_is_a_declared_layer() -> None:
 
 def test_imports_point_only_to_their_own_layer_or_below() -> None:
     assert upward_imports(graph()) == []
+
+
+def test_the_tools_import_only_core_and_index_when_imported(tmp_path: Path) -> None:
+    assert standalone_violations(sources()) == []
+    planted = tmp_path / "toolkit.py"
+    planted.write_text(
+        "from arag_graph.core.limits import TOP_K_MAX\n"
+        "from arag_graph.run.runtime import load_run_index\n"
+        "def default():\n    from arag_graph.run.runtime import index_for_context\n",
+        encoding="utf-8",
+    )
+    assert standalone_violations({"arag_graph.tools.toolkit": planted}) == [
+        "arag_graph.tools.toolkit -> arag_graph.run.runtime"
+    ]
 
 
 def test_no_import_circles() -> None:
@@ -372,7 +418,7 @@ def test_the_traced_graph_keeps_every_attribute_of_the_compiled_one() -> None:
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    from arag_graph.run.configuration import DirectContext
+    from arag_graph.baselines.context import DirectContext
     from arag_graph.run.runtime import Bound, TracedGraph, traced_graph
 
     class State(TypedDict, total=False):

@@ -1,4 +1,4 @@
-"""Reading the final answer and its citations back out of a model's last message.
+"""How chunks are shown to a model, and reading the final answer and its citations back out of its reply.
 
 The prompts ask for a closing line ``Answer: <short answer> [<chunk IDs>]``. Models do not always
 comply, so parsing is lenient: the last ``Answer:`` line wins when there is one, otherwise the
@@ -78,3 +78,12 @@ def written_tool_call(text: str) -> str | None:
         except ValueError:
             return None
     return None
+
+
+def chunk_block(chunk_id: str, title: str | None, text: str, note: str = "") -> str:
+    """How chunk text is shown to a model, everywhere: ``[chunk ID] title="..." note`` then the text.
+
+    One format for tool results and answer prompts, so citations look the same whatever the graph.
+    """
+    head = f"[chunk {chunk_id}]" + (f' title="{title}"' if title else "") + (f" {note}" if note else "")
+    return f"{head}\n{text}"
