@@ -229,9 +229,13 @@ class SentenceEncoder(Embeddings):
                 padding=True,
                 return_tensors="pt",
             )
+        # Every input goes where the model's weights are: the tokenizer builds its tensors on the
+        # CPU, and a model on a GPU refuses them ("Expected all tensors to be on the same device").
+        device = self.model.device
+        inputs = {key: value.to(device) for key, value in features.items()}
         with torch.inference_mode():
-            vectors = self.model.forward(dict(features))["sentence_embedding"]
-            return torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+            vectors = self.model.forward(inputs)["sentence_embedding"]
+            return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).cpu().numpy()
 
     @contextlib.contextmanager
     def _parallel(self) -> Iterator[int]:
