@@ -43,6 +43,7 @@ from arag_graph.index.chroma import (
     connect_sentence_store,
     valid_collection_name,
 )
+from arag_graph.index.devices import check_device
 from arag_graph.index.embedding_loader import endpoint_base_url, resolve_embeddings
 from arag_graph.index.encoders import embed_texts, embedding_model_id, embedding_prompts, encoder_backend
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, SentenceOpener, open_sentences
@@ -234,6 +235,7 @@ def build_index(
     summaries: SummaryWriter | None = None,
     progress: bool = False,
     out_flag: str = "--out",
+    device: str | None = None,
     **changes: Any,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
@@ -261,6 +263,8 @@ def build_index(
     name, or ``openai:NAME`` with ``embedding_base_url``); a spec is recorded so that
     :func:`~arag_graph.index.load.load_index` embeds queries with the same model without being told.
     ``encoder`` picks the backend of a local model and cannot be combined with an ``Embeddings`` instance.
+    ``device`` (``auto``, the default, ``cpu``, ``cuda``, ``cuda:N``, ``mps``) is where a local model
+    encodes (:func:`arag_graph.index.encoders.encoder_and_device`); a run setting, not recorded.
 
     ``corpus`` is a path (any format :func:`arag_graph.index.corpus.load_corpus` reads), documents
     (LangChain ``Document`` objects straight from any loader, their metadata kept with their chunks,
@@ -281,7 +285,9 @@ def build_index(
     corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
     check_out(root, corpus_dir, flag=out_flag)
     opts.check()
-    embeddings = resolve_embeddings(embeddings, base_url=opts.embedding_base_url, encoder=opts.encoder)
+    embeddings = resolve_embeddings(
+        embeddings, base_url=opts.embedding_base_url, encoder=opts.encoder, device=check_device(device)
+    )
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()

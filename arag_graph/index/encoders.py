@@ -43,6 +43,7 @@ from tokenizers import Tokenizer as FastTokenizer
 
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import AragError
+from arag_graph.index.devices import check_device, is_accelerator, resolve_device
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -64,6 +65,28 @@ def check_encoder(encoder: str) -> Encoder:
     if name not in ENCODERS:
         raise AragError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)} (default {DEFAULT_ENCODER})")
     return name  # type: ignore[return-value]
+
+
+def encoder_and_device(encoder: str | None, device: str | None, default: Encoder) -> tuple[Encoder, str]:
+    """The backend a local model runs on and its resolved device, from what the user asked for.
+
+    Only torch runs a model on a GPU (the ONNX encoders use ONNX Runtime's CPU provider), so a GPU
+    device with no encoder named takes the torch backend, and ``default`` (the manifest's or the
+    package's backend) is kept on the CPU. An ONNX encoder asked for by name runs on the CPU under
+    ``auto`` and is refused with an explicit GPU, which it would not use.
+    """
+    wanted = check_device(device)
+    if encoder is not None:
+        backend = check_encoder(encoder)
+        if backend == "torch":
+            return backend, resolve_device(wanted)
+        if wanted not in ("auto", "cpu"):
+            raise AragError(
+                f"the {backend} encoder runs on the CPU only; use encoder torch to encode on {wanted}, or device cpu"
+            )
+        return backend, "cpu"
+    resolved = resolve_device(wanted)
+    return ("torch", resolved) if is_accelerator(resolved) else (default, "cpu")
 
 
 PROMPTS_CONFIG = "config_sentence_transformers.json"
@@ -140,6 +163,10 @@ class SentenceEncoder(Embeddings):
     The model loads lazily (importing torch costs seconds), once, behind a lock so that concurrent
     graph runs share it. ``embed_query`` keeps an LRU cache: agents often repeat a query, and the
     same question is asked by several graphs in one evaluation.
+
+    ``device`` is where the model runs (:func:`arag_graph.index.devices.resolve_device`: ``auto``,
+    ``cpu``, ``cuda``, ``cuda:N``, ``mps``); it is resolved here, so ``self.device`` names the device
+    actually used. Every input tensor is moved there before the model sees it.
     """
 
     def __init__(
@@ -154,7 +181,7 @@ class SentenceEncoder(Embeddings):
         self.model_path = model_path
         self.model_id = model_id or (DEFAULT_MODEL_ID if model_path is None else model_path)
         self.batch_size = batch_size
-        self.device = device
+        self.device = resolve_device(device)
         self._model: Any = None
         self._lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
@@ -605,15 +632,17 @@ class OnnxSentenceEncoder(SentenceEncoder):
         yield max(1, int(self.workers or 1))
 
 
-def default_embeddings(encoder: str = DEFAULT_ENCODER) -> SentenceEncoder:
-    """The process-wide default model on ``encoder`` (one copy in memory however many indexes use it)."""
-    return _default_encoder(check_encoder(encoder))
+def default_embeddings(encoder: str = DEFAULT_ENCODER, device: str | None = "cpu") -> SentenceEncoder:
+    """The process-wide default model on ``encoder`` and ``device`` (one copy in memory however many
+    indexes use it); see :func:`encoder_and_device` for which encoders run where."""
+    backend = check_encoder(encoder)
+    return _default_encoder(*encoder_and_device(backend, device, backend))
 
 
 @functools.cache
-def _default_encoder(encoder: Encoder) -> SentenceEncoder:
+def _default_encoder(encoder: Encoder, device: str) -> SentenceEncoder:
     if encoder == "torch":
-        return SentenceEncoder()
+        return SentenceEncoder(device=device)
     return OnnxSentenceEncoder(quantized=encoder == "onnx-int8")
 
 

@@ -34,7 +34,7 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
-from arag_graph.index.encoders import check_vectors, embed_query
+from arag_graph.index.encoders import SentenceEncoder, check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
@@ -153,6 +153,7 @@ class HierarchicalIndex:
         build_dir: Path | None = None,
         *,
         updater: Callable[..., tuple[HierarchicalIndex, Any]] | None = None,
+        device: str | None = None,
     ) -> None:
         self.path = path
         self._updater = updater
@@ -171,6 +172,9 @@ class HierarchicalIndex:
             self._open_sentences = sentences
         self._sentences_lock = threading.Lock()
         self.embeddings = embeddings
+        self.device = device or (embeddings.device if isinstance(embeddings, SentenceEncoder) else "cpu")
+        """Where an exact index's sentence matrix is searched: a run setting (``load_index(device=)``,
+        by default the encoder's device), never written to the index."""
 
     @property
     def sentences_opened(self) -> bool:

@@ -19,6 +19,7 @@ from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchEr
 from arag_graph.index import integrity
 from arag_graph.index.build import update_index
 from arag_graph.index.chroma import RECORD_IDS
+from arag_graph.index.devices import resolve_device
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.encoders import (
     DEFAULT_MODEL_ID,
@@ -28,6 +29,7 @@ from arag_graph.index.encoders import (
     default_embeddings,
     embedding_model_id,
     embedding_prompts,
+    encoder_and_device,
 )
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
@@ -36,19 +38,22 @@ from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
 
-_LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
+_LOADED: dict[tuple[str, str, str | None, str], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
+def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None, device: str | None) -> Embeddings:
     """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
+    from arag_graph.index.embedding_loader import LOCAL_ENCODER
     from arag_graph.index.embedding_spec import is_endpoint_spec
 
     try:
+        if is_endpoint_spec(manifest.embedding_model):
+            return resolve_embeddings(manifest.embedding_model, base_url=manifest.embedding_base_url)
+        recorded = check_encoder(manifest.encoder) if manifest.encoder else LOCAL_ENCODER
+        backend, where = encoder_and_device(encoder, device, recorded)
         return resolve_embeddings(
-            manifest.embedding_model,
-            base_url=manifest.embedding_base_url,
-            encoder=None if is_endpoint_spec(manifest.embedding_model) else encoder or manifest.encoder,
+            manifest.embedding_model, base_url=manifest.embedding_base_url, encoder=backend, device=where
         )
     except AragError as exc:
         raise IndexMismatchError(
@@ -66,6 +71,7 @@ def load_index(
     check_endpoint: Callable[[Manifest], None] | None = None,
     chroma_timeout: float | None = None,
     sentences_at_first_use: bool = False,
+    device: str | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -86,6 +92,12 @@ def load_index(
 
     ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
 
+    ``device`` (``auto``, the default, ``cpu``, ``cuda``, ``cuda:N``, ``mps``) is where queries are
+    embedded and, for an exact index, where the sentence matrix is searched
+    (:mod:`arag_graph.index.devices`). It is this run's choice, not the index's: any index loads on
+    any device. On a GPU the default model runs on torch whatever backend built the index (the ONNX
+    encoders run on the CPU only), unless ``encoder`` names one.
+
     Every file the build wrote is checked against the manifest's checksums, and the sentence
     store's size against the manifest (:func:`verify_index` checks every sentence record too); a
     damaged index raises the one-line :class:`~arag_graph.core.errors.IndexDamagedError` here, before
@@ -95,11 +107,12 @@ def load_index(
         if embeddings is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
         encoder = check_encoder(encoder)
+    where = resolve_device(device)
     root = Path(path)
     build = read_current(root) if root.is_dir() else None
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
-    key = (str(root.resolve()), build, encoder)
+    key = (str(root.resolve()), build, encoder, where)
     if cache and embeddings is None:
         with _LOADED_LOCK:
             cached = _LOADED.get(key)
@@ -112,19 +125,19 @@ def load_index(
     if check_endpoint is not None:
         check_endpoint(manifest)
     if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
-        embeddings = _manifest_embeddings(root, manifest, encoder)
+        embeddings = _manifest_embeddings(root, manifest, encoder, device)
         if isinstance(embeddings, SentenceEncoder):
             # Queries must meet the passages as they were embedded: with the recorded prompts, even when
             # the folder's configuration has changed since (or, for an older index, without any).
             embeddings.use_prompts(manifest.embedding_prompts)
     elif embeddings is None:
-        backend = encoder or manifest.encoder or "torch"
-        if backend not in ENCODERS:
+        recorded = manifest.encoder or "torch"
+        if encoder is None and recorded not in ENCODERS:
             raise IndexMismatchError(
-                f"{root}: index was built with encoder {backend!r}, unknown to this version; load it with "
+                f"{root}: index was built with encoder {recorded!r}, unknown to this version; load it with "
                 f"encoder='torch' or rebuild it"
             )
-        embeddings = default_embeddings(backend)
+        embeddings = default_embeddings(*encoder_and_device(encoder, device, recorded))  # type: ignore[arg-type]
         check = getattr(embeddings, "check_available", None)
         if callable(check):  # a missing optional package fails at load, not at the first query
             check()
@@ -144,7 +157,9 @@ def load_index(
     store, keywords = _load_files(root, build_dir, manifest)
     opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
     sentences = opener if sentences_at_first_use else opener()
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
+    index = HierarchicalIndex(
+        root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index, device=where
+    )
     if cache and not sentences_at_first_use:
         with _LOADED_LOCK:
             _LOADED[key] = index
