@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,11 @@ from arag_graph.index import devices
 from arag_graph.index import encoders as emb
 from arag_graph.index import load as load_module
 from arag_graph.index.build import build_index
+from arag_graph.index.corpus import load_corpus
 from arag_graph.index.encoders import SentenceEncoder
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
+from arag_graph.index.sample import sample_corpus_path
 
 torch = pytest.importorskip("torch")
 
@@ -228,3 +231,99 @@ def test_the_device_is_never_written_into_an_index(tmp_path: Path, monkeypatch: 
     monkeypatch.undo()
     here = load_index(root, device="cpu")
     assert here.device == "cpu" and [h.chunk_id for h in here.semantic_search("Who directed Alien?", 1)] == ["alien"]
+
+
+# -- the GPU's path, run on the CPU ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cpu_model() -> Any:
+    return SentenceEncoder().model
+
+
+def streamed(cpu_model: Any, **kwargs: Any) -> SentenceEncoder:
+    """An encoder set up as on a GPU (the streaming path), on the CPU, sharing the loaded model."""
+    encoder = SentenceEncoder(stream=True, **kwargs)
+    if encoder.dtype == "float32":
+        encoder._model = cpu_model
+    return encoder
+
+
+def test_the_streamed_path_gives_the_cpu_vectors_in_input_order(
+    cpu_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several tokenizer windows, length-sorted batches, the producer thread: same vectors, same order."""
+    monkeypatch.setattr(emb, "STREAM_WINDOW", 4)
+    monkeypatch.setattr(emb, "FLUSH_BATCHES", 2)
+    texts = [*SENTENCES, "An \ud800 unpaired surrogate.", *reversed(SENTENCES)]
+    reference = SentenceEncoder()
+    reference._model = cpu_model
+    expected = reference.encode(texts)
+    vectors = encode_all(streamed(cpu_model, batch_size=2), texts)
+    assert vectors.dtype == np.float32 and vectors.shape == expected.shape
+    assert np.sum(vectors * expected, axis=1).min() > 0.99999
+    one = streamed(cpu_model)  # fewer texts than a batch: no thread
+    assert np.sum(encode_all(one, texts[:3]) * expected[:3], axis=1).min() > 0.99999
+
+
+def test_the_streamed_path_moves_every_input_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(emb, "STREAM_WINDOW", 3)
+    encoder = SentenceEncoder(stream=True, batch_size=2)
+    recorder = on_meta(encoder)
+    encode_all(encoder, SENTENCES * 3)
+    assert len(recorder.batches) == 10  # five windows of 3 texts, each in batches of 2 and 1
+
+
+class _Broken(Exception):
+    pass
+
+
+def test_a_failing_producer_or_model_ends_the_encode_with_its_error(cpu_model: Any) -> None:
+    """An error on either side of the stream is raised by encode, and the tokenizing thread ends."""
+    encoder = streamed(cpu_model, batch_size=2)
+
+    def broken(texts: Sequence[str]) -> list[list[int]]:
+        raise _Broken("tokenizer failed")
+
+    encoder._stream_tokenizer = (broken, 0)
+    with pytest.raises(_Broken):
+        encoder.encode(SENTENCES * 4)
+    encoder = SentenceEncoder(stream=True, batch_size=1)
+    recorder = on_meta(encoder)
+
+    def failing(features: dict[str, Any]) -> dict[str, Any]:
+        raise _Broken("model failed")
+
+    recorder.forward = failing  # type: ignore[method-assign]
+    with pytest.raises(_Broken):
+        encoder.encode(SENTENCES * 40)
+    assert not [t for t in threading.enumerate() if t.name == "arag-tokenize"]
+
+
+def test_a_gpu_build_gives_the_cpu_builds_vectors(tmp_path: Path) -> None:
+    """What a GPU build changes (float16 weights, large length-sorted batches, the streaming thread),
+    run on the CPU: every sentence vector within cosine 0.999 of the float32 CPU build's.
+
+    torch runs float16 on the CPU too (slowly), so the numerics are the GPU's; which device the
+    tensors are on is the recorder tests' business.
+    """
+    corpus = load_corpus(sample_corpus_path())[:8]  # real passages: 30-odd sentences
+    cpu = build_index(corpus, tmp_path / "cpu", encoder="torch", device="cpu", progress=False)
+    gpu_like = SentenceEncoder(stream=True, dtype="float16", batch_size=4)
+    assert gpu_like.dtype == "float16"
+    gpu = build_index(corpus, tmp_path / "gpu", embeddings=gpu_like, progress=False)
+    assert next(gpu_like.model.parameters()).dtype == torch.float16
+    ours, rows = gpu.sentences.all_vectors()
+    theirs, same_rows = cpu.sentences.all_vectors()
+    assert rows == same_rows and len(rows) >= 30
+    cosine = np.sum(ours * theirs, axis=1)
+    assert cosine.min() >= 0.999, cosine.min()
+
+
+def test_precision_defaults_to_float16_on_cuda_only() -> None:
+    assert emb.check_dtype("auto", "cuda:0") == "float16"
+    assert emb.check_dtype(None, "cpu") == emb.check_dtype("auto", "mps") == "float32"
+    assert emb.check_dtype("FP16", "cpu") == "float16"
+    with pytest.raises(AragError) as caught:
+        emb.check_dtype("int4", "cpu")
+    assert "unknown precision" in one_line(caught.value)
