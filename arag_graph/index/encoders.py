@@ -255,12 +255,12 @@ class SentenceEncoder(Embeddings):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    model = _load_sentence_transformer(self.model_path, self.device)
-                    if self.dtype != "float32":
-                        import torch
+                    import torch
 
-                        model = model.to(getattr(torch, self.dtype))
-                    self._model = model
+                    # Always cast: a folder saved in float16 loads as float16 (transformers keeps the
+                    # checkpoint's precision), which the CPU runs slowly.
+                    model = _load_sentence_transformer(self.model_path, self.device)
+                    self._model = model.to(getattr(torch, self.dtype))
         return self._model
 
     @property
