@@ -327,3 +327,15 @@ def test_precision_defaults_to_float16_on_cuda_only() -> None:
     with pytest.raises(AragError) as caught:
         emb.check_dtype("int4", "cpu")
     assert "unknown precision" in one_line(caught.value)
+
+
+def test_a_run_that_names_no_device_takes_arag_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How `arag serve --device` reaches the graphs, which load their index themselves."""
+    monkeypatch.setenv("ARAG_DEVICE", "cpu")
+    assert devices.check_device(None) == "cpu"
+    monkeypatch.setenv("ARAG_DEVICE", "tpu")
+    with pytest.raises(AragError) as caught:
+        devices.resolve_device(None)
+    assert "unknown device 'tpu' (from $ARAG_DEVICE)" in one_line(caught.value)
+    monkeypatch.delenv("ARAG_DEVICE")
+    assert devices.check_device(None) == "auto"

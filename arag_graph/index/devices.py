@@ -23,6 +23,9 @@ from arag_graph.core.errors import AragError
 DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 """The device names accepted (``cuda:N`` for the N-th GPU)."""
 DEFAULT_DEVICE = "auto"
+DEVICE_ENV = "ARAG_DEVICE"
+"""The device of a run that names none (``auto`` when unset): how a server's graphs, which load their
+index themselves, are told the device ``arag serve --device`` was given."""
 
 _PATTERN = re.compile(r"(auto|cpu|mps|cuda(?::\d+)?)")
 # Device files a GPU driver creates: NVIDIA's, AMD's ROCm (torch.cuda there too) and WSL's GPU bridge.
@@ -31,12 +34,17 @@ TORCH_EXTRA = "pip install 'arag-graph[torch]'"
 
 
 def check_device(device: str | None) -> str:
-    """``device`` in its canonical spelling (``None`` is ``auto``), or a one-line error listing the choices."""
-    name = DEFAULT_DEVICE if device is None else str(device).strip().lower()
+    """``device`` in its canonical spelling, or a one-line error listing the choices. ``None`` is
+    ``$ARAG_DEVICE``, else ``auto``."""
+    where = ""
+    if device is None:
+        device = os.environ.get(DEVICE_ENV) or DEFAULT_DEVICE
+        where = f" (from ${DEVICE_ENV})" if os.environ.get(DEVICE_ENV) else ""
+    name = str(device).strip().lower()
     if name == "gpu":
         name = "cuda"
     if not _PATTERN.fullmatch(name):
-        raise AragError(f"unknown device {device!r}; use one of {', '.join(DEVICES)} (default {DEFAULT_DEVICE})")
+        raise AragError(f"unknown device {device!r}{where}; use one of {', '.join(DEVICES)} (default {DEFAULT_DEVICE})")
     return name
 
 
