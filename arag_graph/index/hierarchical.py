@@ -34,11 +34,11 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
-from arag_graph.index.encoders import check_vectors, embed_query
+from arag_graph.index.encoders import SentenceEncoder, check_vectors, embed_query
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
-from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
+from arag_graph.index.sentencematrix import DeviceMatrix, SentenceLayout, SentenceMatrix
 
 SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
 """Opens a build's sentence store when it is first needed (:attr:`HierarchicalIndex.sentences`)."""
@@ -153,6 +153,7 @@ class HierarchicalIndex:
         build_dir: Path | None = None,
         *,
         updater: Callable[..., tuple[HierarchicalIndex, Any]] | None = None,
+        device: str | None = None,
     ) -> None:
         self.path = path
         self._updater = updater
@@ -163,14 +164,17 @@ class HierarchicalIndex:
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
+        self.embeddings = embeddings
+        self.device = device or (embeddings.device if isinstance(embeddings, SentenceEncoder) else "cpu")
+        """Where an exact index's sentence matrix is searched: a run setting (``load_index(device=)``,
+        by default the encoder's device), never written to the index."""
         self._sentences: SentenceStore | SentenceMatrix | None = None
         self._open_sentences: SentenceOpener | None = None
         if isinstance(sentences, (SentenceStore, SentenceMatrix)):
-            self._sentences = sentences
+            self._sentences = self._placed(sentences)
         else:
             self._open_sentences = sentences
         self._sentences_lock = threading.Lock()
-        self.embeddings = embeddings
 
     @property
     def sentences_opened(self) -> bool:
@@ -188,8 +192,14 @@ class HierarchicalIndex:
             with self._sentences_lock:  # an index is shared between threads: one copy, opened once
                 if self._sentences is None:
                     assert self._open_sentences is not None
-                    self._sentences = self._open_sentences()
+                    self._sentences = self._placed(self._open_sentences())
                 store = self._sentences
+        return store
+
+    def _placed(self, store: SentenceStore | SentenceMatrix) -> SentenceStore | SentenceMatrix:
+        """The matrix searched on this index's device when that is a GPU (:class:`DeviceMatrix`)."""
+        if self.device != "cpu" and type(store) is SentenceMatrix:
+            return DeviceMatrix(store, self.device)
         return store
 
     def __len__(self) -> int:
@@ -336,8 +346,10 @@ class HierarchicalIndex:
         vector = self.query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
+        # A matrix on a GPU finds, in one pass, as many sentences as hold the top_k best chunks.
+        covering = None if wanted else getattr(self.sentences, "covering", None)
         while True:
-            matches = self._nearest(vector, n)
+            matches = covering(vector, top_k, n) if covering else self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
             kept = []  # the sentences of chunks the filter allows, best first: the snippet pool's source
@@ -349,7 +361,7 @@ class HierarchicalIndex:
                     best[chunk_id] = similarity
                     positions[chunk_id] = []
                 positions[chunk_id].append(position)
-            if len(best) >= top_k or n >= total:
+            if len(best) >= top_k or n >= total or covering:
                 break
             n = min(total, n * 4)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]
