@@ -240,9 +240,12 @@ class HierarchicalIndex:
 
     # -- searches ----------------------------------------------------------------------------
     def keyword_search(
-        self, keywords: Sequence[str], top_k: int = 5, *, metadata_filter: MetadataFilter | None = None
+        self, keywords: str | Sequence[str], top_k: int = 5, *, metadata_filter: MetadataFilter | None = None
     ) -> list[SearchHit]:
         """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
+
+        A string is one keyword, as the ``keyword_search`` tool takes it: ``"Two Dollar Radio"``
+        searches that phrase, not its single characters (a ``str`` is a ``Sequence[str]`` too).
 
         Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
         through its contextual header (its title or section, which keyword search also matches)
@@ -252,7 +255,8 @@ class HierarchicalIndex:
         """
         wanted = check_filter(metadata_filter)
         # A filter ranks every matching chunk, then keeps the allowed ones: the top k of the allowed.
-        hits = self.keywords.search(list(keywords), len(self.store) if wanted else top_k)
+        words = [keywords] if isinstance(keywords, str) else list(keywords)
+        hits = self.keywords.search(words, len(self.store) if wanted else top_k)
         results = []
         for hit in hits:
             chunk = self.store.chunks[hit.chunk_index]
