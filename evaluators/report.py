@@ -33,6 +33,7 @@ from typing import Any
 
 from arag_graph.core.jsonl import dumps, replace_file
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
+from arag_graph.evaluators.fields import GRADED_TEXT
 from arag_graph.qa.datasets import hop_count
 
 __all__ = [
@@ -294,6 +295,7 @@ def _table(
     return lines
 
 
+_METRIC_NAMES = {"contain_acc": "Contain-Acc", "llm_acc": "LLM-Acc", "exact_match": "EM", "f1": "F1"}
 _CATEGORY_HEADERS = {"by_type": "question type", "by_hops": "hops"}
 
 
@@ -360,6 +362,10 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]], profile: str | None = No
         "normalisation. F1: token F1 against the best alias.",
         "- LLM-Acc: an LLM judge's verdict (contains the key information of the gold answer, consistent, "
         'contradicts nothing). "unavailable" means no judge model was given (--judge): it is never estimated.',
+        "- Text graded: "
+        + "; ".join(f"{_METRIC_NAMES[key]} reads {text}" for key, text in GRADED_TEXT.items())
+        + " (chunk-ID citations removed; a failed run is graded on its empty answer), as the A-RAG paper's "
+        "evaluator grades its whole final message. Answer similarity reads the short answer.",
         "- Evidence recall: share of gold supporting chunks among the chunks the run retrieved or read. "
         "Evidence precision: share of the chunks read in full that are gold. n/a: no gold chunk ids, or "
         "nothing read.",

@@ -150,6 +150,14 @@ def test_summary_partial_judge_cost_and_prediction_fallback() -> None:
     assert OFFLINE_LABEL not in text
 
 
+def test_summary_says_which_text_each_metric_graded() -> None:
+    text = summary_markdown([])
+    assert "Contain-Acc reads the whole final reply" in text
+    assert "LLM-Acc reads the whole final reply" in text
+    assert "EM reads the short answer" in text
+    assert "F1 reads the short answer" in text
+
+
 def test_summary_of_nothing() -> None:
     assert summarize([]) == []
 

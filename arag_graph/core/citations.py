@@ -50,3 +50,14 @@ def parse_final_answer(text: str, is_chunk: Callable[[str], bool]) -> tuple[str,
         answer = strip_citations(text)
     answer = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(answer.split())).strip().strip("*_ ").strip()
     return answer, citations
+
+
+def without_citations(text: str, is_chunk: Callable[[str], bool]) -> str:
+    """``text`` with every bracket group that names a chunk removed, the rest as written.
+
+    Grading reads a whole reply (Contain-Acc, LLM-Acc): a citation ``[12, 40]`` our prompts ask for
+    is not part of the answer, and its digits must not match a numeric gold answer such as "12".
+    """
+    return _BRACKETS.sub(
+        lambda m: "" if any(i and is_chunk(i) for i in _ids_in(m.group(1))) else m.group(0), text or ""
+    )
