@@ -42,6 +42,7 @@ from arag_graph.evaluators.context import ChunkSource
 from arag_graph.evaluators.context_precision import (
     context_precision,
     context_precision_evaluator,
+    context_precision_ragas,
     make_context_precision_evaluator,
 )
 from arag_graph.evaluators.faithfulness import make_faithfulness_evaluator
@@ -74,6 +75,7 @@ __all__ = [
     "contain_match",
     "context_precision",
     "context_precision_evaluator",
+    "context_precision_ragas",
     "cost_usd",
     "default_evaluators",
     "evidence_precision_evaluator",

@@ -57,6 +57,7 @@ METRICS: tuple[str, ...] = (
     "evidence_precision",
     "answer_similarity",
     "context_precision",
+    "context_precision_ragas",
     "answer_relevance",
     "faithfulness",
     "retrieved_tokens",
@@ -221,6 +222,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("evidence_precision", "evidence precision (%)", "percent"),
     ("answer_similarity", "answer similarity", "cosine"),
     ("context_precision", "context precision", "judge_score"),
+    ("context_precision_ragas", "context precision (RAGAS)", "judge_score"),
     ("answer_relevance", "answer relevance", "judge_score"),
     ("faithfulness", "faithfulness", "judge_score"),
     ("retrieved_tokens", "retrieved tokens", "tokens"),
@@ -370,9 +372,11 @@ def summary_markdown(rows: Sequence[Mapping[str, Any]], profile: str | None = No
         "Evidence precision: share of the chunks read in full that are gold. n/a: no gold chunk ids, or "
         "nothing read.",
         "- Answer similarity: cosine of the embeddings of prediction and gold answer (ARAGOG).",
-        "- Context precision (ARAGOG, RAGAS): the mean of precision@k over the ranks k of the relevant chunks "
-        "in the order the run retrieved them; relevant = a gold chunk, or the judge's call when the "
-        "question has no gold chunk ids. Answer relevance: mean cosine between the question and 3 questions "
+        "- Context precision: the ARAGOG paper's formula, the sum of precision@k over the ranks k that hold a "
+        "relevant chunk divided by K, the number of chunks the run retrieved, in the order it retrieved them. "
+        "Context precision (RAGAS): the same sum divided by the relevant chunks found (the mean of precision@k "
+        "over their ranks). Relevant = a gold supporting chunk (from the data's gold chunk ids), or the judge's "
+        "call when the question has none. Answer relevance: mean cosine between the question and 3 questions "
         "the judge writes back from the answer (the index's encoder). Faithfulness: share of the answer's "
         'claims the judge finds supported by the retrieved chunks. "unavailable": no judge (--judge) for a '
         "metric that needs one, or nothing to score (no retrieval, no claims).",

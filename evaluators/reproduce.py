@@ -279,6 +279,7 @@ TABLES: dict[str, ReproTable] = {
             "ARAGOG: retrieval techniques",
             (
                 Column("context_precision", "Context Precision", "fraction"),
+                Column("context_precision_ragas", "Context Precision (RAGAS)", "fraction"),
                 Column("answer_similarity", "Answer Similarity", "fraction"),
                 Column("answer_relevance", "Answer Relevance", "fraction"),
             ),
