@@ -194,7 +194,8 @@ def grid_markdown(table: Sequence[Mapping[str, Any]], model: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "ARAGOG's own figures (GPT-3.5 on its corpus of AI papers; a reference, not a target on this data):",
+        "ARAGOG's own figures (the Llama 2 technical report with 100 QA pairs; a reference, not a target on this "
+        "data):",
         "",
         "| technique | Context Precision | Answer Similarity | Answer Relevance |",
         "|---|---:|---:|---:|",

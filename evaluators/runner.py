@@ -38,7 +38,12 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 
 from arag_graph.core.jsonl import JsonLinesFile, scrub
 from arag_graph.core.safety import remember_url_credentials
-from arag_graph.evaluators.eval_index import prepare_cch_index, prepare_index, reuses_built_index
+from arag_graph.evaluators.eval_index import (
+    prepare_cch_index,
+    prepare_index,
+    prepare_variant_indexes,
+    reuses_built_index,
+)
 from arag_graph.evaluators.plan import (
     EvalPlan,
     Setting,
@@ -323,10 +328,19 @@ def _evaluate(
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
     indexes = {"": index, "cch": prepare_cch_index(plan, index, progress)}
+    golds = {"": gold, "cch": gold}  # contextual headers change no chunk: the same gold ids
+    for name, (variant, variant_gold) in prepare_variant_indexes(plan, index, questions, progress).items():
+        indexes[name], golds[name] = variant, variant_gold
     judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
-    evaluators = default_evaluators(
-        embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
-    )
+
+    def evaluators_for(key: str) -> list[Callable[..., Any]]:
+        # Answer similarity compares answers with the evaluation's encoder on every row; the judged
+        # metrics read the passages of the index the row ran on (a variant's chunk ids are its own).
+        return default_evaluators(
+            embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=indexes[key] or index
+        )
+
+    scorers = {key: evaluators_for(key) for key in dict.fromkeys(s.index for s, _ in files)}
     upload = upload_enabled(plan)
     client = None if upload else offline_client()
     dataset_name = None
@@ -336,7 +350,10 @@ def _evaluate(
         client = Client()
         dataset_name = langsmith_dataset(client, plan, questions, gold)
 
-    runs = [SettingRun(plan, setting, indexes[setting.index], gold, evaluators, file=file) for setting, file in files]
+    runs = [
+        SettingRun(plan, setting, indexes[setting.index], golds[setting.index], scorers[setting.index], file=file)
+        for setting, file in files
+    ]
     pending = sum(1 for run in runs for q in questions if q.id not in run.file.keys)
     links: dict[tuple[str, str], str] = {}
     with _progress(pending, progress) as tick:
