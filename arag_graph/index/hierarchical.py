@@ -48,6 +48,12 @@ SNIPPET_POOL = 3
 """semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
 (the A-RAG paper's tool)."""
 
+KEYWORD_SNIPPET_SENTENCES = 5
+"""keyword_search shows at most this many matching sentences per chunk, the first in chunk order, as
+the A-RAG paper's released tool does (both profiles): a common keyword matches most sentences of a
+long chunk, and a snippet that is the whole chunk defeats the point of snippets and inflates the
+retrieved tokens the paper compares. The chunk's full text is one chunk_read away."""
+
 
 class ChunkStore:
     """All chunks in corpus order, by id and by title, in memory.
@@ -258,7 +264,8 @@ class HierarchicalIndex:
         A string is one keyword, as the ``keyword_search`` tool takes it: ``"Two Dollar Radio"``
         searches that phrase, not its single characters (a ``str`` is a ``Sequence[str]`` too).
 
-        Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
+        Snippets are the chunk's sentences that contain a matched keyword, at most
+        :data:`KEYWORD_SNIPPET_SENTENCES` of them (the first, in chunk order). A chunk that matched only
         through its contextual header (its title or section, which keyword search also matches)
         shows its first sentence instead, so that the model has something to judge it by besides
         an ID (the title is on the hit's own line). With ``metadata_filter`` only chunks whose
@@ -273,7 +280,8 @@ class HierarchicalIndex:
             chunk = self.store.chunks[hit.chunk_index]
             if not matches_filter(chunk.metadata, wanted):
                 continue
-            snippets = self.keywords.snippets(chunk, list(hit.matched)) or _first_sentence(chunk)
+            matched = self.keywords.snippets(chunk, list(hit.matched))[:KEYWORD_SNIPPET_SENTENCES]
+            snippets = matched or _first_sentence(chunk)
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title, metadata=chunk.metadata))
             if len(results) >= top_k:
                 break
