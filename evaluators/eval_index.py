@@ -229,3 +229,73 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
         progress=progress, out_flag=flag, **options,
     )  # fmt: skip
     return load_index(target, cache=True)
+
+
+def prepare_variant_indexes(
+    plan: EvalPlan, index: Any, questions: Sequence[Question], progress: bool
+) -> dict[str, tuple[Any, dict[str, list[str]]]]:
+    """Each index variant some row runs on (``EvalPlan.variants``), with its questions' gold chunk ids.
+
+    A variant is the evaluation's corpus built again with another ``chunk_size`` (chunked anew from
+    the corpus file, so its gold chunk ids are its own) or another ``embedding`` (the same chunks;
+    ``""`` is the packaged encoder), with the profile's keyword rule and headers. Built once in the
+    cache and reused while the corpus, encoder and settings match, as the evaluation's own index is.
+    """
+    from arag_graph.core.chunking import chunk_documents
+    from arag_graph.index.corpus import load_corpus
+
+    used = {s.index for s in settings_for(plan)}
+    out: dict[str, tuple[Any, dict[str, list[str]]]] = {}
+    for name, options in plan.variants:
+        if name not in used:
+            continue
+        chunk_size = options.get("chunk_size")
+        if chunk_size is not None:
+            chunks = chunk_documents(load_corpus(find_corpus(plan.dataset, plan.corpus)), chunk_size=int(chunk_size))
+        else:
+            chunks = list(index.store.chunks)
+        title_to_ids, text_to_ids = passage_maps(chunks)
+        missing = missing_support(questions, title_to_ids, text_to_ids)
+        if missing:
+            raise DatasetError(
+                f"index variant {name}: the corpus lacks supporting passages of question {missing[0][0]} "
+                f"({missing[0][1][:80]!r}); give the corpus these questions were written for (--corpus)"
+            )
+        built = _variant_index(plan, name, chunks, options.get("embedding", plan.embedding), chunk_size, progress)
+        out[name] = (built, {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions})
+    return out
+
+
+def _variant_index(
+    plan: EvalPlan, name: str, chunks: list[Any], spec: str | None, chunk_size: int | None, progress: bool
+) -> Any:
+    """Index variant ``name`` of ``chunks`` embedded with ``spec`` (``""``: the packaged encoder), from the
+    cache when a build there matches (corpus, encoder, the profile's keyword rule and headers)."""
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.index.build import build_index
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.encoders import embedding_model_id
+    from arag_graph.index.load import load_index
+    from arag_graph.index.manifest import corpus_hash
+
+    wanted = profile_index(plan)
+    embeddings = resolve_embeddings(spec or None, base_url=None if spec == "" else plan.embedding_base_url)
+    model_id = embedding_model_id(embeddings)
+    digest = corpus_hash(chunks)
+    suffix = "" if plan.profile == DEFAULT_PROFILE else f"-{plan.profile}"
+    target = cache_dir() / "indexes" / f"{slug(plan.dataset.parent.name)}-{digest[:12]}-{slug(name)}{suffix}"
+    with contextlib.suppress(AragError):
+        existing = load_index(target, cache=True)
+        if (
+            existing.manifest.corpus_hash == digest
+            and existing.manifest.embedding_model == model_id
+            and existing.manifest.contextual_headers == wanted["contextual_headers"]
+            and existing.manifest.keyword_match == wanted["keyword_match"]
+        ):
+            return existing
+    build_index(
+        chunks, target, embeddings=embeddings, contextual_headers=wanted["contextual_headers"],
+        keyword_match=wanted["keyword_match"], profile=plan.profile, progress=progress, out_flag=CACHE_FLAG,
+        chunk_size=None if chunk_size is None else int(chunk_size),
+    )  # fmt: skip
+    return load_index(target, cache=True)

@@ -219,12 +219,31 @@ def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index:
         chunk = sample_index.get_chunk(hit.chunk_id)
         assert chunk is not None
         expected = [s for s in chunk.sentence_texts() if any(p.search(s.lower()) for p in patterns)]
-        # A chunk matched only through its title (contextual header) shows its first sentence.
-        assert list(hit.snippets) == (expected or chunk.sentence_texts()[:1]), hit.chunk_id
+        # A chunk matched only through its title (contextual header) shows its first sentence; at most
+        # five matching sentences per chunk, the first ones.
+        assert list(hit.snippets) == (expected[:5] or chunk.sentence_texts()[:1]), hit.chunk_id
         # With contextual headers (the default) the title counts too; snippets stay the chunk's own sentences.
         text = keyword_chunks([chunk], sample_index.manifest.header_max_chars)[0].text.lower()
         assert hit.score == sum(len(p.findall(text)) * len(k) for p, k in zip(patterns, keywords, strict=True))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_keyword_snippets_keep_at_most_five_sentences_per_chunk(tmp_path: Any) -> None:
+    # Issue 35, defect 5: the paper's released tool keeps at most five sentences per chunk; a common
+    # keyword otherwise shows nearly every sentence of a long chunk as its "snippet".
+    from arag_graph.index.hierarchical import KEYWORD_SNIPPET_SENTENCES
+
+    long = " ".join(f"The film number {i} was shot in reel {i}." for i in range(1, 9))
+    docs = [SourceDocument(long, id="reels", title="Reels"), SourceDocument("A film.", id="short", title="Short")]
+    index = build_index(docs, tmp_path / "i", embeddings=NamedFakeEmbeddings(), contextual_headers=False)
+    hit = next(h for h in index.keyword_search(["the", "film"], 5) if h.chunk_id == "reels")
+    assert KEYWORD_SNIPPET_SENTENCES == 5
+    assert list(hit.snippets) == [f"The film number {i} was shot in reel {i}." for i in range(1, 6)]
+    keyword_tool = next(t for t in create_retrieval_tools(index) if t.name == "keyword_search")
+    message = call(keyword_tool, keywords=["the", "film"])
+    assert "reel 5." in message.content and "reel 6." not in message.content
+    shown = [s for h in index.keyword_search(["the", "film"], 5) for s in h.snippets]
+    assert artifact(message)["tokens"] == sum(count_tokens(s) for s in shown)  # what the model got, no more
 
 
 def test_keyword_tokens_count_exactly_the_snippets_returned(

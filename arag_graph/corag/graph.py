@@ -335,9 +335,11 @@ def collect(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) 
     run = run_of(runtime, bound)
     ctx: CoragContext = run.ctx
     runs = list(state.get("runs") or [])
-    update = _accounting(runs)
     wave = state.get("wave", 1)
     this_wave = [r for r in runs if r.get("wave") == wave]
+    if not this_wave:  # no wave ran (a Studio edit as ``chain`` on a greedy thread): nothing to count
+        return {}
+    update = _accounting(runs)
     out_of_budget = next((r for r in this_wave if r.get("stop_reason") == "budget"), None)
     if out_of_budget is not None:
         # No further wave: the best chain so far is the partial result, the cap the run's error.
@@ -438,9 +440,12 @@ def build_corag_graph(
     builder.add_node("answer", model_node("answer", functools.partial(answer, bound=bound)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", send_tasks, {"retrieve": "retrieve", "chain": "chain", "end": END})
+    # One map for both edges: a Studio edit may take either from any state (a greedy thread edited as
+    # ``collect`` goes on to ``retrieve``), and a value missing from the map is a KeyError in LangGraph.
+    waves = {"retrieve": "retrieve", "chain": "chain", "answer": "answer", "end": END}
+    builder.add_conditional_edges("start", send_tasks, waves)
     builder.add_edge("chain", "collect")
-    builder.add_conditional_edges("collect", send_tasks, {"chain": "chain", "answer": "answer", "end": END})
+    builder.add_conditional_edges("collect", send_tasks, waves)
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)

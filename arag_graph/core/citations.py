@@ -87,3 +87,14 @@ def chunk_block(chunk_id: str, title: str | None, text: str, note: str = "") -> 
     """
     head = f"[chunk {chunk_id}]" + (f' title="{title}"' if title else "") + (f" {note}" if note else "")
     return f"{head}\n{text}"
+
+
+def without_citations(text: str, is_chunk: Callable[[str], bool]) -> str:
+    """``text`` with every bracket group that names a chunk removed, the rest as written.
+
+    Grading reads a whole reply (Contain-Acc, LLM-Acc): a citation ``[12, 40]`` our prompts ask for
+    is not part of the answer, and its digits must not match a numeric gold answer such as "12".
+    """
+    return _BRACKETS.sub(
+        lambda m: "" if any(i and is_chunk(i) for i in _ids_in(m.group(1))) else m.group(0), text or ""
+    )
