@@ -13,7 +13,7 @@ Modules: :mod:`arag_graph.evaluators.answers` (Contain-Acc, EM, F1), :mod:`arag_
 :mod:`arag_graph.evaluators.similarity` (answer similarity), ARAGOG's
 :mod:`arag_graph.evaluators.context_precision`, :mod:`arag_graph.evaluators.answer_relevance` and
 :mod:`arag_graph.evaluators.faithfulness`, :mod:`arag_graph.evaluators.failures` (failure modes) and
-:mod:`arag_graph.evaluators.report` (summary, breakdowns, plots).
+:mod:`arag_graph.evaluators.report` (summary, breakdowns) with :mod:`arag_graph.evaluators.plots`.
 """
 
 from __future__ import annotations

@@ -34,31 +34,12 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
     The corpus is chunked (cheap, no embedding) first so that missing supporting passages are
     reported before any index is built.
     """
-    from arag_graph.core.cache import cache_dir
     from arag_graph.core.chunking import chunk_documents
-    from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
-    from arag_graph.index.build import build_index
     from arag_graph.index.corpus import load_corpus
-    from arag_graph.index.embedding_loader import resolve_embeddings
-    from arag_graph.index.encoders import embedding_model_id
-    from arag_graph.index.load import load_index
-    from arag_graph.index.manifest import corpus_hash
-    from arag_graph.retrievers.summaries import has_summaries, missing_summaries_error
 
     summaries = needs_summaries(plan).get("", False)
     if reuses_built_index(plan):
-        index = load_index(plan.index, cache=True)
-        _check_embedding_matches(plan, index)
-        chunks = index.store.chunks
-        if summaries and not has_summaries(index):  # before any question is paid for
-            raise missing_summaries_error(index)
-        _check_profile_matches(plan, index, "--index")
-        if plan.grid and index.manifest.contextual_headers:
-            # The grid's rows without CCH must run on bare sentences, or "+ CCH" compares CCH with itself.
-            raise AragError(
-                f"--index {plan.index}: built with contextual headers, but the grid's base rows need bare "
-                "sentences; build it with --no-contextual-headers (and give the headed one as --cch-index)"
-            )
+        index, chunks = _given_index(plan, summaries)
     else:
         corpus = find_corpus(plan.dataset, plan.corpus)
         chunks = chunk_documents(load_corpus(corpus))
@@ -72,37 +53,70 @@ def prepare_index(plan: EvalPlan, questions: Sequence[Question], progress: bool)
             f"{qid}: {what[:80]!r}; give the corpus these questions were written for (--corpus)"
         )
     if index is None:
-        digest = corpus_hash(chunks)
-        embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
-        model_id = embedding_model_id(embeddings)
-        name = slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{slug(model_id)[-40:]}")
-        # A grid compares techniques with and without contextual headers (its CCH rows get their own
-        # index), so its base index has none; otherwise the profile's choice applies.
-        wanted = profile_index(plan)
-        headers = False if plan.grid else wanted["contextual_headers"]
-        name += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
-        name += "" if plan.profile == DEFAULT_PROFILE else f"-{plan.profile}"
-        target = plan.index or cache_dir() / "indexes" / f"{name}-{digest[:12]}"
-        with contextlib.suppress(AragError):
-            existing = load_index(target, cache=True)
-            if (
-                existing.manifest.corpus_hash == digest
-                and existing.manifest.embedding_model == model_id
-                and existing.manifest.contextual_headers == headers
-                and existing.manifest.keyword_match == wanted["keyword_match"]
-                and _has_wanted_summaries(existing, plan, summaries)
-            ):
-                index = existing
-        if index is None:
-            options = _summary_options(plan, summaries)
-            flag = "--index" if plan.index else CACHE_FLAG
-            build_index(
-                chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, out_flag=flag,
-                keyword_match=wanted["keyword_match"], profile=plan.profile, **options,
-            )  # fmt: skip
-            index = load_index(target, cache=True)
+        index = _cached_or_built_index(plan, chunks, summaries, progress)
     gold = {q.id: list(gold_chunk_ids(q, title_to_ids, text_to_ids)) for q in questions}
     return index, gold
+
+
+def _given_index(plan: EvalPlan, summaries: bool) -> tuple[Any, Any]:
+    """The built ``--index`` and its chunks, checked against the plan before any question is paid for."""
+    from arag_graph.index.load import load_index
+    from arag_graph.retrievers.summaries import has_summaries, missing_summaries_error
+
+    index = load_index(plan.index, cache=True)
+    _check_embedding_matches(plan, index)
+    chunks = index.store.chunks
+    if summaries and not has_summaries(index):  # before any question is paid for
+        raise missing_summaries_error(index)
+    _check_profile_matches(plan, index, "--index")
+    if plan.grid and index.manifest.contextual_headers:
+        # The grid's rows without CCH must run on bare sentences, or "+ CCH" compares CCH with itself.
+        raise AragError(
+            f"--index {plan.index}: built with contextual headers, but the grid's base rows need bare "
+            "sentences; build it with --no-contextual-headers (and give the headed one as --cch-index)"
+        )
+    return index, chunks
+
+
+def _cached_or_built_index(plan: EvalPlan, chunks: Any, summaries: bool, progress: bool) -> Any:
+    """The index of ``chunks`` the plan wants: one built earlier with the same corpus hash and settings
+    (at ``--index``, else in the cache), or a new build there."""
+    from arag_graph.core.cache import cache_dir
+    from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS
+    from arag_graph.index.build import build_index
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.encoders import embedding_model_id
+    from arag_graph.index.load import load_index
+    from arag_graph.index.manifest import corpus_hash
+
+    digest = corpus_hash(chunks)
+    embeddings = resolve_embeddings(plan.embedding, base_url=plan.embedding_base_url)  # fails before a build
+    model_id = embedding_model_id(embeddings)
+    name = slug(plan.dataset.parent.name) + ("" if plan.embedding is None else f"-{slug(model_id)[-40:]}")
+    # A grid compares techniques with and without contextual headers (its CCH rows get their own
+    # index), so its base index has none; otherwise the profile's choice applies.
+    wanted = profile_index(plan)
+    headers = False if plan.grid else wanted["contextual_headers"]
+    name += "" if headers == DEFAULT_CONTEXTUAL_HEADERS else "-bare"
+    name += "" if plan.profile == DEFAULT_PROFILE else f"-{plan.profile}"
+    target = plan.index or cache_dir() / "indexes" / f"{name}-{digest[:12]}"
+    with contextlib.suppress(AragError):
+        existing = load_index(target, cache=True)
+        if (
+            existing.manifest.corpus_hash == digest
+            and existing.manifest.embedding_model == model_id
+            and existing.manifest.contextual_headers == headers
+            and existing.manifest.keyword_match == wanted["keyword_match"]
+            and _has_wanted_summaries(existing, plan, summaries)
+        ):
+            return existing
+    options = _summary_options(plan, summaries)
+    flag = "--index" if plan.index else CACHE_FLAG
+    build_index(
+        chunks, target, embeddings=embeddings, contextual_headers=headers, progress=progress, out_flag=flag,
+        keyword_match=wanted["keyword_match"], profile=plan.profile, **options,
+    )  # fmt: skip
+    return load_index(target, cache=True)
 
 
 def profile_index(plan: EvalPlan) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from arag_graph.evaluators.plan import (
     settings_for,
     with_profile,
 )
+from arag_graph.evaluators.plots import write_plots
 from arag_graph.evaluators.predictions import (
     PREDICTIONS,
     check_out_dir,
@@ -318,7 +319,7 @@ def _evaluate(
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.html_report import write_experiment_links, write_report, write_snippets
     from arag_graph.evaluators.judge import resolve_judge
-    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_summary
 
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)

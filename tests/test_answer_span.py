@@ -35,10 +35,27 @@ def span(question: str, *texts: str, titles: tuple[str, ...] = ()) -> str:
 # The demo's questions, end to end through the agent on the bundled sample
 
 
+@pytest.fixture(scope="module")
+def float32_sample_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The bundled sample encoded with the float32 ONNX encoder (the model's own vectors, as torch's).
+
+    The policy's rules are under test here, not int8 rounding: the default ``onnx-int8`` encoder is
+    an export made on each machine by whatever onnx/onnxruntime it has, within cosine ~0.99 of the
+    model, and on the first question that noise reorders the semantic hits the policy reads (seen
+    with onnxruntime 1.32: "Domestic Disturbance" instead of "Stephen King"). float32 ONNX equals the
+    model to 1e-12 on every version, so the demo questions are judged on the model's own ranking.
+    """
+    from arag_graph.index.build import build_index
+    from arag_graph.index.sample import sample_corpus_path
+
+    return build_index(sample_corpus_path(), tmp_path_factory.mktemp("sample-fp32") / "index", encoder="onnx")
+
+
 @pytest.mark.parametrize("position", [0, 1, 2])
-def test_the_demo_questions_get_their_gold_short_answers(sample_index: Any, position: int) -> None:
+def test_the_demo_questions_get_their_gold_short_answers(float32_sample_index: Any, position: int) -> None:
     from arag_graph.registry import build_graph, config_for
 
+    sample_index = float32_sample_index
     question = json.loads(SAMPLE.read_text(encoding="utf-8"))[position]
     graph = build_graph("arag", index=sample_index, model=OfflinePolicy(index=sample_index))
     state = graph.invoke({"question": question["question"]}, context=config_for("arag"))

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from arag_graph.evaluators.plots import write_plots
 from arag_graph.evaluators.report import (
     OFFLINE_LABEL,
     model_label,
     summarize,
     summary_markdown,
-    write_plots,
     write_summary,
 )
 

@@ -21,8 +21,8 @@ import pytest
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexNotFoundError
-from arag_graph.index import build as index_module
 from arag_graph.index import encoders as emb
+from arag_graph.index import sentence_vectors as vectors_module
 from arag_graph.index import text as text_module
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -283,8 +283,8 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
     block = 64
     monkeypatch.setattr(text_module, "BUILD_BLOCK", block)
     stored: list[int] = []
-    for cls in (index_module.MatrixWriter, index_module.SentenceStore):
-        method = "add" if cls is index_module.MatrixWriter else "add_rows"
+    for cls in (vectors_module.MatrixWriter, vectors_module.SentenceStore):
+        method = "add" if cls is vectors_module.MatrixWriter else "add_rows"
         original = getattr(cls, method)
 
         def spy(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:

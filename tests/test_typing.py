@@ -51,10 +51,11 @@ def test_a_wrong_call_is_caught(tmp_path: Path) -> None:
     assert "wrong.py:4: error" in result.stdout
 
 
-def test_a_wrong_context_is_a_type_error() -> None:
-    """``context=`` is typed per graph (its schema or the schema's TypedDict): a misspelt setting or a
-    value of the wrong type is an error on exactly the lines tests/typed_rejected/ marks, no other."""
-    source = REPO / "tests" / "typed_rejected" / "context_mistakes.py"
+@pytest.mark.parametrize("source", sorted((REPO / "tests" / "typed_rejected").glob("*.py")), ids=lambda path: path.name)
+def test_a_wrong_context_is_a_type_error(source: Path) -> None:
+    """``context=`` is typed per graph (its schema or the schema's TypedDict), and ``build_index``'s
+    settings are keyword parameters: a misspelt setting or a value of the wrong type is an error on
+    exactly the lines each file of tests/typed_rejected/ marks, no other."""
     marked = {
         number: line.split("# rejected: ", 1)[1].strip()
         for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1)

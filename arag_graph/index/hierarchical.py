@@ -156,7 +156,7 @@ class HierarchicalIndex:
     ) -> None:
         self.path = path
         self._updater = updater
-        """What changes the index on disk (:func:`arag_graph.index.build.update_index`), handed in by
+        """What changes the index on disk (:func:`arag_graph.index.update.update_index`), handed in by
         whoever built or loaded it, since the index itself sits below the build."""
         self.build_dir = build_dir
         """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
@@ -207,7 +207,7 @@ class HierarchicalIndex:
         :class:`~arag_graph.core.documents.SourceDocument`) without a rebuild; a document whose id
         the index holds replaces it. Returns the updated index; this one stays as it was (an index
         is a read-only snapshot that concurrent readers may hold). See
-        :func:`arag_graph.index.build.update_index` for how it is done safely and cheaply."""
+        :func:`arag_graph.index.update.update_index` for how it is done safely and cheaply."""
         return self._update(upsert=list(documents), progress=progress)
 
     def delete(self, ids: Iterable[str], *, progress: bool = False) -> HierarchicalIndex:

@@ -17,7 +17,6 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index import integrity
-from arag_graph.index.build import update_index
 from arag_graph.index.chroma import RECORD_IDS
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.encoders import (
@@ -35,6 +34,7 @@ from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read
 from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
+from arag_graph.index.update import update_index
 
 _LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
@@ -100,17 +100,39 @@ def load_index(
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
     key = (str(root.resolve()), build, encoder)
-    if cache and embeddings is None:
-        with _LOADED_LOCK:
-            cached = _LOADED.get(key)
-        if cached is not None:
-            if check_endpoint is not None:
-                check_endpoint(cached.manifest)
-            return cached
+    if cache and embeddings is None and (cached := _cached(key, check_endpoint)) is not None:
+        return cached
     build_dir = build_path(root, build)
     manifest = Manifest.from_file(build_dir / MANIFEST, root)
     if check_endpoint is not None:
         check_endpoint(manifest)
+    embeddings = _query_embeddings(root, manifest, embeddings, encoder)
+    store, keywords = _load_files(root, build_dir, manifest)
+    opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
+    sentences = opener if sentences_at_first_use else opener()
+    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
+    if cache and not sentences_at_first_use:
+        with _LOADED_LOCK:
+            _LOADED[key] = index
+    return index
+
+
+def _cached(
+    key: tuple[str, str, str | None], check_endpoint: Callable[[Manifest], None] | None
+) -> HierarchicalIndex | None:
+    """The index this process loaded for ``key`` (index, build, encoder), checked again by
+    ``check_endpoint`` (a served run's policy may differ from the run that loaded it), or None."""
+    with _LOADED_LOCK:
+        cached = _LOADED.get(key)
+    if cached is not None and check_endpoint is not None:
+        check_endpoint(cached.manifest)
+    return cached
+
+
+def _query_embeddings(root: Path, manifest: Manifest, embeddings: Embeddings | None, encoder: str | None) -> Embeddings:
+    """The model queries are embedded with: the one given (which must be the manifest's), else the one
+    the manifest names (the default model on ``encoder``'s or the recorded backend), with the prompts
+    the passages were embedded with; a one-line mismatch error otherwise."""
     if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
         embeddings = _manifest_embeddings(root, manifest, encoder)
         if isinstance(embeddings, SentenceEncoder):
@@ -141,14 +163,7 @@ def load_index(
             f"applies {embedding_prompts(embeddings) or 'none'}; load it with the same prompts (or let it set up "
             "the model from its manifest), or rebuild the index"
         )
-    store, keywords = _load_files(root, build_dir, manifest)
-    opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
-    sentences = opener if sentences_at_first_use else opener()
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
-    if cache and not sentences_at_first_use:
-        with _LOADED_LOCK:
-            _LOADED[key] = index
-    return index
+    return embeddings
 
 
 def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkStore, KeywordIndex]:

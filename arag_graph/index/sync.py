@@ -1,7 +1,7 @@
 """Syncing a source into an existing index: ``arag index SOURCE --out DIR --update``.
 
-Above both :mod:`arag_graph.index.load` (which opens the index) and :mod:`arag_graph.index.build`
-(whose :func:`~arag_graph.index.build.update_index` changes it).
+Above both :mod:`arag_graph.index.load` (which opens the index) and :mod:`arag_graph.index.update`
+(whose :func:`~arag_graph.index.update.update_index` changes it).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from arag_graph.index.build import UpdateReport, update_index
 from arag_graph.index.corpus import load_corpus
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
+from arag_graph.index.update import UpdateReport, update_index
 
 
 def sync_index(
