@@ -37,14 +37,10 @@ METRICS = (("contain_acc", "Contain-Acc (%)"), ("exact_match", "EM (%)"), ("f1",
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from langchain_core.callbacks import UsageMetadataCallbackHandler
 
     from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.eval_index import prepare_index
     from arag_graph.evaluators.plan import EvalPlan, check_plan
-    from arag_graph.evaluators.runner import prediction_of
-    from arag_graph.evaluators.scoring import score
-    from arag_graph.registry import build_graph
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -65,14 +61,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 record = json.loads(line)
                 done[(record["model"], record["graph"], record["question_id"])] = record
     started = time.perf_counter()
+    if not args.report_only:
+        _run_all(args, work, questions, index, gold, evaluators, records_path, done)
+    rows = summarize(list(done.values()), args.graphs, [q.id for q in questions])
+    return {
+        "command": " ".join(["python", "bench/bench_local_model.py", *sys.argv[1:]]),
+        "questions": rows[0]["n"] if rows else 0,
+        "questions_asked": len(questions),
+        "model": MODEL_NAME,
+        "n_ctx": args.n_ctx,
+        "max_tokens": args.max_tokens,
+        "wall_seconds_this_run": round(time.perf_counter() - started, 1),
+        "machine": machine(),
+        "rows": rows,
+    }
+
+
+def _run_all(
+    args: argparse.Namespace,
+    work: Path,
+    questions: list[Any],
+    index: Any,
+    gold: dict[str, list[str]],
+    evaluators: list[Any],
+    records_path: Path,
+    done: dict[tuple[str, str, str], dict[str, Any]],
+) -> None:
+    """Every (model, question, graph) not yet in ``records_path``, each appended as soon as it is done."""
+    from langchain_core.callbacks import UsageMetadataCallbackHandler
+
+    from arag_graph.evaluators.runner import prediction_of
+    from arag_graph.evaluators.scoring import score
+    from arag_graph.registry import build_graph
+
     with running_local_model(work / "server", n_ctx=args.n_ctx) as server:
         os.environ["ARAG_ALLOWED_MODELS"] = f"offline,{server.name}"
         os.environ["ARAG_ALLOWED_BASE_URLS"] = server.base_url
         local = server.context(max_tokens=args.max_tokens)
+        graphs = {name: build_graph(name, index=index) for name in args.graphs}
+        # Question by question, every graph: a run stopped early still compares the graphs on the same questions.
         for model, context in (("offline", {"model": "offline"}), (server.name, local)):
-            for graph_name in args.graphs:
-                graph = build_graph(graph_name, index=index)
-                for question in questions:
+            for question in questions:
+                for graph_name, graph in graphs.items():
                     key = (model, graph_name, question.id)
                     if key in done:
                         continue
@@ -113,20 +143,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         f"malformed {record['malformed']}/{record['replies']}",
                         flush=True,
                     )
-    rows = summarize(list(done.values()), args.graphs, [q.id for q in questions])
-    return {
-        "command": " ".join(["python", "bench/bench_local_model.py", *sys.argv[1:]]),
-        "questions": len(questions),
-        "model": MODEL_NAME,
-        "n_ctx": args.n_ctx,
-        "max_tokens": args.max_tokens,
-        "wall_seconds_this_run": round(time.perf_counter() - started, 1),
-        "machine": machine(),
-        "rows": rows,
-    }
 
 
 def summarize(records: list[dict[str, Any]], graphs: list[str], ids: list[str]) -> list[dict[str, Any]]:
+    """Rows per (model, graph) over the questions every graph of both models answered."""
+    done = {(r["model"], r["graph"], r["question_id"]) for r in records}
+    ids = [q for q in ids if all((m, g, q) in done for m in ("offline", MODEL_NAME) for g in graphs)]
     rows = []
     for model in ("offline", MODEL_NAME):
         for graph in graphs:
@@ -163,7 +185,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Command: `{result['command']}`",
         "",
-        f"The first {result['questions']} questions of HotpotQA-100, each graph with its package defaults; "
+        f"The first {result['questions']} questions of HotpotQA-100 (of {result['questions_asked']} asked: "
+        "those every graph finished with both models), each graph with its package defaults; "
         f"the local model is {result['model']} (SmolLM2-135M-Instruct, Q4_1 GGUF) behind "
         "`python -m llama_cpp.server --chat_format chatml-function-calling "
         f"--n_ctx {result['n_ctx']} --n_threads 1`, "
@@ -207,6 +230,7 @@ def main() -> int:
     parser.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--report-only", action="store_true", help="write the table from the records so far")
     parser.add_argument("--work", default=None, help="resumable records (default: the cache directory)")
     args = parser.parse_args()
     if args.work is None:
