@@ -120,11 +120,16 @@ def _cached_or_built_index(plan: EvalPlan, chunks: Any, summaries: bool, progres
 
 
 def profile_index(plan: EvalPlan) -> dict[str, Any]:
-    """The index settings of the plan's profile: ``keyword_match`` and ``contextual_headers``."""
+    """The index settings of the plan's profile: ``keyword_match``, ``contextual_headers`` and
+    ``header_style`` (how headers are written where an index has them: the grid's CCH index)."""
     from arag_graph.index.build import BuildOptions
 
     options = BuildOptions.for_profile(plan.profile)
-    return {"keyword_match": options.keyword_match, "contextual_headers": options.contextual_headers}
+    return {
+        "keyword_match": options.keyword_match,
+        "contextual_headers": options.contextual_headers,
+        "header_style": options.header_style,
+    }
 
 
 def _check_profile_matches(plan: EvalPlan, index: Any, flag: str) -> None:
@@ -134,9 +139,14 @@ def _check_profile_matches(plan: EvalPlan, index: Any, flag: str) -> None:
     if plan.profile == DEFAULT_PROFILE:
         return
     wanted = profile_index(plan)
-    built = {"keyword_match": index.manifest.keyword_match, "contextual_headers": index.manifest.contextual_headers}
-    if flag == "--cch-index":
-        wanted.pop("contextual_headers")
+    manifest = index.manifest
+    built = {
+        "keyword_match": manifest.keyword_match,
+        "contextual_headers": manifest.contextual_headers,
+        "header_style": manifest.header_style,
+    }
+    # The CCH index has headers by design (their style is the profile's); the others' style is moot.
+    wanted.pop("contextual_headers" if flag == "--cch-index" else "header_style")
     differ = sorted(k for k in wanted if built[k] != wanted[k])
     if differ:
         shown = ", ".join(f"{k}={built[k]}" for k in differ)
@@ -217,16 +227,17 @@ def prepare_cch_index(plan: EvalPlan, index: Any, progress: bool) -> Any | None:
             existing.manifest.corpus_hash == digest
             and existing.manifest.contextual_headers
             and existing.manifest.keyword_match == profile_index(plan)["keyword_match"]
+            and existing.manifest.header_style == profile_index(plan)["header_style"]
             and _has_wanted_summaries(existing, plan, summaries)
         ):
             return existing
     reuse = getattr(index, "build_dir", None)  # the plain index's summaries: not paid for twice
     options = _summary_options(plan, summaries, reuse)
     flag = "--cch-index" if given else CACHE_FLAG
-    keyword_match = profile_index(plan)["keyword_match"]
+    wanted = profile_index(plan)
     build_index(
-        index.store.chunks, target, contextual_headers=True, keyword_match=keyword_match, profile=plan.profile,
-        progress=progress, out_flag=flag, **options,
+        index.store.chunks, target, contextual_headers=True, keyword_match=wanted["keyword_match"],
+        header_style=wanted["header_style"], profile=plan.profile, progress=progress, out_flag=flag, **options,
     )  # fmt: skip
     return load_index(target, cache=True)
 
@@ -291,11 +302,13 @@ def _variant_index(
             and existing.manifest.embedding_model == model_id
             and existing.manifest.contextual_headers == wanted["contextual_headers"]
             and existing.manifest.keyword_match == wanted["keyword_match"]
+            and (not wanted["contextual_headers"] or existing.manifest.header_style == wanted["header_style"])
         ):
             return existing
     build_index(
         chunks, target, embeddings=embeddings, contextual_headers=wanted["contextual_headers"],
-        keyword_match=wanted["keyword_match"], profile=plan.profile, progress=progress, out_flag=CACHE_FLAG,
+        header_style=wanted["header_style"], keyword_match=wanted["keyword_match"], profile=plan.profile,
+        progress=progress, out_flag=CACHE_FLAG,
         chunk_size=None if chunk_size is None else int(chunk_size),
     )  # fmt: skip
     return load_index(target, cache=True)
