@@ -15,11 +15,13 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, GraphOutput, StreamMode, StreamPart
+from langgraph.typing import StateLike
 
 from arag_graph.core.endpoints import check_endpoint, client_endpoint, serving
 from arag_graph.core.errors import AragError
@@ -33,8 +35,8 @@ from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
 from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
-_Context = TypeVar("_Context")
-_Output = TypeVar("_Output")
+_Context = TypeVar("_Context", bound=StateLike | None)
+_Output = TypeVar("_Output", bound=StateLike)
 RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
 """What the builders return, typed for mypy and pyright, for example
 ``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
@@ -229,7 +231,7 @@ def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
 # The top-level run
 
 
-class TracedGraph(CompiledStateGraph):
+class TracedGraph(CompiledStateGraph[Any, _Context, InputState, _Output]):
     """A compiled graph whose top-level run carries the run's trace metadata (model, settings, index).
 
     LangGraph creates the top-level run from the ``config`` of ``stream``/``astream`` before any
@@ -264,13 +266,23 @@ class TracedGraph(CompiledStateGraph):
     # LangGraph's own iterators; a served run's are wrapped (its errors as the caller sees them),
     # and the wrappers close LangGraph's iterator whenever they are closed or cancelled.
     def stream(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        **kwargs: Any,
     ) -> Iterator[Any]:
         stream = super().stream(input, self._traced(config, context), context=context, **kwargs)
         return _served_errors(stream) if _served(context) else stream
 
     def astream(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         stream = super().astream(input, self._traced(config, context), context=context, **kwargs)
         return _served_errors_async(stream) if _served(context) else stream
@@ -279,15 +291,100 @@ class TracedGraph(CompiledStateGraph):
     # tracing mode, in which langchain-core would still post every node's run to the client's URL
     # (arag_graph.core.tracing): the guard keeps the plain call offline. stream() cannot take it (its
     # callbacks are set up when iteration starts, outside this call).
-    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    #
+    # Typed: the plain call (``stream_mode="values"``, no ``output_keys``, ``version="v1"``) returns the
+    # graph's output fields, so ``out["answr"]`` or ``x: int = out["answer"]`` is a type error (LangGraph
+    # types it ``dict[str, Any] | Any``). A run stopped at an interrupt also holds ``__interrupt__``,
+    # which the output type leaves out: ``version="v2"`` gives the interrupts their own field.
+    @overload  # type: ignore[override]
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v1"] = "v1",
+        **kwargs: Any,
+    ) -> _Output: ...
+    @overload
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v2"],
+        **kwargs: Any,
+    ) -> GraphOutput[_Output]: ...
+    @overload
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: StreamMode = "values",
+        version: Literal["v1", "v2"] = "v1",
+        **kwargs: Any,
+    ) -> dict[str, Any] | list[StreamPart[Any, _Output]] | Any: ...
+    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:
         with local_tracing_guard():
             return super().invoke(input, config, context=context, **kwargs)
 
-    async def ainvoke(  # type: ignore[override]
+    @overload  # type: ignore[override]
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v1"] = "v1",
+        **kwargs: Any,
+    ) -> _Output: ...
+    @overload
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v2"],
+        **kwargs: Any,
+    ) -> GraphOutput[_Output]: ...
+    @overload
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: StreamMode = "values",
+        version: Literal["v1", "v2"] = "v1",
+        **kwargs: Any,
+    ) -> dict[str, Any] | list[StreamPart[Any, _Output]] | Any: ...
+    async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> Any:
         with local_tracing_guard():
             return await super().ainvoke(input, config, context=context, **kwargs)
+
+
+RagGraph = TracedGraph
+"""What the builders return, typed for mypy and pyright, for example
+``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
+``question`` and returns the graph's output fields (typed: a misspelt key is a type error), and its
+``context=`` is the graph's context schema or a mapping of its fields (which LangGraph turns into the
+schema), typed by the schema's ``TypedDict`` (:class:`~arag_graph.run.configuration.AragContextDict`,
+...), so a misspelt setting or a value of the wrong type is a type error. It is a LangGraph
+``CompiledStateGraph`` (:class:`TracedGraph`) and works wherever one does."""
 
 
 def _served(context: Any) -> bool:
@@ -321,12 +418,12 @@ async def _served_errors_async(stream: AsyncIterator[Any]) -> AsyncIterator[Any]
             await aclose()
 
 
-def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph:
+def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph[Any, Any]:
     """``graph`` (just compiled) named and tagged after its graph, every run carrying its metadata.
 
     Rebuilt the way ``Pregel.copy`` rebuilds a graph (from its attributes); a test pins that this
     keeps every attribute, should LangGraph change its constructor.
     """
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-    traced = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
+    traced: TracedGraph[Any, Any] = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
     return traced.with_config(run_name=bound.graph, tags=[bound.graph], metadata={"graph": bound.graph})

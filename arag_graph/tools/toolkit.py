@@ -440,7 +440,7 @@ class ToolSettings:
 def create_retrieval_tools(
     index: IndexSource = None,
     *,
-    tools: Sequence[str] = ALL_TOOLS,
+    tools: Sequence[ToolName] = ALL_TOOLS,
     full_text: bool | None = None,
     dedupe: bool = False,
 ) -> list[BaseTool]:
