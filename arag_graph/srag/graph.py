@@ -68,6 +68,7 @@ from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
 from arag_graph.run.retrieval import as_dict, selection_functions
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 from arag_graph.srag.context import SragContext, SragContextDict
 from arag_graph.srag.model import srag_model
@@ -746,3 +747,14 @@ def build_srag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
     return cast("RagGraph[SragContext | SragContextDict, SragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "srag",
+        build_srag_graph,
+        SragContext,
+        "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
+    ),
+)
+"""SRAG's graph, as the registry lists it."""
