@@ -27,6 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "arag_graph"
 
+
 # Lowest first. A module may import its own layer and the layers before it, never one after it.
 # The graph families share a rank but are siblings: one family never imports another, except that
 # SRAG's router runs the naive_rag graph as its subgraph, so the baselines rank below the others.
@@ -34,6 +35,15 @@ LIBRARY = REPO / "arag_graph"
 # above run/ for one reason: with no index given they use the index each run's context names, under
 # the operator's serving policy (run/), imported inside that function only; at import time they
 # load core and index alone (STANDALONE below, and the import count in tests/test_tools.py).
+def registered_families() -> tuple[str, ...]:
+    """The folders of the graph families the registry lists (``registry.FAMILIES``), baselines aside:
+    a new family ranks with the others as soon as it has its registry line."""
+    from arag_graph.registry import FAMILIES
+
+    names = (m.__name__.split(".") for m in FAMILIES)
+    return tuple(parts[1] for parts in names if parts[0] == "arag_graph" and parts[1] != "baselines")
+
+
 LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("index",),
@@ -44,7 +54,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("run",),
     ("baselines",),
     ("tools",),
-    ("arag", "corag", "srag"),
+    tuple(dict.fromkeys(("arag", "corag", "srag", *registered_families()))),
     ("registry",),
     ("served",),
     ("evaluators",),
