@@ -32,6 +32,7 @@ from pydantic import Field
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
 from arag_graph.evaluators.fields import chunk_ids, golds_of, question_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.evaluators.scoring import named
 from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
@@ -134,6 +135,7 @@ def _score(
     return {"key": "context_precision", "score": context_precision(relevance), "comment": comment}
 
 
+@named("context_precision")
 def context_precision_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """Context Precision from gold chunk IDs alone (key ``context_precision``); no model involved."""
     return _score(outputs, reference_outputs, None, None, None)
@@ -157,5 +159,4 @@ def make_context_precision_evaluator(
     ) -> dict[str, Any]:
         return _score(outputs, reference_outputs, inputs, judge, chunks)
 
-    judged.__name__ = "context_precision_evaluator"  # the runner records a failing evaluator by name
-    return judged
+    return named("context_precision")(judged)
