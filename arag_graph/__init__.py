@@ -44,7 +44,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 # The one place the version is written: pyproject.toml reads it (setuptools' dynamic version), and
 # `arag --version` prints it.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("served",),
     ("evaluators",),
     ("cli",),
+    ("agent", "retrieval"),  # deprecated aliases of moved modules (arag_graph.core.deprecation); go in 0.3.0
 ]
 TOP = ("__init__",)  # the package's lazy public names: may name any layer
 STANDALONE = {"tools": ("core", "index", "tools")}
