@@ -32,6 +32,7 @@ from typing import Any
 
 from arag_graph.core.jsonl import dumps, replace_file
 from arag_graph.evaluators.failures import FAILURE_MODES, failure_counts, failures_csv, failures_markdown
+from arag_graph.evaluators.fields import GRADED_TEXT
 from arag_graph.qa.datasets import hop_count
 
 __all__ = [
@@ -53,6 +54,7 @@ METRICS: tuple[str, ...] = (
     "evidence_precision",
     "answer_similarity",
     "context_precision",
+    "context_precision_ragas",
     "answer_relevance",
     "faithfulness",
     "retrieved_tokens",
@@ -217,6 +219,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("evidence_precision", "evidence precision (%)", "percent"),
     ("answer_similarity", "answer similarity", "cosine"),
     ("context_precision", "context precision", "judge_score"),
+    ("context_precision_ragas", "context precision (RAGAS)", "judge_score"),
     ("answer_relevance", "answer relevance", "judge_score"),
     ("faithfulness", "faithfulness", "judge_score"),
     ("retrieved_tokens", "retrieved tokens", "tokens"),
@@ -291,6 +294,7 @@ def _table(
     return lines
 
 
+_METRIC_NAMES = {"contain_acc": "Contain-Acc", "llm_acc": "LLM-Acc", "exact_match": "EM", "f1": "F1"}
 _CATEGORY_HEADERS = {"by_type": "question type", "by_hops": "hops"}
 
 
@@ -365,13 +369,19 @@ def _definition_lines(rows: Sequence[Mapping[str, Any]], with_cost: bool) -> lis
         "normalisation. F1: token F1 against the best alias.",
         "- LLM-Acc: an LLM judge's verdict (contains the key information of the gold answer, consistent, "
         'contradicts nothing). "unavailable" means no judge model was given (--judge): it is never estimated.',
+        "- Text graded: "
+        + "; ".join(f"{_METRIC_NAMES[key]} reads {text}" for key, text in GRADED_TEXT.items())
+        + " (chunk-ID citations removed; a failed run is graded on its empty answer), as the A-RAG paper's "
+        "evaluator grades its whole final message. Answer similarity reads the short answer.",
         "- Evidence recall: share of gold supporting chunks among the chunks the run retrieved or read. "
         "Evidence precision: share of the chunks read in full that are gold. n/a: no gold chunk ids, or "
         "nothing read.",
         "- Answer similarity: cosine of the embeddings of prediction and gold answer (ARAGOG).",
-        "- Context precision (ARAGOG, RAGAS): the mean of precision@k over the ranks k of the relevant chunks "
-        "in the order the run retrieved them; relevant = a gold chunk, or the judge's call when the "
-        "question has no gold chunk ids. Answer relevance: mean cosine between the question and 3 questions "
+        "- Context precision: the ARAGOG paper's formula, the sum of precision@k over the ranks k that hold a "
+        "relevant chunk divided by K, the number of chunks the run retrieved, in the order it retrieved them. "
+        "Context precision (RAGAS): the same sum divided by the relevant chunks found (the mean of precision@k "
+        "over their ranks). Relevant = a gold supporting chunk (from the data's gold chunk ids), or the judge's "
+        "call when the question has none. Answer relevance: mean cosine between the question and 3 questions "
         "the judge writes back from the answer (the index's encoder). Faithfulness: share of the answer's "
         'claims the judge finds supported by the retrieved chunks. "unavailable": no judge (--judge) for a '
         "metric that needs one, or nothing to score (no retrieval, no claims).",

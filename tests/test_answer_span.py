@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from arag_graph.llm.offline import NOT_FOUND, OfflineBackbone, OfflinePolicy, extractive_answer
 from arag_graph.offline.answer_span import Sentence, answer_span, compared_names, question_kind
+from arag_graph.offline.policy import OfflinePolicy
+from arag_graph.offline.rules import NOT_FOUND, extractive_answer
 from arag_graph.qa.matching import exact_match
 from arag_graph.retrievers.passages import Passage
+from arag_graph.srag.model import OfflineSrag
 
 SAMPLE = Path(__file__).resolve().parents[1] / "arag_graph" / "data" / "sample" / "questions.json"
 
@@ -235,12 +237,12 @@ PASSAGES = [
 
 
 def test_every_graphs_answer_step_answers_with_the_span() -> None:
-    """naive_rag, corag and srag answer through ``OfflineBackbone.answer`` / ``answer_from_facts``,
+    """naive_rag, corag and srag answer through their offline models' ``answer`` / ``answer_from_facts``,
     the agent through the policy's own answer without tools: all give the span and its chunk."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     question = "The publisher of Grace Krilanovich's novel is based where?"
-    backbone = OfflineBackbone(OfflinePolicy())
+    backbone = OfflineSrag(OfflinePolicy())
     assert backbone.answer(question, PASSAGES).invoke().text == "Answer: Columbus, Ohio [9]"
     assert backbone.answer_from_facts(question, "facts", PASSAGES).invoke().text == "Answer: Columbus, Ohio [9]"
     call = {"name": "chunk_read", "args": {"chunk_ids": ["4", "9"]}, "id": "offline-read1-1", "type": "tool_call"}
@@ -253,5 +255,5 @@ def test_every_graphs_answer_step_answers_with_the_span() -> None:
     assert OfflinePolicy().invoke(messages).text == "Answer: Columbus, Ohio [9]"
     # The sentence answerer, kept selectable for the before/after benchmark, still answers as before
     # (with the demo's wrong sentence).
-    before = OfflineBackbone(OfflinePolicy(answer_style="sentence")).answer(question, PASSAGES).invoke().text
+    before = OfflineSrag(OfflinePolicy(answer_style="sentence")).answer(question, PASSAGES).invoke().text
     assert before == f"Answer: {PASSAGES[0].text} [4]"

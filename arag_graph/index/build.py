@@ -43,6 +43,7 @@ from arag_graph.index.options import SummaryWriter as SummaryWriter
 from arag_graph.index.sentence_vectors import StoreReuse as StoreReuse
 from arag_graph.index.sentence_vectors import VectorReuse as VectorReuse
 from arag_graph.index.sentencematrix import MATRIX_FILE, MATRIX_MAX_SENTENCES
+from arag_graph.index.text import HeaderStyle
 from arag_graph.index.update import UpdateReport as UpdateReport
 from arag_graph.index.update import update_index as update_index
 from arag_graph.index.write import BuildJob, build_locked
@@ -69,6 +70,7 @@ def build_index(
     chunk_size: int | None = None,
     contextual_headers: bool | None = None,
     header_max_chars: int | None = None,
+    header_style: HeaderStyle | None = None,
     keyword_match: KeywordMatch | None = None,
     backend: str | None = None,
     encoder: str | None = None,

@@ -23,6 +23,7 @@ from arag_graph.core.errors import AragError
 from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, check_profile, index_values
 from arag_graph.core.safety import url_credentials, url_without_credentials
 from arag_graph.index.manifest import SENTENCE_BACKENDS, KeywordMatch
+from arag_graph.index.text import HEADER_STYLES, HeaderStyle
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class BuildOptions:
     """ARAGOG's contextual chunk headers: title (and Markdown section) before each embedded sentence."""
     header_max_chars: int = HEADER_MAX_CHARS
     """The bound on a contextual header (0 to 1000 characters)."""
+    header_style: HeaderStyle = "path"
+    """How a contextual header is written: ``path`` (``Title > Section``, per sentence) or ``aragog`` (the
+    ARAGOG paper's ``[Document: Title, Section: Section]``, per chunk); see
+    :data:`~arag_graph.index.text.HeaderStyle`."""
     keyword_match: KeywordMatch = "word"
     """``word``: a keyword counts where it starts a word; ``substring``: the paper's plain substring rule."""
     backend: str = "auto"
@@ -73,6 +78,8 @@ class BuildOptions:
         check_profile(self.profile, "profile")
         if self.keyword_match not in ("word", "substring"):
             raise AragError(f"unknown keyword match rule {self.keyword_match!r}; use 'word' or 'substring'")
+        if self.header_style not in HEADER_STYLES:
+            raise AragError(f"unknown header style {self.header_style!r}; use {' or '.join(HEADER_STYLES)}")
         if not isinstance(self.header_max_chars, int) or not 0 <= self.header_max_chars <= 1000:
             raise AragError(
                 f"header length {self.header_max_chars!r}: give 0 to 1000 characters (default {HEADER_MAX_CHARS})"

@@ -30,7 +30,7 @@ from arag_graph.index.encoders import embed_texts
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import load_index_array
 from arag_graph.index.sentencematrix import MatrixWriter, SentenceLayout, SentenceMatrix, unit_rows
-from arag_graph.index.text import sentence_blocks
+from arag_graph.index.text import HeaderStyle, sentence_blocks
 
 
 class VectorReuse:
@@ -50,7 +50,7 @@ class VectorReuse:
         self.vectors_of, owners = index.sentences.all_vectors()
         self.unit = isinstance(index.sentences, SentenceMatrix)
         """The previous vectors are a matrix's unit rows: new ones are scaled the same way before they join them."""
-        headers = manifest.contextual_headers and manifest.header_max_chars > 0
+        headers = manifest.embedded_headers
         in_order = ((c.id, p) for c in index.store.chunks for p in range(len(c.sentences)))
         embedded: dict[tuple[str, int], str] = {}
         for _, _, texts in sentence_blocks(index.store.chunks, headers, header_max_chars=manifest.header_max_chars):
@@ -122,7 +122,7 @@ class StoreReuse:
         ).astype(np.float32)
         if self.fingerprint.shape != (count, 2):
             raise AragError(f"{self.root}: the previous build's vector fingerprint does not match its sentences")
-        headers = manifest.contextual_headers and manifest.header_max_chars > 0
+        headers = manifest.embedded_headers
         self.rows: dict[tuple[str, int, str, str], int] = {}
         """Previous rows by (chunk id, position, stored sentence, embedded text)."""
         self.by_text: dict[str, int] = {}
@@ -155,7 +155,7 @@ def store_sentences(
     build_dir: Path,
     chunks: Sequence[Chunk],
     embeddings: Embeddings,
-    contextual_headers: bool,
+    contextual_headers: bool | HeaderStyle,
     chroma_timeout: float | None,
     progress: bool,
     header_max_chars: int = HEADER_MAX_CHARS,
@@ -217,7 +217,7 @@ def _changed_store(
     build_dir: Path,
     chunks: Sequence[Chunk],
     embeddings: Embeddings,
-    contextual_headers: bool,
+    contextual_headers: bool | HeaderStyle,
     header_max_chars: int,
     reuse: StoreReuse,
 ) -> StoredSentences:
@@ -277,7 +277,7 @@ class _MatchedRows:
 def _match_rows(
     layout: SentenceLayout,
     chunks: Sequence[Chunk],
-    contextual_headers: bool,
+    contextual_headers: bool | HeaderStyle,
     header_max_chars: int,
     reuse: StoreReuse,
 ) -> _MatchedRows:

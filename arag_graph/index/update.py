@@ -216,6 +216,7 @@ def _update_job(
         chunk_size=manifest.chunk_size,
         contextual_headers=manifest.contextual_headers,
         header_max_chars=manifest.header_max_chars if manifest.contextual_headers else 0,
+        header_style="aragog" if manifest.header_style == "aragog" else "path",
         keyword_match=manifest.keyword_match,
         profile=check_profile(manifest.profile),  # an update keeps the profile the index was built with
     )

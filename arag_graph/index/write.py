@@ -52,7 +52,7 @@ from arag_graph.index.options import BuildOptions, SummaryWriter
 from arag_graph.index.sentence_vectors import StoredSentences, StoreReuse, VectorReuse, store_sentences
 from arag_graph.index.sentencematrix import SentenceMatrix
 from arag_graph.index.sources import DOCUMENTS, DocumentEntry, save_table, table_for
-from arag_graph.index.text import keyword_chunks
+from arag_graph.index.text import HeaderStyle, keyword_chunks
 
 
 def _drop_build(build_dir: Path, timeout: float | None = None) -> None:
@@ -128,6 +128,11 @@ class BuildJob:
     def header_max_chars(self) -> int:
         """The header bound the sentences are embedded with (0 without contextual headers)."""
         return self.options.header_max_chars if self.options.contextual_headers else 0
+
+    @property
+    def embedded_headers(self) -> bool | HeaderStyle:
+        """What the sentences are embedded behind: False (bare), or the header style."""
+        return self.options.header_style if self.options.contextual_headers else False
 
 
 def build_locked(b: BuildJob) -> HierarchicalIndex:
@@ -232,7 +237,7 @@ def _write_sentences(b: BuildJob, build_dir: Path, chroma_cfg: dict[str, Any]) -
         build_dir,
         b.chunks,
         b.embeddings,
-        b.options.contextual_headers,
+        b.embedded_headers,
         b.options.chroma_timeout,
         b.progress,
         b.header_max_chars,
@@ -264,6 +269,7 @@ def _seal(
         chunk_size=opts.chunk_size,
         contextual_headers=opts.contextual_headers,
         header_max_chars=b.header_max_chars,
+        header_style=opts.header_style if opts.contextual_headers else "path",
         keyword_match=opts.keyword_match,
         profile=opts.profile,
         corpus_hash=corpus_hash(b.chunks),
