@@ -110,7 +110,7 @@ MODULES: dict[str, Target] = {
         "or invalid_arguments",
         sample_index=True,
     ),
-    "arag_graph/llm/tool_artifacts.py": Target(
+    "arag_graph/core/artifacts.py": Target(
         ("tests/test_tool_artifacts.py", "tests/test_tools.py"),
         # hand-made tool messages and a three-document index, and the tools' own read set against the
         # run's index (a small split index; not the tests on the session's sample index)
@@ -297,13 +297,13 @@ _BUILD_2 = (
 
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
-    # arag_graph/llm/tool_artifacts.py
+    # arag_graph/core/artifacts.py
     **dict.fromkeys(
-        ("arag_graph.llm.tool_artifacts.x_read_in__mutmut_7", "arag_graph.llm.tool_artifacts.x_read_in__mutmut_9"),
+        ("arag_graph.core.artifacts.x_read_in__mutmut_7", "arag_graph.core.artifacts.x_read_in__mutmut_9"),
         "equivalent: without an index `content` is never read (`index is None or ...` decides first), so "
         "whether it holds the message's text, `''` or `'XXXX'` changes nothing",
     ),
-    "arag_graph.llm.tool_artifacts.x_read_in__mutmut_23": (
+    "arag_graph.core.artifacts.x_read_in__mutmut_23": (
         "equivalent: `read` is an ordered set (only its keys are returned), so the value stored changes nothing"
     ),
     # arag_graph/index/build.py (the last run), whose switch is arag_graph/index/write.py's since the split
@@ -526,7 +526,7 @@ REASONS: dict[str, str] = {
 
 # What happened after a module's last run (tests added against its survivors, not yet re-counted).
 MODULE_NOTES: dict[str, str] = {
-    "arag_graph/llm/tool_artifacts.py": (
+    "arag_graph/core/artifacts.py": (
         "The checked reader of a tool message's artifact (`artifact_of`) and the read set (`read_in`), the "
         "whole module, against unit tests on hand-made tool messages (tests/test_tool_artifacts.py: every "
         "field at its type and bounds, anything but a tool message's dict read as empty, the read set in "

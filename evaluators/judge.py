@@ -265,7 +265,7 @@ _OFFLINE_REFUSED = (
 def refuse_offline(model: Any) -> None:
     # Checked through sys.modules so this module does not import the offline policy (slow) just to
     # refuse it: an OfflinePolicy instance can only exist once its module is loaded.
-    offline = sys.modules.get("arag_graph.llm.offline")
+    offline = sys.modules.get("arag_graph.offline.policy")
     if offline is not None and isinstance(model, offline.OfflinePolicy):
         raise ModelSpecError(_OFFLINE_REFUSED)
 

@@ -292,7 +292,7 @@ def test_faithfulness_unavailable_cases() -> None:
 
 
 def test_the_offline_policy_is_refused_as_the_judge_of_every_judged_metric(sample_index: Any) -> None:
-    from arag_graph.llm.offline import OfflinePolicy
+    from arag_graph.offline.policy import OfflinePolicy
 
     policy = OfflinePolicy(index=sample_index)
     with pytest.raises(ModelSpecError, match="offline is refused"):

@@ -277,6 +277,14 @@ def test_a_fake_embeddings_index_works_end_to_end(fake_index: HierarchicalIndex)
     assert [h.chunk_id for h in index.keyword_search(["Paris"], 5)] == ["eiffel"]
 
 
+def test_keyword_search_takes_a_string_as_one_keyword(fake_index: HierarchicalIndex) -> None:
+    """A ``str`` is a ``Sequence[str]``: the library once searched "Eiffel Tower"'s single characters
+    and returned every chunk. A string is one keyword, as the ``keyword_search`` tool takes it."""
+    as_string = fake_index.keyword_search("Eiffel Tower", 5)
+    assert as_string == fake_index.keyword_search(["Eiffel Tower"], 5)
+    assert [h.chunk_id for h in as_string] == ["eiffel"]
+
+
 def test_loading_with_another_embedding_model_fails_in_one_line(fake_index: HierarchicalIndex) -> None:
     assert fake_index.path is not None
     with pytest.raises(IndexMismatchError) as caught:

@@ -275,7 +275,7 @@ def test_offline_judge_is_refused(spec: str, no_credentials: None) -> None:
 
 
 def test_offline_policy_instance_is_refused() -> None:
-    from arag_graph.llm.offline import OfflinePolicy
+    from arag_graph.offline.policy import OfflinePolicy
 
     with pytest.raises(ModelSpecError, match="refused"):
         make_llm_acc_evaluator(OfflinePolicy())

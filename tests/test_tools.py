@@ -23,10 +23,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from arag_graph.core.documents import SourceDocument
+from arag_graph.core.limits import TOP_K_MAX
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.run.configuration import TOP_K_MAX
 from arag_graph.tools.toolkit import (
     chunk_read,
     create_retrieval_tools,
@@ -453,7 +453,7 @@ def test_the_read_set_is_checked_against_the_runs_own_index(split_index: Hierarc
     """C_read of a run is read from its conversation against the index the run chose (the tool's index
     source is called with the run's runtime): a chunk the run read is a notice the next time, while a
     tool message that claims a read without the chunk's text (a caller's forgery) marks nothing read."""
-    from arag_graph.llm.tool_artifacts import read_in
+    from arag_graph.core.artifacts import read_in
 
     def pick(runtime: Any) -> HierarchicalIndex:
         assert runtime.context == {"index": "split"}, runtime
@@ -686,3 +686,38 @@ def test_a_plain_string_input_is_one_argument_not_its_characters(sample_index: H
     assert chunk.startswith("[chunk 12]") and "[chunk 1]" not in chunk and "[chunk 2]" not in chunk
     assert "[chunk 13]" in read.invoke("12, 13")
     assert semantic.invoke("who directed Sinister").startswith("semantic_search('who directed Sinister')")
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools stand alone
+
+
+_STANDALONE_PROBE = """
+import json, sys
+from arag_graph.index.load import load_index
+index = load_index(sys.argv[1])  # what an app that has an index has imported already
+before = {m for m in sys.modules if m.startswith("arag_graph")}
+from arag_graph import create_retrieval_tools
+keyword, semantic, read = create_retrieval_tools(index)
+keyword.invoke({"keywords": ["Leland"]})
+semantic.invoke({"query": "films shot in Leland"})
+read.invoke({"chunk_ids": ["5"]})
+import arag_graph.tools.mcp_server
+print(json.dumps(sorted({m for m in sys.modules if m.startswith("arag_graph")} - before)))
+"""
+
+
+def test_the_tools_and_the_mcp_server_load_no_graph_model_or_run_layer(sample_index: HierarchicalIndex) -> None:
+    """An app that only wants the three tools (given its index) loads the tools, core and index: no run
+    layer, no model layer, no offline policy, no graph, no CLI (it was 28 modules, the run and llm
+    layers among them). Counted in a fresh interpreter, each tool called once, the MCP server imported."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _STANDALONE_PROBE, str(sample_index.path)], capture_output=True, text=True, check=True
+    )
+    added = json.loads(done.stdout.strip().splitlines()[-1])
+    layers = {name.split(".")[1] for name in added if name.count(".") >= 1}
+    assert layers <= {"core", "index", "tools"}, added
+    assert len(added) <= 15, added

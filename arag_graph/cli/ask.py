@@ -35,10 +35,10 @@ def describe_step(update: dict[str, Any]) -> list[str]:
 def tool_result(message: Any) -> dict[str, Any] | None:
     """A tool message as a trajectory step (None for a call answered without running).
 
-    The artifact is read the one checked way (:func:`arag_graph.llm.tool_artifacts.artifact_of`):
+    The artifact is read the one checked way (:func:`arag_graph.core.artifacts.artifact_of`):
     the messages a run streams can hold a caller's own tool messages, whose artifacts say anything.
     """
-    from arag_graph.llm.tool_artifacts import artifact_of
+    from arag_graph.core.artifacts import artifact_of
 
     artifact = artifact_of(message)
     if artifact["not_run"]:

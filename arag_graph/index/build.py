@@ -33,6 +33,7 @@ from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.core.profiles import Profile
 from arag_graph.index.chroma import COLLECTION_NAME_MAX, check_chroma_server, valid_collection_name
+from arag_graph.index.devices import check_device
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import build_lock, check_out, make_root
@@ -79,6 +80,7 @@ def build_index(
     collection: str | None = None,
     chroma_timeout: float | None = None,
     profile: Profile | None = None,
+    device: str | None = None,
 ) -> HierarchicalIndex:
     """Build an index of ``corpus`` into ``out`` and return it loaded.
 
@@ -98,6 +100,8 @@ def build_index(
     cached name, or ``openai:NAME`` with ``embedding_base_url``); a spec is recorded so that
     :func:`~arag_graph.index.load.load_index` embeds queries with the same model without being told.
     ``encoder`` picks the backend of a local model and cannot be combined with an ``Embeddings``.
+    ``device`` (``auto``, the default, ``cpu``, ``cuda``, ``cuda:N``, ``mps``) is where a local model
+    encodes (:func:`arag_graph.index.encoders.encoder_and_device`): a run setting, never recorded.
 
     ``summaries`` (:func:`arag_graph.llm.summarize.summary_writer`: a chat model, or ``offline`` for
     extractive lead sentences) adds ARAGOG's document summary index: a summary per document,
@@ -107,7 +111,7 @@ def build_index(
     given = locals()  # nothing but the parameters is bound yet
     changes = {name: given[name] for name in _SETTINGS if given[name] is not None}
     opts = (options or BuildOptions()).with_changes(changes)
-    return _full_build(corpus, Path(out), opts, embeddings, summaries, progress, out_flag)
+    return _full_build(corpus, Path(out), opts, embeddings, summaries, progress, out_flag, device)
 
 
 def _full_build(
@@ -118,6 +122,7 @@ def _full_build(
     summaries: SummaryWriter | None,
     progress: bool,
     out_flag: str,
+    device: str | None = None,
 ) -> HierarchicalIndex:
     """:func:`build_index` with its settings in one :class:`BuildOptions`: ``out`` and every input
     checked before anything is read or written, the corpus cut, then the build written and switched
@@ -127,7 +132,9 @@ def _full_build(
     corpus_dir = Path(corpus) if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() else None
     check_out(root, corpus_dir, flag=out_flag)
     opts.check()
-    embeddings = resolve_embeddings(embeddings, base_url=opts.embedding_base_url, encoder=opts.encoder)
+    embeddings = resolve_embeddings(
+        embeddings, base_url=opts.embedding_base_url, encoder=opts.encoder, device=check_device(device)
+    )
     check = getattr(embeddings, "check_available", None)
     if callable(check):  # a missing optional package fails now, not after splitting the corpus
         check()

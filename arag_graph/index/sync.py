@@ -25,13 +25,14 @@ def sync_index(
     embeddings: Embeddings | None = None,
     corpus_format: str | None = None,
     progress: bool = False,
+    device: str | None = None,
 ) -> tuple[HierarchicalIndex, UpdateReport]:
     """Make the index at ``out`` hold exactly the documents of ``source`` (a corpus path, or
     documents), rebuilding nothing that did not change: ``arag index SOURCE --out DIR --update``.
 
     Documents are matched by id (a directory's: the file's path inside it) and compared by content
-    hash; see :func:`update_index`.
+    hash; see :func:`update_index`. ``device`` is where new sentences are encoded (``load_index``'s).
     """
-    index = load_index(out, embeddings=embeddings, sentences_at_first_use=True)
+    index = load_index(out, embeddings=embeddings, sentences_at_first_use=True, device=device)
     documents = load_corpus(source, corpus_format) if isinstance(source, (str, os.PathLike)) else list(source)
     return update_index(index, sync=documents, progress=progress)

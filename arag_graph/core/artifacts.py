@@ -2,23 +2,27 @@
 
 Every retrieval tool returns ``(content, artifact)``; the artifact records what the call returned
 (tokens, chunk IDs, the chunks whose full text it holds). Several layers read artifacts: the
-offline policy (this layer), the run pipeline's step figures and the tools' read set. A served
-run's caller can send tool messages of its own in ``messages``, artifacts included, so the reader
-lives here, below all of them, and no one reads an artifact unchecked.
+tools' read set, the offline policy, the run pipeline's step figures and the CLI. A served run's
+caller can send tool messages of its own in ``messages``, artifacts included, so the reader lives
+here, in the bottom layer below all of them, and no one reads an artifact unchecked.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import ToolMessage
 
-from arag_graph.index.hierarchical import HierarchicalIndex
-
 _MAX_ARTIFACT_IDS = 1000
 """More chunk IDs than any tool call returns (top_k is at most 20, chunk_read's neighbours triple it)."""
+
+
+class ChunkLookup(Protocol):
+    """What :func:`read_in` needs of an index: a chunk by its ID (None when there is none)."""
+
+    def get_chunk(self, chunk_id: str) -> Any: ...
 
 
 def _ids(value: Any) -> list[str]:
@@ -55,7 +59,7 @@ def artifact_of(message: Any) -> dict[str, Any]:
     return artifact
 
 
-def read_in(messages: Iterable[Any] | None, index: HierarchicalIndex | None = None) -> list[str]:
+def read_in(messages: Iterable[Any] | None, index: ChunkLookup | None = None) -> list[str]:
     """C_read of a conversation: chunks whose full text its tool messages already returned, in order.
 
     The artifact says which (read through :func:`artifact_of`, never raising). With ``index``, a
