@@ -70,9 +70,14 @@ DOTTED = re.compile(r"\barag_graph(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A dotted name in the package, as a string may hold it (``"arag_graph.arag.graph.build_arag_graph"``)."""
 
 # References by string that are known and waived, (module, the module it names): each one says why
-# and who removes it. test_every_waived_string_reference_is_still_there fails once it is gone, so
+# and when it goes. test_every_waived_string_reference_is_still_there fails once it is gone, so
 # that the waiver goes with it.
-STRING_WAIVERS: dict[tuple[str, str], str] = {}
+STRING_WAIVERS: dict[tuple[str, str], str] = {
+    # Until 0.3.0 (CHANGELOG.md): the deprecated HierarchicalIndex.as_retriever alias reaches
+    # make_retriever, two layers up, through the package's lazy name at call time; the alias and
+    # this waiver go together in 0.3.0.
+    ("arag_graph.index.hierarchical", "arag_graph"): "deprecated as_retriever alias until 0.3.0",
+}
 
 
 def module_name(path: Path, root: Path = REPO) -> str:
@@ -410,8 +415,9 @@ def test_every_waived_string_reference_is_still_there() -> None:
     for (here, target), why in STRING_WAIVERS.items():
         named = string_references(modules[here].read_text(encoding="utf-8"), modules, contexts)
         assert target in named, f"{here} no longer names {target} by string: delete its waiver ({why})"
-    unwaived = set(upward_imports(graph(waivers={})))
-    assert unwaived - set(upward_imports(graph())) == {f"{h} -> {t}" for h, t in STRING_WAIVERS}
+    bare, waived = graph(waivers={}), graph()
+    hidden = {f"{h} -> {t}" for h in bare for t in bare[h] - waived[h]}
+    assert hidden == {f"{h} -> {t}" for h, t in STRING_WAIVERS}
 
 
 def test_no_private_langgraph_or_langsmith_modules() -> None:
