@@ -8,7 +8,7 @@ so every tool sees the same sentences.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,3 +219,23 @@ def bounded_header(header: str, limit: int) -> str:
 def chunk_header(chunk: Chunk, limit: int = HEADER_MAX_CHARS) -> str:
     """A chunk's header for chunk-level matching (BM25): its title, bounded like sentence headers."""
     return bounded_header(chunk.title or "", limit)
+
+
+def window_text(chunk: Chunk, positions: Iterable[int], window: int) -> str:
+    """The sentences at ``positions``, each centred in a window of ``window`` sentences; runs joined by " ... ".
+
+    ARAGOG's definition: the window counts sentences in total, ``start = pos - window // 2`` and
+    ``end = pos + window // 2 + 1``, so a window of 3 is the sentence with one neighbour on each side
+    and a window of 1 the sentence alone. Windows that meet or overlap are merged.
+    """
+    half = max(0, window) // 2
+    keep: set[int] = set()
+    for p in positions:
+        keep.update(range(max(0, p - half), min(len(chunk.sentences), p + half + 1)))
+    runs: list[list[int]] = []
+    for p in sorted(keep):
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return " ... ".join(chunk.text[chunk.sentences[r[0]][0] : chunk.sentences[r[-1]][1]] for r in runs)

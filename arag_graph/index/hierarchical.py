@@ -37,11 +37,11 @@ from arag_graph.core.deprecation import warn_moved
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
-from arag_graph.index.encoders import check_vectors, embed_query, embed_texts
+from arag_graph.index.encoders import SentenceEncoder, check_vectors, embed_query, embed_texts
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
-from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix, unit_rows
+from arag_graph.index.sentencematrix import DeviceMatrix, SentenceLayout, SentenceMatrix, unit_rows
 
 SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
 """Opens a build's sentence store when it is first needed (:attr:`HierarchicalIndex.sentences`)."""
@@ -49,6 +49,12 @@ SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
 SNIPPET_POOL = 3
 """semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
 (the A-RAG paper's tool)."""
+
+KEYWORD_SNIPPET_SENTENCES = 5
+"""keyword_search shows at most this many matching sentences per chunk, the first in chunk order, as
+the A-RAG paper's released tool does (both profiles): a common keyword matches most sentences of a
+long chunk, and a snippet that is the whole chunk defeats the point of snippets and inflates the
+retrieved tokens the paper compares. The chunk's full text is one chunk_read away."""
 
 
 class ChunkStore:
@@ -156,24 +162,28 @@ class HierarchicalIndex:
         build_dir: Path | None = None,
         *,
         updater: Callable[..., tuple[HierarchicalIndex, Any]] | None = None,
+        device: str | None = None,
     ) -> None:
         self.path = path
         self._updater = updater
-        """What changes the index on disk (:func:`arag_graph.index.build.update_index`), handed in by
+        """What changes the index on disk (:func:`arag_graph.index.update.update_index`), handed in by
         whoever built or loaded it, since the index itself sits below the build."""
         self.build_dir = build_dir
         """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
+        self.embeddings = embeddings
+        self.device = device or (embeddings.device if isinstance(embeddings, SentenceEncoder) else "cpu")
+        """Where an exact index's sentence matrix is searched: a run setting (``load_index(device=)``,
+        by default the encoder's device), never written to the index."""
         self._sentences: SentenceStore | SentenceMatrix | None = None
         self._open_sentences: SentenceOpener | None = None
         if isinstance(sentences, (SentenceStore, SentenceMatrix)):
-            self._sentences = sentences
+            self._sentences = self._placed(sentences)
         else:
             self._open_sentences = sentences
         self._sentences_lock = threading.Lock()
-        self.embeddings = embeddings
 
     @property
     def sentences_opened(self) -> bool:
@@ -191,8 +201,14 @@ class HierarchicalIndex:
             with self._sentences_lock:  # an index is shared between threads: one copy, opened once
                 if self._sentences is None:
                     assert self._open_sentences is not None
-                    self._sentences = self._open_sentences()
+                    self._sentences = self._placed(self._open_sentences())
                 store = self._sentences
+        return store
+
+    def _placed(self, store: SentenceStore | SentenceMatrix) -> SentenceStore | SentenceMatrix:
+        """The matrix searched on this index's device when that is a GPU (:class:`DeviceMatrix`)."""
+        if self.device != "cpu" and type(store) is SentenceMatrix:
+            return DeviceMatrix(store, self.device)
         return store
 
     def __len__(self) -> int:
@@ -210,7 +226,7 @@ class HierarchicalIndex:
         :class:`~arag_graph.core.documents.SourceDocument`) without a rebuild; a document whose id
         the index holds replaces it. Returns the updated index; this one stays as it was (an index
         is a read-only snapshot that concurrent readers may hold). See
-        :func:`arag_graph.index.build.update_index` for how it is done safely and cheaply."""
+        :func:`arag_graph.index.update.update_index` for how it is done safely and cheaply."""
         return self._update(upsert=list(documents), progress=progress)
 
     def delete(self, ids: Iterable[str], *, progress: bool = False) -> HierarchicalIndex:
@@ -262,7 +278,8 @@ class HierarchicalIndex:
         A string is one keyword, as the ``keyword_search`` tool takes it: ``"Two Dollar Radio"``
         searches that phrase, not its single characters (a ``str`` is a ``Sequence[str]`` too).
 
-        Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
+        Snippets are the chunk's sentences that contain a matched keyword, at most
+        :data:`KEYWORD_SNIPPET_SENTENCES` of them (the first, in chunk order). A chunk that matched only
         through its contextual header (its title or section, which keyword search also matches)
         shows its first sentence instead, so that the model has something to judge it by besides
         an ID (the title is on the hit's own line). With ``metadata_filter`` only chunks whose
@@ -277,7 +294,8 @@ class HierarchicalIndex:
             chunk = self.store.chunks[hit.chunk_index]
             if not matches_filter(chunk.metadata, wanted):
                 continue
-            snippets = self.keywords.snippets(chunk, list(hit.matched)) or _first_sentence(chunk)
+            matched = self.keywords.snippets(chunk, list(hit.matched))[:KEYWORD_SNIPPET_SENTENCES]
+            snippets = matched or _first_sentence(chunk)
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title, metadata=chunk.metadata))
             if len(results) >= top_k:
                 break
@@ -385,8 +403,10 @@ class HierarchicalIndex:
         vector = self.query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
+        # A matrix on a GPU finds, in one pass, as many sentences as hold the top_k best chunks.
+        covering = None if wanted else getattr(self.sentences, "covering", None)
         while True:
-            matches = self._nearest(vector, n)
+            matches = covering(vector, top_k, n) if covering else self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
             kept = []  # the sentences of chunks the filter allows, best first: the snippet pool's source
@@ -398,7 +418,7 @@ class HierarchicalIndex:
                     best[chunk_id] = similarity
                     positions[chunk_id] = []
                 positions[chunk_id].append(position)
-            if len(best) >= top_k or n >= total:
+            if len(best) >= top_k or n >= total or covering:
                 break
             n = min(total, n * 4)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]

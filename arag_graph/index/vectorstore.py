@@ -3,7 +3,7 @@
 ``langchain_core.indexing.index(docs, record_manager, vector_store, cleanup="incremental",
 source_id_key="source")`` decides what changed with its record manager and calls
 ``add_documents`` and ``delete`` by document id; :class:`AragVectorStore` passes those to the
-index's own incremental update (:func:`arag_graph.index.build.update_index`), so every change is a
+index's own incremental update (:func:`arag_graph.index.update.update_index`), so every change is a
 complete, checksummed build switched to atomically.
 
 Searches are the index's sentence-level semantic search, one hit per document: a store holds

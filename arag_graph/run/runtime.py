@@ -1,4 +1,4 @@
-"""What a node works with in one run: the run's context, its index, its model and backbone.
+"""What a node works with in one run: the run's context, its index and its model.
 
 A graph builder may fix the index and the model (:class:`Bound`, the operator's choice); what it
 leaves open comes from each run's context, so one compiled graph serves Studio users who pick
@@ -28,9 +28,7 @@ from arag_graph.core.errors import AragError
 from arag_graph.core.tracing import local_tracing_guard
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
-from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
-from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
@@ -39,6 +37,13 @@ from arag_graph.run.state import InputState
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 _Context = TypeVar("_Context", bound=StateLike | None)
 _Output = TypeVar("_Output", bound=StateLike)
+RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
+"""What the builders return, typed for mypy and pyright, for example
+``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
+``question`` and returns the graph's output fields, and its ``context=`` is the graph's context
+schema or a mapping of its fields (which LangGraph turns into the schema), typed by the schema's
+``TypedDict`` (:class:`~arag_graph.arag.context.AragContextDict`, ...), so a misspelt setting
+or a value of the wrong type is a type error."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 
@@ -98,11 +103,6 @@ def index_for_context(context: Any) -> HierarchicalIndex:
     return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
 
 
-def backbone_for(model: BaseChatModel) -> Backbone:
-    """The offline policy answers typed requests by rule; every other model through prompts."""
-    return OfflineBackbone(model) if isinstance(model, OfflinePolicy) else ChatBackbone(model)
-
-
 def model_label(model: BaseChatModel | str | None, ctx: GraphContext) -> str:
     """The model's name as traces and records show it."""
     if isinstance(model, BaseChatModel):
@@ -122,13 +122,16 @@ class Bound(Generic[C]):
 
 @dataclass(frozen=True)
 class Run(Generic[C]):
-    """One run's resources, resolved from the builder's choices and the run's context."""
+    """One run's resources, resolved from the builder's choices and the run's context.
+
+    ``model`` is the chat model (or the offline policy); each graph family asks it through its own
+    small protocol (``corag_model(run.model)``, ...), which writes the prompts or applies the rules.
+    """
 
     graph: str
     ctx: C
     index: HierarchicalIndex
     model: BaseChatModel
-    backbone: Backbone
 
 
 def run_index(runtime: Any, bound: Bound[Any]) -> HierarchicalIndex:
@@ -164,7 +167,7 @@ def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
         )
     if isinstance(bound.model, BaseChatModel):
         model = with_settings(model, **explicit_model_settings(ctx))
-    return Run(bound.graph, ctx, index, model, backbone_for(model))
+    return Run(bound.graph, ctx, index, model)
 
 
 _MODEL_SETTINGS = ("temperature", "reasoning_effort", "max_tokens")

@@ -15,7 +15,7 @@ session starts with nothing read.
 The operator's rules for served runs hold (:mod:`arag_graph.run.policy`): the index is the
 operator's (given on the command line, never chosen by a client, whose only inputs are the tool
 arguments), a call's arguments are refused when longer than a question may be
-(``ARAG_MAX_QUESTION_CHARS``, :class:`arag_graph.run.budgets.Budget`), and the HTTP server
+(``ARAG_MAX_QUESTION_CHARS``, :func:`arag_graph.core.limits.max_question_chars`), and the HTTP server
 binds to 127.0.0.1 unless told otherwise, with the SDK's DNS-rebinding protection (Host and Origin
 checked) on a loopback address.
 
@@ -45,8 +45,8 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
 from arag_graph.core.errors import AragError
+from arag_graph.core.limits import max_question_chars
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.run.budgets import Budget
 from arag_graph.tools.toolkit import ALL_TOOLS, ToolSettings, retrieval_tool
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class RetrievalToolServer:
         if not isinstance(arguments, dict):
             arguments = {}
         size = len(json.dumps(arguments, ensure_ascii=False, default=str))
-        limit = Budget.from_env().max_question_chars
+        limit = max_question_chars()
         if limit is not None and size > limit:
             return ToolMessage(
                 f"{name}: the arguments are {size:,} characters, over this server's limit of {limit:,} "

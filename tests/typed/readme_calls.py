@@ -14,9 +14,9 @@ from langchain_core.tools import BaseTool
 from langgraph.types import GraphOutput
 
 from arag_graph import HierarchicalIndex, build_index, create_retrieval_tools, load_index, make_retriever
+from arag_graph.arag.context import AragContext, AragContextDict
 from arag_graph.arag.graph import AragOutputState, build_arag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.run.configuration import AragContext, AragContextDict
 from arag_graph.run.runtime import RagGraph
 
 

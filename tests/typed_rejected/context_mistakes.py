@@ -10,10 +10,10 @@ every call here passed. (mypy names the key for a TypedDict, but a mistake insid
 from __future__ import annotations
 
 from arag_graph import load_index
+from arag_graph.arag.context import AragContextDict
 from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.baselines.graph import build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.run.configuration import AragContextDict
 from arag_graph.run.state import InputState
 from arag_graph.srag.graph import build_srag_graph
 
