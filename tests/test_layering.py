@@ -465,3 +465,37 @@ def test_the_run_layer_imports_the_sample_build_only_when_a_run_needs_it() -> No
     probe = "import sys, arag_graph.run.runtime; print(sorted(m for m in sys.modules if 'arag_graph.qa.' in m))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "arag_graph.index.sample" not in done.stdout, done.stdout
+
+
+FAMILY_BUILDERS = {
+    "build_arag_graph": "arag_graph.arag.graph",
+    "build_arag_naive_graph": "arag_graph.arag.graph",
+    "build_naive_rag_graph": "arag_graph.baselines.graph",
+    "build_direct_graph": "arag_graph.baselines.graph",
+    "build_corag_graph": "arag_graph.corag.graph",
+    "build_srag_graph": "arag_graph.srag.graph",
+}
+
+
+def test_the_graph_builders_import_from_the_package_root_lazily() -> None:
+    """The package docstring offered ``build_arag_graph`` but ``from arag_graph import build_arag_graph``
+    failed. Every builder is a lazy name of the package now: ``import arag_graph`` loads no graph (nor
+    LangGraph), and the name is the family module's own function."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, importlib, arag_graph\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('langgraph', 'arag_graph.')))\n"
+        f"names = {sorted(FAMILY_BUILDERS)!r}\n"
+        f"homes = {FAMILY_BUILDERS!r}\n"
+        "same = [getattr(arag_graph, n) is getattr(importlib.import_module(homes[n]), n) for n in names]\n"
+        "print(json.dumps({'loaded': loaded, 'same': same, 'all': sorted(set(names) & set(arag_graph.__all__))}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == [], result["loaded"]
+    assert result["same"] == [True] * len(FAMILY_BUILDERS)
+    assert result["all"] == sorted(FAMILY_BUILDERS)
