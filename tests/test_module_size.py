@@ -39,10 +39,6 @@ TEMPORARY: dict[str, str] = {
     "arag_graph/llm/summarize.py::write_summaries": "103 lines (issue 33 item 4)",
     "arag_graph/srag/graph.py::plan_sub_questions": "64 lines (issue 33 item 4)",
     "arag_graph/tools/toolkit.py::retrieval_tool": "63 lines (issue 33 item 4)",
-    # Added at the merge of issue 36's device work, which grew the encoders (streamed GPU encoding)
-    # while the guard was being written; the ONNX encoder belongs in a module of its own (issue 33).
-    "arag_graph/index/encoders.py": "924 lines (issue 33 item 4; issue 36 added the device path)",
-    "arag_graph/index/encoders.py::SentenceEncoder._encode_streamed": "84 lines (issue 33 item 4)",
 }
 
 
