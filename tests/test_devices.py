@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from arag_graph.core.errors import AragError
-from arag_graph.index import devices
+from arag_graph.index import devices, streaming
 from arag_graph.index import encoders as emb
 from arag_graph.index import load as load_module
 from arag_graph.index.build import build_index
@@ -254,8 +254,8 @@ def test_the_streamed_path_gives_the_cpu_vectors_in_input_order(
     cpu_model: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several tokenizer windows, length-sorted batches, the producer thread: same vectors, same order."""
-    monkeypatch.setattr(emb, "STREAM_WINDOW", 4)
-    monkeypatch.setattr(emb, "FLUSH_BATCHES", 2)
+    monkeypatch.setattr(streaming, "STREAM_WINDOW", 4)
+    monkeypatch.setattr(streaming, "FLUSH_BATCHES", 2)
     texts = [*SENTENCES, "An \ud800 unpaired surrogate.", *reversed(SENTENCES)]
     reference = SentenceEncoder()
     reference._model = cpu_model
@@ -268,7 +268,7 @@ def test_the_streamed_path_gives_the_cpu_vectors_in_input_order(
 
 
 def test_the_streamed_path_moves_every_input_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emb, "STREAM_WINDOW", 3)
+    monkeypatch.setattr(streaming, "STREAM_WINDOW", 3)
     encoder = SentenceEncoder(stream=True, batch_size=2)
     recorder = on_meta(encoder)
     encode_all(encoder, SENTENCES * 3)
