@@ -236,7 +236,14 @@ def test_add_a_graph_golden_surface(echo_family: Any, tmp_path: Path, monkeypatc
         progress=False,
     )
     monkeypatch.setitem(surface.VARIANTS, "echo", ("echo", {}))
-    record = surface.record_variant("echo", index)
+    from tests.stubs.openai_server import OpenAIStubServer
+
+    surface.forget_pooled_openai_clients()
+    with OpenAIStubServer(models=(surface.MODEL, surface.JUDGE)) as server:
+        monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", surface.sentinel_key("surface"))
+        server.script(surface.respond)
+        record = surface.record_variant("echo", index, server, "package")
     (prompt,) = [m["content"] for r in record["requests"] for m in r["messages"]]
     assert prompt.startswith("Answer the question from this passage alone. Name the passage's title.")
     assert surface.QUESTION in prompt and "{" not in prompt
