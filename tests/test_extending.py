@@ -243,17 +243,21 @@ def test_add_a_graph_golden_surface(echo_family: Any, tmp_path: Path, monkeypatc
         monkeypatch.setenv("ARAG_ALLOWED_BASE_URLS", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", surface.sentinel_key("surface"))
         server.script(surface.respond)
-        record = surface.record_variant("echo", index, server, "package")
-    (prompt,) = [m["content"] for r in record["requests"] for m in r["messages"]]
-    assert prompt.startswith("Answer the question from this passage alone. Name the passage's title.")
-    assert surface.QUESTION in prompt and "{" not in prompt
-    golden = tmp_path / "golden" / "echo.json"
-    golden.parent.mkdir()
-    golden.write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    assert json.loads(golden.read_text(encoding="utf-8")) == surface.record_variant("echo", index)
-    # A prompt change is a diff of the golden file.
-    monkeypatch.setitem(surface.VARIANTS, "echo", ("echo", {"name_title": False}))
-    assert surface.record_variant("echo", index) != record
+
+        def recorded() -> dict:
+            return surface.record_variant("echo", index, server, "package")
+
+        record = recorded()
+        (prompt,) = [m["content"] for r in record["requests"] for m in r["messages"]]
+        assert prompt.startswith("Answer the question from this passage alone. Name the passage's title.")
+        assert surface.QUESTION in prompt and "{" not in prompt
+        golden = tmp_path / "golden" / "echo.json"
+        golden.parent.mkdir()
+        golden.write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        assert json.loads(golden.read_text(encoding="utf-8")) == recorded()
+        # A prompt change is a diff of the golden file.
+        monkeypatch.setitem(surface.VARIANTS, "echo", ("echo", {"name_title": False}))
+        assert recorded() != record
 
 
 # ---------------------------------------------------------------------------------------------
