@@ -172,7 +172,7 @@ DOCKERIGNORE_KEEPS = [
     "langgraph.json",
     "arag_graph/__init__.py",
     "arag_graph/data/sample/corpus.json",
-    "evaluators/runner.py",
+    "arag_graph/evaluators/runner.py",
     "arag_graph/served/arag.py",
 ]
 DOCKERIGNORE_DROPS = [

@@ -81,16 +81,12 @@ STRING_WAIVERS: dict[tuple[str, str], str] = {
 
 
 def module_name(path: Path, root: Path = REPO) -> str:
-    if path.is_relative_to(root / "evaluators"):
-        parts = ["arag_graph", "evaluators", *path.relative_to(root / "evaluators").with_suffix("").parts]
-    else:
-        parts = list(path.relative_to(root).with_suffix("").parts)
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(p for p in parts if p != "__init__")
 
 
 def sources(root: Path = REPO) -> dict[str, Path]:
-    files = [*(root / "arag_graph").rglob("*.py"), *(root / "evaluators").rglob("*.py")]
-    return {module_name(f, root): f for f in files}
+    return {module_name(f, root): f for f in (root / "arag_graph").rglob("*.py")}
 
 
 def layer_of(module: str) -> str:
@@ -354,8 +350,7 @@ def test_relative_imports_resolve_as_python_resolves_them(
     module: str, package: bool, source: str, expected: set[str] | None
 ) -> None:
     """``from ..arag import graph`` in ``core/`` names ``arag_graph.arag.graph``; in an ``__init__.py``
-    one dot is the package itself; ``evaluators/`` resolves as ``arag_graph.evaluators``; a relative
-    import that climbs out of the package is an error of its own."""
+    one dot is the package itself; a relative import that climbs out of the package is an error of its own."""
     if expected is None:
         with pytest.raises(AssertionError, match="climbs out of the package"):
             imports_in(source, module, package)
@@ -365,10 +360,9 @@ def test_relative_imports_resolve_as_python_resolves_them(
 
 @pytest.fixture(scope="module")
 def package_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the package's sources (``arag_graph/`` and ``evaluators/``) to plant modules in."""
+    """A copy of the package's sources (``arag_graph/``) to plant modules in."""
     root = tmp_path_factory.mktemp("layers")
-    for folder in ("arag_graph", "evaluators"):
-        shutil.copytree(REPO / folder, root / folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    shutil.copytree(REPO / "arag_graph", root / "arag_graph", ignore=shutil.ignore_patterns("data", "__pycache__"))
     return root
 
 
