@@ -219,6 +219,9 @@ class ChainTask(ChainIdentity, total=False):
     """Stop at this many retrievals (the path's included)."""
     check_last: bool
     """Check the step at the cap too (a tree candidate, whose verdict the next step needs)."""
+    score_logprobs: bool
+    """Score each step with the paper's penalty (a logprob request): the run found, once, before its chains
+    fanned out, that the endpoint sends logprobs (:func:`arag_graph.corag.graph.probe`)."""
     chain: list[ChainStep]
     passages: list[dict[str, Any]]
 
@@ -461,7 +464,8 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     model = corag_model(run.model)
     sub = model.sub_answer(query, found)
     on_error = lambda message: on_result((SubAnswer.fallback(query), message))  # noqa: E731
-    if ctx.decoding == "greedy" or ctx.penalty == "confidence":  # greedy compares no chains
+    # Greedy compares no chains; otherwise the run decided once whether the endpoint gives logprobs.
+    if ctx.decoding == "greedy" or ctx.penalty == "confidence" or not state.get("score_logprobs"):
         return Call(sub, on_result, name="sub_answer", on_error=on_error)
     score = model.no_information_logprob(query, found)
     both = RunnableParallel(
