@@ -33,6 +33,7 @@ from pydantic import Field
 
 from arag_graph.evaluators.fields import question_of, response_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.evaluators.scoring import named
 from arag_graph.evaluators.similarity import cosine
 from arag_graph.llm.structured import ModelFacing
 
@@ -68,6 +69,7 @@ def make_answer_relevance_evaluator(
     refuse_offline(judge)
     system = SystemMessage(_SYSTEM.format(n=n))
 
+    @named("answer_relevance")
     def answer_relevance_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:

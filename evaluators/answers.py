@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from arag_graph.evaluators.fields import golds_of, prediction_of, reply_of
+from arag_graph.evaluators.scoring import named
 from arag_graph.qa.matching import answer_scores, contain_match, exact_match, normalize_answer, token_f1
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
 # LangSmith can also read the feedback key from the source before running anything.
 
 
+@named("contain_acc")
 def contain_acc_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """LangSmith evaluator for :func:`contain_match`, feedback key ``contain_acc``.
 
@@ -49,6 +51,7 @@ def contain_acc_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, 
     return {"key": "contain_acc", "score": score, "comment": comment}
 
 
+@named("exact_match")
 def exact_match_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """LangSmith evaluator for :func:`exact_match`, feedback key ``exact_match``, on the short answer."""
     prediction, comment = prediction_of(outputs)
@@ -56,6 +59,7 @@ def exact_match_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, 
     return {"key": "exact_match", "score": score, "comment": comment}
 
 
+@named("f1")
 def f1_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """LangSmith evaluator for :func:`token_f1`, feedback key ``f1``, on the short answer."""
     prediction, comment = prediction_of(outputs)

@@ -37,6 +37,7 @@ from pydantic import Field
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
 from arag_graph.evaluators.fields import chunk_ids, golds_of, question_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.evaluators.scoring import named
 from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
@@ -172,6 +173,7 @@ def _both(relevance: Sequence[bool] | None, comment: str) -> dict[str, Any]:
     }
 
 
+@named("context_precision")
 def context_precision_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """Context Precision from gold chunk IDs alone, no model involved: keys ``context_precision`` (the
     ARAGOG paper's, divided by K) and ``context_precision_ragas`` (divided by the relevant chunks)."""
@@ -196,5 +198,4 @@ def make_context_precision_evaluator(
     ) -> dict[str, Any]:
         return _score(outputs, reference_outputs, inputs, judge, chunks)
 
-    judged.__name__ = "context_precision_evaluator"  # the runner records a failing evaluator by name
-    return judged
+    return named("context_precision")(judged)

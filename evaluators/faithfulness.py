@@ -35,6 +35,7 @@ from pydantic import Field
 from arag_graph.evaluators.context import ChunkSource, passages_block, ranked_chunks
 from arag_graph.evaluators.fields import question_of, response_of
 from arag_graph.evaluators.judge import data_block, refuse_offline, structured_reply
+from arag_graph.evaluators.scoring import named
 from arag_graph.llm.structured import ModelFacing
 
 __all__ = ["ClaimVerdicts", "Claims", "make_faithfulness_evaluator"]
@@ -119,6 +120,7 @@ def make_faithfulness_evaluator(judge: BaseChatModel, chunks: ChunkSource) -> Ca
     """
     refuse_offline(judge)
 
+    @named("faithfulness")
     def faithfulness_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:

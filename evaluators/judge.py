@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field, ValidationError
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.core.tracing import local_tracing_guard
 from arag_graph.evaluators.fields import golds_of, question_of, reply_of
+from arag_graph.evaluators.scoring import named
 from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
@@ -234,6 +235,7 @@ def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str
     refuse_offline(judge_model)
     runnable = _structured(judge_model)
 
+    @named("llm_acc")
     def llm_acc_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from typing import Any
 
 from arag_graph.core.errors import AragError
 from arag_graph.evaluators.fields import chunk_ids
+from arag_graph.evaluators.scoring import named
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -101,16 +102,19 @@ def _evidence(outputs: Mapping[str, Any] | None, reference_outputs: Mapping[str,
     return {"key": key, "score": scores[key], "comment": comment}
 
 
+@named("evidence_recall")
 def evidence_recall_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """Share of gold chunks among the chunks the run retrieved or read (key ``evidence_recall``)."""
     return _evidence(outputs, reference_outputs, "evidence_recall")
 
 
+@named("read_recall")
 def read_recall_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """Share of gold chunks among the chunks the run read in full (key ``read_recall``)."""
     return _evidence(outputs, reference_outputs, "read_recall")
 
 
+@named("evidence_precision")
 def evidence_precision_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
     """Share of the chunks read in full that are gold chunks (key ``evidence_precision``)."""
     return _evidence(outputs, reference_outputs, "evidence_precision")
@@ -126,11 +130,13 @@ def _count(outputs: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
     return {"key": key, "score": int(value), "comment": None}
 
 
+@named("retrieved_tokens")
 def retrieved_tokens_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any] | None = None) -> dict:
     """Corpus tokens (o200k_base) the run's tools returned to the model, as the graph counted them."""
     return _count(outputs, "retrieved_tokens")
 
 
+@named("steps")
 def steps_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any] | None = None) -> dict:
     """Tool (retrieval) steps the run took, as the graph counted them."""
     return _count(outputs, "steps")
@@ -264,6 +270,7 @@ def make_usage_evaluator(
     """
     table = load_prices(prices)
 
+    @named("usage")
     def usage_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any] | None = None) -> dict[str, Any]:
         outputs = outputs or {}
         usage = outputs.get("usage")

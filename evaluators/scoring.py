@@ -10,7 +10,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,27 @@ def _takes_inputs(evaluator: Callable[..., Any]) -> bool:
 
 
 def evaluator_name(evaluator: Callable[..., Any]) -> str:
-    """An evaluator's name as LangSmith shows it: ``contain_acc`` for ``contain_acc_evaluator``."""
+    """An evaluator's name as LangSmith shows it: its ``__name__`` (:func:`named`), a caller's own
+    evaluator's without an ``_evaluator`` suffix (``my_metric`` for ``my_metric_evaluator``)."""
     return getattr(evaluator, "__name__", "metric").removesuffix("_evaluator")
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def named(name: str) -> Callable[[_F], _F]:
+    """Give an evaluator its one name, everywhere: ``langsmith.evaluate`` names the evaluator's runs
+    (and the feedback of a result without a key) after its ``__name__``, the CLI after
+    :func:`evaluator_name`, and a one-key evaluator's feedback key is the same word. The Python
+    names keep their ``_evaluator`` suffix (``contain_acc_evaluator``: the public names), and
+    ``contain_acc`` is what every run, column and feedback is called; the library's evaluators were
+    called ``contain_acc_evaluator`` in LangSmith and ``contain_acc`` by the CLI."""
+
+    def give(evaluator: _F) -> _F:
+        evaluator.__name__ = name
+        return evaluator
+
+    return give
 
 
 @dataclass

@@ -26,6 +26,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from arag_graph.evaluators.fields import golds_of, prediction_of
+from arag_graph.evaluators.scoring import named
 
 __all__ = ["answer_similarity", "cosine", "make_answer_similarity_evaluator"]
 
@@ -58,6 +59,7 @@ def answer_similarity(prediction: str, golds: str | Sequence[str], embeddings: E
 def make_answer_similarity_evaluator(embeddings: Embeddings) -> Callable[..., dict[str, Any]]:
     """A LangSmith evaluator for :func:`answer_similarity`, feedback key ``answer_similarity``."""
 
+    @named("answer_similarity")
     def answer_similarity_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
         prediction, comment = prediction_of(outputs)
         score = answer_similarity(prediction, golds_of(reference_outputs), embeddings)

@@ -181,11 +181,7 @@ def test_evaluators_read_answers_list_or_answer_string() -> None:
     }
     assert exact_match_evaluator({"answer": "Paris"}, {"answer": "paris"})["score"] == 1.0
     assert f1_evaluator(outputs, {"answers": ["Paris"]}) == {"key": "f1", "score": 0.5, "comment": None}
-    assert [evaluator.__name__ for evaluator in ANSWER_EVALUATORS] == [
-        "contain_acc_evaluator",
-        "exact_match_evaluator",
-        "f1_evaluator",
-    ]
+    assert [evaluator.__name__ for evaluator in ANSWER_EVALUATORS] == ["contain_acc", "exact_match", "f1"]
 
 
 # --- which text each metric grades (issue 35, defect 1) -------------------------------------------

@@ -314,24 +314,48 @@ def _naive_judge() -> ScriptedChatModel:
 def test_default_evaluators_sets() -> None:
     names = [evaluator.__name__ for evaluator in default_evaluators()]
     assert names == [
-        "contain_acc_evaluator",
-        "exact_match_evaluator",
-        "f1_evaluator",
-        "evidence_recall_evaluator",
-        "read_recall_evaluator",
-        "evidence_precision_evaluator",
-        "context_precision_evaluator",  # from gold chunk ids: needs no model
-        "retrieved_tokens_evaluator",
-        "steps_evaluator",
-        "usage_evaluator",
+        "contain_acc",
+        "exact_match",
+        "f1",
+        "evidence_recall",
+        "read_recall",
+        "evidence_precision",
+        "context_precision",  # from gold chunk ids: needs no model
+        "retrieved_tokens",
+        "steps",
+        "usage",
     ]
     full = [evaluator.__name__ for evaluator in default_evaluators(embeddings=BagOfWords(), judge=_naive_judge())]
-    assert full == [*names, "answer_similarity_evaluator", "llm_acc_evaluator", "answer_relevance_evaluator"]
+    assert full == [*names, "answer_similarity", "llm_acc", "answer_relevance"]
     chunks = Chunks({"1": "Paris"})
     with_index = default_evaluators(embeddings=BagOfWords(), judge=_naive_judge(), chunks=chunks)
-    assert [evaluator.__name__ for evaluator in with_index] == [*full, "faithfulness_evaluator"]
+    assert [evaluator.__name__ for evaluator in with_index] == [*full, "faithfulness"]
     # Without a judge the index adds nothing: no metric is approximated without its model.
     assert [evaluator.__name__ for evaluator in default_evaluators(chunks=chunks)] == names
+
+
+def test_each_evaluator_has_one_name_everywhere() -> None:
+    """LangSmith named the library's evaluator runs ``contain_acc_evaluator`` (the function's name)
+    and the CLI ``contain_acc``: now the run (``langsmith.evaluate``'s wrapper), the CLI's name and a
+    one-key evaluator's feedback key are one word; the Python names keep working."""
+    from langsmith.evaluation.evaluator import run_evaluator
+
+    from arag_graph.evaluators import contain_acc_evaluator, make_context_precision_evaluator
+    from arag_graph.evaluators.scoring import evaluator_name
+
+    judge = _naive_judge()
+    chunks = Chunks({"1": "Paris"})
+    every = [*default_evaluators(embeddings=BagOfWords(), judge=judge, chunks=chunks)]
+    every.append(make_context_precision_evaluator(judge, chunks))
+    outputs = {"answer": "Paris", "read_chunks": ["1"], "retrieved_chunks": ["1"], "retrieved_tokens": 3, "steps": 1}
+    reference = {"answers": ["Paris"], "gold_chunk_ids": ["1"]}
+    for evaluator in every:
+        name = evaluator.__name__
+        assert name == evaluator_name(evaluator) and not name.endswith("_evaluator")
+        assert repr(run_evaluator(evaluator)) == f"<DynamicRunEvaluator {name}>"
+    for evaluator in every[:9]:  # the one-key evaluators that need no model
+        assert evaluator(outputs, reference)["key"] == evaluator.__name__
+    assert contain_acc_evaluator.__name__ == "contain_acc"
 
 
 def _keys(result: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,23 @@ def _metadata(wheel: Path) -> Message:
         return email.parser.Parser().parsestr(zf.read(name).decode("utf-8"))
 
 
+def test_every_package_folder_is_declared_for_the_wheel() -> None:
+    """A folder of ``arag_graph`` missing from ``packages`` in pyproject.toml would be left out of the
+    wheel (tools/ and offline/ were, after the moves of issue 33): every folder with an ``__init__.py``
+    must be listed."""
+    import tomllib
+
+    declared = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "arag_graph").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert folders - declared == set(), f"add {sorted(folders - declared)} to packages in pyproject.toml"
+
+
 def test_wheel_is_typed_and_described(wheel: Path) -> None:
     """PEP 561 marker, classifiers and project URLs: what type checkers and PyPI read."""
     import arag_graph

@@ -23,6 +23,7 @@ the checksums that keep a damaged index from answering are :mod:`arag_graph.inde
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.core.deprecation import warn_moved
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
@@ -254,6 +256,18 @@ class HierarchicalIndex:
 
     def ids_for_title(self, title: str) -> list[str]:
         return self.store.ids_for_title(title)
+
+    # -- deprecated ---------------------------------------------------------------------------
+    def as_retriever(self, search_type: str = "semantic", k: int = 5, **kwargs: Any) -> Any:
+        """Deprecated (0.2.0; goes in 0.3.0): ``make_retriever(index, search_type, k=k)`` from
+        ``arag_graph``, or ``AragVectorStore(index).as_retriever()`` for a vector-store retriever.
+
+        The retriever lives above the index (:mod:`arag_graph.retrievers`), so this alias reaches it
+        through the package's lazy public name at call time, not by an import of this module.
+        """
+        warn_moved("HierarchicalIndex.as_retriever()", "arag_graph.make_retriever(index, search_type, k=k)")
+        make_retriever = importlib.import_module("arag_graph").make_retriever
+        return make_retriever(self, search_type, k, **kwargs)
 
     # -- searches ----------------------------------------------------------------------------
     def keyword_search(

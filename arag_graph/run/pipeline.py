@@ -15,6 +15,7 @@ from arag_graph.core.citations import parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.run.budgets import question_problem
+from arag_graph.run.events import emit
 from arag_graph.run.runtime import Bound, run_index
 from arag_graph.run.state import RunState, question_of
 
@@ -69,6 +70,8 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
         return update
     answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
     update.update({"answer": answer, "citations": citations})
+    if answer:  # every graph's last progress event (the run's error, if any, is its output's)
+        emit("answered", f"answer: {answer}", answer=answer, citations=citations)
     if not answer:
         update["error"] = (
             "the model gave no answer: it asked for tool calls where it had to answer (after the step cap, "
@@ -238,6 +241,9 @@ def retrieval_update(
     step: dict[str, Any] = {"tool": tool, "args": args, "tokens": tokens, "chunk_ids": ids, "error": False}
     if note:
         step["note"] = note
+    emit(
+        "retrieved", f"{tool}: {len(ids)} chunk(s), {tokens} tokens", tool=tool, args=args, chunk_ids=ids, tokens=tokens
+    )
     return {
         "steps": state.get("steps", 0) + 1,
         "retrieved_tokens": state.get("retrieved_tokens", 0) + tokens,

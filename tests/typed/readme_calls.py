@@ -37,7 +37,10 @@ def readme() -> None:
 
 
 def library_guide() -> None:
+    from arag_graph import build_arag_graph as from_root  # every builder is a (lazy) name of the package
+
     index = build_index("arag_graph/data/sample/corpus.json", "indexes/mine")
+    assert_type(from_root(index).invoke({"question": "q"}), AragOutputState)
     assert_type(index, HierarchicalIndex)
     index.semantic_search("who directed Maximum Overdrive", top_k=5)
     graph = build_arag_graph(index, model="offline")
