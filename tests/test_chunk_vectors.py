@@ -83,3 +83,18 @@ def test_a_damaged_cache_file_is_made_again(index: Any, monkeypatch: pytest.Monk
     vectors = cv.chunk_vectors(index)
     assert vectors.shape == (len(DOCS), index.manifest.embedding_dim)
     assert index.embeddings.documents - start == len(DOCS)
+
+
+def test_naive_rags_dense_retrieval_ranks_chunk_vectors_when_asked(index: Any) -> None:
+    """``dense_ranking="chunk"`` (the paper profile's Naive RAG) hands over the chunks chunk vectors rank."""
+    from arag_graph.registry import config_for
+    from arag_graph.retrievers.passages import retrieval_args, retrieve_passages
+
+    sentence = config_for("naive_rag", top_k=2)
+    chunk = config_for("naive_rag", top_k=2, dense_ranking="chunk")
+    assert retrieve_passages(index, QUERY, sentence)[0].chunk_id == "one_sentence"
+    assert [p.chunk_id for p in retrieve_passages(index, QUERY, chunk)] == [
+        h.chunk_id for h in cv.chunk_vector_search(index, QUERY, 2)
+    ]
+    assert retrieval_args(index, chunk)["dense_ranking"] == "chunk"
+    assert "dense_ranking" not in retrieval_args(index, sentence)

@@ -194,6 +194,25 @@ def test_best_of_n_scores_chains_by_the_no_information_likelihood_where_logprobs
         assert all(s["no_info_logprob"] is None and s["scorer"] == "confidence" for s in out["chain"])
 
 
+@pytest.mark.parametrize("logprobs", [True, False])
+def test_the_run_asks_once_whether_the_endpoint_gives_logprobs(
+    sample_index: Any, openai_server: OpenAIStubServer, logprobs: bool
+) -> None:
+    """Issue 35, defect 12: one scoring request before the chains fan out decides the penalty of every step.
+    An endpoint without logprobs is asked once, not at every step of every chain (the count no longer
+    depends on which chain ran first); one with them scores each step of each chain."""
+    openai_server.script(_scoring_responder(logprobs=logprobs))
+    graph = build_graph("corag", index=sample_index, model=_model(openai_server))
+    out = graph.invoke({"question": QUESTION}, context={"decoding": "best_of_n", "n": 3, "max_steps": 2})
+    assert out["error"] is None
+    scoring = [c for c in openai_server.completions if (c.body or {}).get("logprobs")]
+    if logprobs:  # out["steps"]: the retrievals of every chain, each sub-answered and scored
+        assert len(scoring) == 1 + out["steps"] and out["penalty_scorer"] == "logprob"
+    else:
+        assert len(scoring) == 1 and out["penalty_scorer"] == "confidence"
+    assert "(no passages found)" in str(scoring[0].messages[-1]["content"])  # the probe: no documents yet
+
+
 def test_penalty_confidence_asks_for_no_logprobs(sample_index: Any, openai_server: OpenAIStubServer) -> None:
     openai_server.script(_scoring_responder(logprobs=True))
     graph = build_graph("corag", index=sample_index, model=_model(openai_server))

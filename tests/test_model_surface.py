@@ -214,7 +214,7 @@ def respond(request: RecordedRequest) -> Reply:
     names = [t["function"]["name"] for t in body.get("tools") or []]
     if names:
         return _agent_turn(body["messages"], names)
-    if "encyclopedia-style paragraph" in str(body["messages"][-1].get("content")):
+    if any(hyde in str(body["messages"][-1].get("content")) for hyde in ("encyclopedia-style", "passage that answers")):
         return text("Maximum Overdrive was directed by Stephen King, who was born in Portland, Maine.")
     if "Summarise this document" in str(body["messages"][-1].get("content")):
         return text("A short summary of the document.")
@@ -540,6 +540,64 @@ def test_a_search_tool_returns_what_its_description_says(name: str, profile: str
             assert whole or "    - " in message["content"], f"{name}: a snippet search showed no snippet line"
             checked += 1
     assert checked, f"{name}: no search result to check"
+
+
+def test_the_paper_profile_tells_the_agent_the_released_instructions(all_records: Records) -> None:
+    """Issue 35, defect 2: under the paper profile keyword_search asks for keywords of one to three words,
+    with good and bad examples, and the tools and system prompt say to read chunks before answering."""
+    paper, package = all_records["paper"]["arag-full"], all_records["package"]["arag-full"]
+    keyword = paper["bound_schemas"]["keyword_search"]
+    assert "one to three words" in keyword["description"] and "Good:" in keyword["description"]
+    assert "Bad:" in keyword["description"]
+    assert "one to three words" in keyword["parameters"]["properties"]["keywords"]["description"]
+    for name in ("keyword_search", "semantic_search", "chunk_read"):
+        assert "before you answer from" in paper["bound_schemas"][name]["description"], name
+    system = paper["requests"][0]["messages"][0]["content"]
+    assert "chunk_read before you rely on them" in system and "Answer: <your answer>" in system
+    assert "[<chunk IDs>]" not in system and "shortest" not in system  # graded on the whole reply
+    assert package["requests"][0]["messages"][0]["content"] != system  # the package keeps its own wording
+
+
+def test_keyword_search_is_described_as_the_index_matches(all_records: Records) -> None:
+    """Issue 35, defect 10: the paper profile's index matches substrings and has no headers, so its
+    keyword_search says so and promises no title matches; the package's index matches word starts and titles."""
+    paper = all_records["paper"]["arag-full"]["bound_schemas"]["keyword_search"]
+    package = all_records["package"]["arag-full"]["bound_schemas"]["keyword_search"]
+    paper_rule = paper["parameters"]["properties"]["keywords"]["description"]
+    package_rule = package["parameters"]["properties"]["keywords"]["description"]
+    assert "inside longer words too" in paper_rule and "start of a word" not in paper_rule
+    assert "start of a word" in package_rule
+    assert "title" not in paper["description"] and "matched only by its title" in package["description"]
+
+
+def test_the_paper_profile_asks_hyde_for_a_short_answering_passage(all_records: Records) -> None:
+    """Issue 35, defect 11: ARAGOG's HyDE writes "a passage that answers" the question, at most 128 tokens,
+    temperature 0; the package asks for an encyclopedia paragraph at the run's output limit."""
+    for name in ("naive_rag-hyde", "corag-greedy-hyde", "arag-full-hyde"):
+        paper = [
+            r for r in all_records["paper"][name]["requests"] if "passage that answers" in r["messages"][-1]["content"]
+        ]
+        assert paper, name
+        assert all(r["parameters"]["max_completion_tokens"] == 128 for r in paper), name
+        assert all(r["parameters"]["temperature"] == 0.0 for r in paper), name
+        package = [
+            r for r in all_records["package"][name]["requests"] if "encyclopedia" in r["messages"][-1]["content"]
+        ]
+        assert package and all(r["parameters"]["max_completion_tokens"] == 16384 for r in package), name
+
+
+def test_the_paper_profile_runs_corag_chains_with_the_sufficiency_check(all_records: Records) -> None:
+    """Issue 35, defect 4: the paper's S is a maximum; each step asks whether the evidence suffices (the
+    reformulation then names what is missing), under both profiles; fixed length is the ablation."""
+    for profile in PROFILES:
+        requests = all_records[profile]["corag-greedy"]["requests"]
+        assert "structured: Sufficiency" in [r["kind"] for r in requests], profile
+        reformulations = [r for r in requests if r["kind"] == "structured: Reformulation"]
+        assert reformulations and all(
+            "What is missing was not stated" not in r["messages"][-1]["content"] for r in reformulations
+        ), profile
+        ablation = [r["kind"] for r in all_records[profile]["corag-fixed_length"]["requests"]]
+        assert "structured: Sufficiency" not in ablation, profile
 
 
 def test_the_variants_differ_where_the_papers_say(records: dict[str, dict[str, Any]]) -> None:

@@ -96,9 +96,9 @@ def test_arag_main_offline_in_the_papers_layout_and_resumable(
     run_file = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert run_file["fingerprint"]["profile"] == "paper" and run_file["plan"]["profile"] == "paper"
     assert "Profile: paper" in (out / "summary.md").read_text(encoding="utf-8")
-    # The agent ran with the paper's step cap (20), recorded per question.
+    # The agent ran with the released configuration's step cap (15), recorded per question.
     records = [json.loads(x) for p in (out / PREDICTIONS).glob("arag__*.jsonl") for x in p.read_text().splitlines()]
-    assert {r["step_cap"] for r in records} == {20} and {r["profile"] for r in records} == {"paper"}
+    assert {r["step_cap"] for r in records} == {15} and {r["profile"] for r in records} == {"paper"}
 
     lines = prediction_lines(out)
     code, _, err = run(argv, capsys)  # a second run: nothing new runs, the same table is written

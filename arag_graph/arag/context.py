@@ -12,9 +12,16 @@ from typing import Literal
 from pydantic import Field
 
 from arag_graph.core.profiles import ARAG_PAPER, DEVIATIONS, Deviation
-from arag_graph.run.configuration import GraphContext, GraphContextDict
+from arag_graph.run.configuration import HYDE_STYLE_DESCRIPTION, GraphContext, GraphContextDict, HydeStyle
 
 ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
+PromptStyle = Literal["package", "paper"]
+
+_PROMPT_STYLE = (
+    "Wording of the system prompt and the tool descriptions: package (ours) or paper (the A-RAG paper's released "
+    "instructions in our words: keywords of one to three words with good and bad examples, read chunks before "
+    "answering, a plain answer line without chunk IDs)."
+)
 
 
 class AragContext(GraphContext):
@@ -45,10 +52,12 @@ class AragContext(GraphContext):
     system_prompt: str = Field(
         default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
     )
+    prompt_style: PromptStyle = Field(default="package", description=_PROMPT_STYLE)
     hyde: bool = Field(
         default=False,
         description="semantic_search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
     )
+    hyde_style: HydeStyle = Field(default="package", description=HYDE_STYLE_DESCRIPTION)
     dedupe_search_chunks: bool = Field(
         default=False,
         description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
@@ -80,10 +89,12 @@ class AragNaiveContext(GraphContext):
     system_prompt: str = Field(
         default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
     )
+    prompt_style: PromptStyle = Field(default="package", description=_PROMPT_STYLE)
     hyde: bool = Field(
         default=False,
         description="The search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
     )
+    hyde_style: HydeStyle = Field(default="package", description=HYDE_STYLE_DESCRIPTION)
     dedupe_search_chunks: bool = Field(
         default=False,
         description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
@@ -111,7 +122,9 @@ class AragNaiveContextDict(GraphContextDict, total=False):
     max_steps: int
     message_token_budget: int
     system_prompt: str
+    prompt_style: PromptStyle
     hyde: bool
+    hyde_style: HydeStyle
     dedupe_search_chunks: bool
 
 
@@ -131,11 +144,24 @@ PAPER_PROFILE: tuple[Deviation, ...] = (
         setting="max_steps",
         scope="run",
         package=15,
-        paper=20,
-        paper_source=f"{ARAG_PAPER}, test-time scaling: step caps 5 to 20 (our notes on it give no other cap; "
-        "we take its largest, where its accuracy was highest)",
-        reason="a cheaper cap for interactive use (a judgement, not a measurement)",
-        switch="--max-steps 20",
+        paper=15,
+        paper_source=f"{ARAG_PAPER}, released code: a step cap of 15 (the test-time scaling figure varies it "
+        "from 5 to 20; its main tables ran with the released configuration)",
+        reason="same as the paper's released configuration; pinned (arag-scaling sweeps 5 to 20)",
+        switch="--max-steps 15",
+        contexts=(AragContext, AragNaiveContext),
+    ),
+    Deviation(
+        setting="prompt_style",
+        scope="run",
+        package="package",
+        paper="paper",
+        paper_source=f"{ARAG_PAPER}, released code: keyword_search asks for keywords of one to three words, with "
+        "good and bad examples, and says to read chunks before answering; the system prompt is its own text",
+        reason="ours ask for the chunk IDs an answer rests on (citations in every answer) and a short Answer: line; "
+        "both are in our own words (arag_graph/arag/prompts.py, arag_graph/tools/descriptions.py). Effect not "
+        "measured: no model here",
+        switch="--set prompt_style=paper",
         contexts=(AragContext, AragNaiveContext),
     ),
     Deviation(

@@ -41,7 +41,12 @@ from typing_extensions import TypedDict
 
 from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
 from arag_graph.arag.model import arag_model
-from arag_graph.arag.prompts import agent_system_prompt
+from arag_graph.arag.prompts import (
+    PAPER_SYNTHESIS_INSTRUCTION,
+    SYNTHESIS_INSTRUCTION,
+    agent_system_prompt,
+    paper_system_prompt,
+)
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -107,7 +112,11 @@ class AgentBound(Bound[AgentContext]):
     def tool_settings(self, run: Run[AgentContext]) -> ToolSettings:
         """How the run's retrieval tools behave, and so how they are described to the model."""
         return ToolSettings.for_tools(
-            self.tools(run), dedupe=run.ctx.dedupe_search_chunks, snippet_window=run.ctx.snippet_window
+            self.tools(run),
+            dedupe=run.ctx.dedupe_search_chunks,
+            snippet_window=run.ctx.snippet_window,
+            style=run.ctx.prompt_style,
+            **ToolSettings.index_facts(run.index),  # the descriptions say how this index matches
         )
 
     def bound_tools(self, run: Run[AgentContext], all_tools: dict[str, BaseTool], source: Any) -> list[BaseTool]:
@@ -119,7 +128,14 @@ class AgentBound(Bound[AgentContext]):
         ]
 
     def system_prompt(self, run: Run[AgentContext], names: Sequence[str]) -> str:
-        return run.ctx.system_prompt or agent_system_prompt(list(names))
+        if run.ctx.system_prompt:
+            return run.ctx.system_prompt
+        written = paper_system_prompt if run.ctx.prompt_style == "paper" else agent_system_prompt
+        return written(list(names))
+
+    @staticmethod
+    def synthesis_instruction(run: Run[AgentContext]) -> str:
+        return PAPER_SYNTHESIS_INSTRUCTION if run.ctx.prompt_style == "paper" else SYNTHESIS_INSTRUCTION
 
 
 class AragOutputState(OutputState, total=False):
@@ -200,7 +216,8 @@ def synthesize(
     run = run_of(runtime, bound)
     closing = not_run_messages(state["messages"][-1], "the step budget is used up; answer now.")
     names = list(bound.available(run, tools))
-    step = arag_model(run.model).synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
+    messages = [*state["messages"], *closing]
+    step = arag_model(run.model).synthesis(messages, bound.system_prompt(run, names), bound.synthesis_instruction(run))
     return Call(
         step,
         lambda reply: {"messages": [*closing, reply]},
@@ -355,7 +372,11 @@ class ToolCallGuard:
         warning = None
         if self._wants_hyde(prepared, run):
             try:
-                passage = arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
+                passage = (
+                    arag_model(run.model)
+                    .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
+                    .invoke(_config(request))
+                )
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 warning = _hyde_failed(exc)
@@ -372,7 +393,9 @@ class ToolCallGuard:
         if self._wants_hyde(prepared, run):
             try:
                 passage = (
-                    await arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                    await arag_model(run.model)
+                    .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
+                    .ainvoke(_config(request))
                 )
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:

@@ -58,11 +58,13 @@ class AragModel(Protocol):
         """The agent's next turn: a tool call or an answer."""
         ...
 
-    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+    def synthesis(
+        self, messages: Sequence[AnyMessage], system_prompt: str, instruction: str = SYNTHESIS_INSTRUCTION
+    ) -> Step[AIMessage]:
         """The forced final answer once the step cap or token budget is reached (no tools)."""
         ...
 
-    def hyde(self, question: str) -> Step[str]:
+    def hyde(self, question: str, style: str = "package") -> Step[str]:
         """A hypothetical answer passage that semantic_search embeds instead of the query."""
         ...
 
@@ -78,9 +80,11 @@ class ChatArag(ChatRetrievalModel):
     def agent(self, messages: Sequence[AnyMessage], tools: Sequence[BaseTool], system_prompt: str) -> Step[AIMessage]:
         return _agent_turn(self.model, messages, tools, system_prompt)
 
-    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+    def synthesis(
+        self, messages: Sequence[AnyMessage], system_prompt: str, instruction: str = SYNTHESIS_INSTRUCTION
+    ) -> Step[AIMessage]:
         # The instruction goes to the model only; the thread keeps the conversation as it was.
-        request = [SystemMessage(system_prompt), *messages, HumanMessage(SYNTHESIS_INSTRUCTION)]
+        request = [SystemMessage(system_prompt), *messages, HumanMessage(instruction)]
         return Step(self.model, request)
 
 
@@ -90,7 +94,9 @@ class OfflineArag(OfflineRetrievalModel):
     def agent(self, messages: Sequence[AnyMessage], tools: Sequence[BaseTool], system_prompt: str) -> Step[AIMessage]:
         return _agent_turn(self.model, messages, tools, system_prompt)
 
-    def synthesis(self, messages: Sequence[AnyMessage], system_prompt: str) -> Step[AIMessage]:
+    def synthesis(
+        self, messages: Sequence[AnyMessage], system_prompt: str, instruction: str = SYNTHESIS_INSTRUCTION
+    ) -> Step[AIMessage]:
         return Step(self.model, list(messages))  # without tools bound the policy answers from what it read
 
 

@@ -43,3 +43,47 @@ You have used all the retrieval steps allowed for this question. Do not call any
 Answer the question now from the chunks you have read so far, and end with a final line of the form
 Answer: <the shortest complete answer> [<chunk IDs the answer rests on>]\
 """
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper profile's wording (``prompt_style="paper"``): the instructions of the A-RAG paper's
+# released prompts, written here in our own words. They ask for no chunk-ID citations and no
+# "shortest" answer: the paper grades the whole final reply.
+
+_PAPER_TOOLS = {
+    "keyword_search": "- keyword_search: finds chunks that contain short exact keywords (names, titles, dates, "
+    "specific terms).",
+    "semantic_search": "- semantic_search: finds chunks by meaning, from a question or description in your own words.",
+    "chunk_read": "- chunk_read: returns the full text of chunks by their IDs.",
+}
+_PAPER_ANSWER = "Answer from what the chunks say, not from memory. Give your answer in full, ending with a last line: "
+_PAPER_ANSWER_LINE = "Answer: <your answer>"
+
+
+def paper_system_prompt(tools: Sequence[str]) -> str:
+    """The paper profile's agent instructions: the released prompt's, in our words (only the tools it has)."""
+    lines = [
+        "You answer a question from a collection of documents that you cannot see directly: you search it and "
+        "read it with the tools below, as many times as you need, one tool call at a time.",
+        "",
+        "Tools:",
+        *(_PAPER_TOOLS[t] for t in ("keyword_search", "semantic_search", "chunk_read") if t in tools),
+        "",
+        "How to work:",
+        "1. Work out what the question needs, and search for it.",
+        "2. Search results show only a few sentences of each chunk; read the chunks that look relevant with "
+        "chunk_read before you rely on them."
+        if "chunk_read" in tools
+        else "2. Search results show whole chunks; judge them by what they say.",
+        "3. When the question needs several steps, search again with what you have found (a name, a date, a title).",
+        "4. Once what you have read answers the question, stop searching and answer.",
+        "",
+        _PAPER_ANSWER + _PAPER_ANSWER_LINE,
+    ]
+    return "\n".join(lines)
+
+
+PAPER_SYNTHESIS_INSTRUCTION = (
+    "You have used every retrieval step allowed for this question, so call no more tools. Answer the question now "
+    "from what you have read, ending with a last line: " + _PAPER_ANSWER_LINE
+)

@@ -219,6 +219,9 @@ class ChainTask(ChainIdentity, total=False):
     """Stop at this many retrievals (the path's included)."""
     check_last: bool
     """Check the step at the cap too (a tree candidate, whose verdict the next step needs)."""
+    score_logprobs: bool
+    """Score each step with the paper's penalty (a logprob request): the run found, once, before its chains
+    fanned out, that the endpoint sends logprobs (:func:`arag_graph.corag.graph.probe`)."""
     chain: list[ChainStep]
     passages: list[dict[str, Any]]
 
@@ -398,7 +401,7 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
         _announce_step(state, update["chain"][-1], len(new))
         return update
 
-    return _sub_answer_call(run, query, found, on_result)
+    return _sub_answer_call(run, query, found, on_result, score_logprobs=bool(state.get("score_logprobs")))
 
 
 def _retrieve(
@@ -474,7 +477,12 @@ def _announce_step(state: ChainState, link: ChainStep, new: int) -> None:
 
 
 def _sub_answer_call(
-    run: Run[CoragContext], query: str, found: Sequence[Passage], on_result: Callable[..., dict[str, Any]]
+    run: Run[CoragContext],
+    query: str,
+    found: Sequence[Passage],
+    on_result: Callable[..., dict[str, Any]],
+    *,
+    score_logprobs: bool = False,
 ) -> Call | dict[str, Any]:
     """The step's sub-answer (and, when chains are compared by the paper's penalty, its log-probability
     request beside it); no model call when the retrieval found nothing."""
@@ -483,7 +491,8 @@ def _sub_answer_call(
     model = corag_model(run.model)
     sub = model.sub_answer(query, found)
     on_error = lambda message: on_result((SubAnswer.fallback(query), message))  # noqa: E731
-    if run.ctx.decoding == "greedy" or run.ctx.penalty == "confidence":  # greedy compares no chains
+    # Greedy compares no chains; otherwise the run decided once whether the endpoint gives logprobs.
+    if run.ctx.decoding == "greedy" or run.ctx.penalty == "confidence" or not score_logprobs:
         return Call(sub, on_result, name="sub_answer", on_error=on_error)
     score = model.no_information_logprob(query, found)
     both = RunnableParallel(

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from arag_graph.core.profiles import CORAG_PAPER, DEVIATIONS, Deviation
-from arag_graph.run.configuration import RetrievalContext, RetrievalContextDict
+from arag_graph.run.configuration import HYDE_STYLE_DESCRIPTION, HydeStyle, RetrievalContext, RetrievalContextDict
 
 Decoding = Literal["greedy", "best_of_n", "tree"]
 PenaltySetting = Literal["auto", "confidence"]
@@ -29,6 +29,7 @@ class CoragContext(RetrievalContext):
         default=False,
         description="Embed a model-written hypothetical answer passage for each query (dense and hybrid).",
     )
+    hyde_style: HydeStyle = Field(default="package", description=HYDE_STYLE_DESCRIPTION)
     loop_similarity: float = Field(
         default=0.9,
         gt=0.0,
@@ -46,15 +47,16 @@ class CoragContext(RetrievalContext):
     )
     fixed_length: bool = Field(
         default=False,
-        description="Fixed-length chains, as in the paper's chain-length scaling: no sufficiency check, and only "
-        "the step cap ends a chain (not a repeated query, nor a retrieval without new chunks), so max_steps is the "
-        "chain's length.",
+        description="Fixed-length chains, the paper's ablation: no sufficiency check, and only the step cap ends a "
+        "chain (not a repeated query, nor a retrieval without new chunks), so max_steps is the chain's length. Off, "
+        "as in the paper's method: max_steps is the most a chain takes.",
     )
     penalty: PenaltySetting = Field(
         default="auto",
         description="How best_of_n and tree score a chain step: auto uses the paper's penalty (the probability of "
         "the sub-answer 'No relevant information found', one extra request per step) where the endpoint returns "
-        "log-probabilities, else the sub-answer's confidence; confidence always uses the stand-in.",
+        "log-probabilities (asked once per run, before the chains fan out), else the sub-answer's confidence; "
+        "confidence always uses the stand-in.",
     )
     decoding: Decoding = Field(
         default="greedy",
@@ -102,6 +104,7 @@ class CoragContextDict(RetrievalContextDict, total=False):
 
     max_steps: int
     hyde: bool
+    hyde_style: HydeStyle
     loop_similarity: float
     max_context_tokens: int
     fixed_length: bool
@@ -130,11 +133,12 @@ PAPER_PROFILE: tuple[Deviation, ...] = (
         setting="fixed_length",
         scope="run",
         package=False,
-        paper=True,
-        paper_source=f"{CORAG_PAPER}, decoding: chains of a fixed length L are the test-time knob",
-        reason="stopping when the sufficiency check is satisfied saves retrievals and model calls on easy "
-        "questions (the method notes' stop rule)",
-        switch="--set fixed_length=true",
+        paper=False,
+        paper_source=f"{CORAG_PAPER}, method: S is the maximum chain length; a chain stops when the model judges "
+        "the evidence sufficient, and a repeated sub-query stops it (fixed-length chains are the paper's ablation)",
+        reason="same as the paper; pinned. --set fixed_length=true runs the ablation (no sufficiency check, only "
+        "the step cap ends a chain)",
+        switch="--set fixed_length=false",
         contexts=(CoragContext,),
     ),
 )

@@ -33,7 +33,10 @@ Best-of-N and tree search, the paper's test-time scaling, run chains in the ``ch
 The penalty is the paper's where the endpoint returns token log-probabilities: the probability
 of the sub-answer "No relevant information found" given a step's documents
 (:mod:`arag_graph.corag.likelihood`). Elsewhere each step's sub-answer carries the model's structured
-confidence that the step's documents answer its query and a step's penalty is 1 minus it. A
+confidence that the step's documents answer its query and a step's penalty is 1 minus it. Which
+of the two a run uses is decided once, before its chains fan out (:func:`probe`: one short scoring
+request), so a run against an endpoint without logprobs asks for them once, not at every step, and the
+requests a run sends do not depend on the order its chains ran in. A
 chain's penalty is the mean over its steps (:func:`~arag_graph.corag.chain.chain_penalty`), and
 ``penalty_scorer`` says which scorer the answering chain used (``logprob``, ``confidence`` or
 ``mixed``).
@@ -179,6 +182,7 @@ def _task(
         "parent": "",
         "cap": ctx.max_steps,
         "check_last": False,
+        "score_logprobs": bool(state.get("score_logprobs")),
         "chain": [],
         "passages": [],
         **rest,
@@ -216,6 +220,42 @@ def start(state: CoragState, runtime: Runtime[CoragContext]) -> dict[str, Any]:
     if ctx.decoding != "greedy" and not update.get("error"):
         update.update(tasks=first_wave(state, ctx), wave=1)
     return update
+
+
+def probe(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -> Call | dict[str, Any]:
+    """Whether this run scores its chains with the paper's penalty: decided once, before they fan out.
+
+    best_of_n and tree (with ``penalty="auto"``) ask an endpoint that takes a ``logprobs`` setting one
+    short scoring request (the question, no documents): logprobs in the reply, and every step of every
+    chain is scored from them; none (a server that ignores the setting), and no chain asks again, each
+    step scored by its sub-answer's confidence. Deciding per step instead would send requests that an
+    endpoint has already shown it will not answer, and how many would depend on which chain ran first.
+    """
+    run = run_of(runtime, bound)
+    ctx = run.ctx
+    if state.get("error") or ctx.decoding == "greedy" or ctx.penalty == "confidence":
+        return {}
+    model = corag_model(run.model)
+    if not model.takes_logprobs:
+        return {}
+
+    def decided(logprob: float | None) -> dict[str, Any]:
+        flag = logprob is not None
+        return {"score_logprobs": flag, "tasks": [{**t, "score_logprobs": flag} for t in state.get("tasks") or []]}
+
+    return Call(
+        model.no_information_logprob(question_of(state), []),
+        decided,
+        name="logprob_probe",
+        on_error=lambda _message: decided(None),
+    )
+
+
+def after_start(state: CoragState) -> str:
+    """best_of_n and tree first decide how their chains are scored (:func:`probe`); greedy retrieves at once."""
+    if state.get("error"):
+        return "end"
+    return "probe" if state.get("tasks") else "retrieve"
 
 
 def send_tasks(state: CoragState) -> list[Send] | str:
@@ -435,6 +475,7 @@ def build_corag_graph(
         CoragState, context_schema=CoragContext, input_schema=InputState, output_schema=CoragOutputState
     )
     builder.add_node("start", start)
+    builder.add_node("probe", model_node("probe", functools.partial(probe, bound=bound)))
     add_chain_loop(builder, bound, done="answer")
     builder.add_node("chain", build_chain_graph(bound))
     builder.add_node("collect", functools.partial(collect, bound=bound))
@@ -444,7 +485,8 @@ def build_corag_graph(
     # One map for both edges: a Studio edit may take either from any state (a greedy thread edited as
     # ``collect`` goes on to ``retrieve``), and a value missing from the map is a KeyError in LangGraph.
     waves = {"retrieve": "retrieve", "chain": "chain", "answer": "answer", "end": END}
-    builder.add_conditional_edges("start", send_tasks, waves)
+    builder.add_conditional_edges("start", after_start, {**waves, "probe": "probe"})
+    builder.add_conditional_edges("probe", send_tasks, waves)
     builder.add_edge("chain", "collect")
     builder.add_conditional_edges("collect", send_tasks, waves)
     builder.add_edge("answer", "finish")

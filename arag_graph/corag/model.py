@@ -82,6 +82,12 @@ class CoragModel(RetrievalModel, Protocol):
         """The sub-answer of one chain step: what the step's documents say about its query."""
         ...
 
+    @property
+    def takes_logprobs(self) -> bool:
+        """Whether the model has a ``logprobs`` setting to ask with (whether the endpoint honours it is
+        what :func:`arag_graph.corag.graph.probe` finds out)."""
+        ...
+
     def no_information_logprob(self, query: str, passages: Sequence[Passage]) -> Step[float | None]:
         """The paper's penalty: log P("No relevant information found" | query, passages).
 
@@ -136,6 +142,10 @@ class ChatCorag(ChatRetrievalModel):
         )
         return self.structured(SubAnswer, query, text)
 
+    @property
+    def takes_logprobs(self) -> bool:
+        return "logprobs" in type(self.model).model_fields
+
     def no_information_logprob(self, query: str, passages: Sequence[Passage]) -> Step[float | None]:
         """One plain-text sub-answer request with ``logprobs`` on (:mod:`arag_graph.corag.likelihood`).
 
@@ -143,7 +153,7 @@ class ChatCorag(ChatRetrievalModel):
         compatible servers); a failed request or a reply without logprobs gives None, never an error
         (an operator's cap still stops the run).
         """
-        if "logprobs" not in type(self.model).model_fields:
+        if not self.takes_logprobs:
             return _no_logprob()
         target = NO_RELEVANT_INFORMATION
         text = prompts.SUB_ANSWER_TEXT_PROMPT.format(
@@ -203,6 +213,10 @@ class OfflineCorag(OfflineRetrievalModel):
 
     def sub_answer(self, query: str, passages: Sequence[Passage]) -> Step[Structured[SubAnswer]]:
         return rule_step("sub_answer", lambda: (offline_sub_answer(query, passages), None))
+
+    @property
+    def takes_logprobs(self) -> bool:
+        return False
 
     def no_information_logprob(self, query: str, passages: Sequence[Passage]) -> Step[float | None]:
         return _no_logprob()

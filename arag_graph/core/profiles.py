@@ -171,6 +171,51 @@ DEVIATIONS: tuple[Deviation, ...] = (
         switch="--set merge_threshold=0.5",
     ),
     Deviation(
+        setting="header_style",
+        scope="index",
+        package="path",
+        paper="aragog",
+        paper_source=f"{ARAGOG_PAPER}, contextual chunk headers: [Document: T, Section: S] on each chunk",
+        reason="a sentence carries the section it is in, not the one its chunk starts in; only where headers are "
+        "on (the package's default, the paper profile's ARAGOG grid CCH index). On HotpotQA-100 semantic_search "
+        "recall@5 0.765 (path) vs 0.76 (aragog) (bench/results/fidelity.md)",
+        switch="arag index --contextual-headers --header-style aragog",
+    ),
+    Deviation(
+        setting="hyde_style",
+        scope="run",
+        package="package",
+        paper="paper",
+        paper_source=f"{ARAGOG_PAPER}, HyDE: a passage that answers the question, at most 128 tokens, temperature 0",
+        reason="a three-to-four-sentence encyclopedia paragraph at the run's output limit reads like the passages "
+        "it is compared with (a judgement; not measured: no model here)",
+        switch="--set hyde_style=paper",
+    ),
+    Deviation(
+        setting="judge prompt and verdict",
+        scope="none",
+        package="question, gold answers and the whole reply as escaped data; several answers or a refusal are "
+        "wrong; a structured verdict with its reason",
+        paper="gold answer and prediction; a one-word verdict",
+        paper_source=f"{ARAG_PAPER}, released evaluator (LLM-Acc's criteria: contains the key information of the "
+        "gold answer, consistent with it, contradicts nothing)",
+        reason="the question tells the judge which entity is asked about; a structured verdict is never parsed "
+        "from free text, and the escaped data cannot steer it (evaluators/judge.py). Effect not measured: no "
+        "judge model here",
+        switch="none (evaluators/judge.py; a caller may pass its own LLM-Acc evaluator)",
+    ),
+    Deviation(
+        setting="semantic_search ranking pool",
+        scope="none",
+        package="at least 50 sentences, more until top_k chunks are found",
+        paper="the query's top 3 x top_k sentences (15), so fewer than top_k chunks may come back",
+        paper_source=f"{ARAG_PAPER}, released semantic_search (snippets: the same 15 sentences in both)",
+        reason="a search that returns fewer chunks than asked gives the agent less to choose from; on HotpotQA-100 "
+        "the released pool returned 5 chunks for all 100 questions, recall@5 0.765 either way "
+        "(bench/results/fidelity.md)",
+        switch="none",
+    ),
+    Deviation(
         setting="decomposer and triplet extractor",
         scope="none",
         package="zero-shot prompts",

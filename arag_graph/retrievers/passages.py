@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from arag_graph.retrievers.techniques import Rerank, Rewrite
 
 Retriever = Literal["dense", "bm25", "hybrid", "amr", "dsi"]
+DenseRanking = Literal["sentence", "chunk"]
+"""How dense retrieval ranks chunks: by their best sentence, or by a vector of their whole text."""
 _TOKENS = re.compile(r"\w+")
 _bm25_cache: weakref.WeakKeyDictionary[HierarchicalIndex, Any] = weakref.WeakKeyDictionary()
 _bm25_lock = threading.Lock()
@@ -41,6 +43,7 @@ class RetrievalSettings(Protocol):
 
     retriever: Retriever
     top_k: int
+    dense_ranking: DenseRanking
     sentence_window: bool
     window: int
     merge_threshold: float
@@ -120,6 +123,23 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], top_k: int, 
     return [SearchHit(cid, fused[cid], first[cid].snippets, first[cid].title, first[cid].positions) for cid in order]
 
 
+def dense_search(
+    index: HierarchicalIndex,
+    query: str,
+    top_k: int,
+    ranking: DenseRanking = "sentence",
+    *,
+    query_vector: Sequence[float] | None = None,
+) -> list[SearchHit]:
+    """Dense retrieval: chunks by their best sentence (the A-RAG index's), or by a vector of their whole
+    text (``chunk``: the A-RAG paper's Naive RAG, :mod:`arag_graph.retrievers.chunk_vectors`)."""
+    if ranking == "chunk":
+        from arag_graph.retrievers.chunk_vectors import chunk_vector_search  # made on first use only
+
+        return chunk_vector_search(index, query, top_k, query_vector=list(query_vector) if query_vector else None)
+    return index.semantic_search(query, top_k, query_vector=query_vector)
+
+
 def retrieve(
     index: HierarchicalIndex,
     query: str,
@@ -127,15 +147,16 @@ def retrieve(
     retriever: Retriever = "dense",
     *,
     query_vector: Sequence[float] | None = None,
+    dense_ranking: DenseRanking = "sentence",
 ) -> list[SearchHit]:
     """Top-k chunks for ``query`` with the chosen retriever (``query_vector`` feeds dense search)."""
     if retriever == "dense":
-        return index.semantic_search(query, top_k, query_vector=query_vector)
+        return dense_search(index, query, top_k, dense_ranking, query_vector=query_vector)
     if retriever == "bm25":
         return bm25_search(index, query, top_k)
     if retriever == "hybrid":
         depth = max(top_k * 4, 20)
-        dense = index.semantic_search(query, depth, query_vector=query_vector)
+        dense = dense_search(index, query, depth, dense_ranking, query_vector=query_vector)
         return reciprocal_rank_fusion([dense, bm25_search(index, query, depth)], top_k)
     raise ValueError(f"unknown chunk retriever {retriever!r}; use dense, bm25 or hybrid (amr, dsi: retrieve_passages)")
 
@@ -231,7 +252,10 @@ def _retrieved(
         return passages(index, hits, window)
     if window is not None and s.retriever == "dense":
         return sentence_windows(index, query, top_k, window, query_vector=query_vector)
-    return passages(index, retrieve(index, query, top_k, s.retriever, query_vector=query_vector), window)
+    ranking = getattr(s, "dense_ranking", "sentence")
+    return passages(
+        index, retrieve(index, query, top_k, s.retriever, query_vector=query_vector, dense_ranking=ranking), window
+    )
 
 
 def auto_merge_documents(index: HierarchicalIndex, query: str, k: int) -> list[Passage]:
@@ -303,6 +327,8 @@ def retrieval_args(index: HierarchicalIndex, settings: RetrievalSettings) -> dic
     """
     s = settings
     args: dict[str, Any] = {"retriever": s.retriever, "top_k": s.top_k}
+    if getattr(s, "dense_ranking", "sentence") == "chunk" and s.retriever in ("dense", "hybrid"):
+        args["dense_ranking"] = "chunk"
     if s.sentence_window:
         args["window"] = s.window
     if s.retriever == "amr":

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from arag_graph.core.errors import AragError, ContextError
 from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
 from arag_graph.core.profiles import DEFAULT_PROFILE, DEVIATIONS, Deviation, Profile, run_values
-from arag_graph.retrievers.passages import Retriever
+from arag_graph.retrievers.passages import DenseRanking, Retriever
 from arag_graph.run.policy import RunChoice, ServingPolicy
 
 __all__ = [
@@ -44,6 +44,12 @@ __all__ = [
 ]
 
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
+HydeStyle = Literal["package", "paper"]
+HYDE_STYLE_DESCRIPTION = (
+    "How HyDE's passage is asked for: package (a three-to-four-sentence encyclopedia paragraph, at the run's "
+    "output limit) or paper (ARAGOG's: a passage that answers the question, at most 128 tokens, temperature 0)."
+)
+"""The ``hyde_style`` field of every schema with a ``hyde`` switch (its row: :data:`core.profiles.DEVIATIONS`)."""
 
 
 def _one_line(error: ValidationError, schema: str) -> str:
@@ -269,6 +275,12 @@ class RetrievalContext(GraphContext):
         "dsi (ARAGOG's document summary index: the best documents by summary, then the top_k chunks inside them; "
         "needs an index built with --summaries).",
     )
+    dense_ranking: DenseRanking = Field(
+        default="sentence",
+        description="dense and hybrid: rank chunks by their best sentence's similarity (the A-RAG index's) or by "
+        "a vector of the chunk's whole text (chunk: a plain dense retriever, the A-RAG paper's Naive RAG; the "
+        "chunk vectors are embedded on first use and cached).",
+    )
     sentence_window: bool = Field(
         default=False,
         description="ARAGOG's sentence-window retrieval: the top_k sentences, each inside its window, instead of "
@@ -332,6 +344,7 @@ class RetrievalContextDict(GraphContextDict, total=False):
     """:class:`RetrievalContext` as a mapping, for type checkers."""
 
     retriever: Retriever
+    dense_ranking: DenseRanking
     sentence_window: bool
     window: int
     merge_threshold: float

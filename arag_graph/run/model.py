@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import Runnable
 
 from arag_graph.llm.steps import Step, Structured, rule_step
 from arag_graph.llm.structured import structured_runnable
@@ -48,8 +49,9 @@ class RetrievalModel(Protocol):
         """An answer from the given passages, citing chunk IDs."""
         ...
 
-    def hyde(self, question: str) -> Step[str]:
-        """A hypothetical answer passage to embed instead of the question (ARAGOG's HyDE)."""
+    def hyde(self, question: str, style: str = "package") -> Step[str]:
+        """A hypothetical answer passage to embed instead of the question (ARAGOG's HyDE), asked in
+        ``style`` (:data:`~arag_graph.run.configuration.HydeStyle`)."""
         ...
 
     def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:
@@ -78,9 +80,16 @@ class ChatRetrievalModel:
     def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
         return self.ask(prompts.CONTEXT_ANSWER_PROMPT.format(context=passages_text(passages), question=question))
 
-    def hyde(self, question: str) -> Step[str]:
-        reply_text = self.model.with_config(run_name="hyde_model") | (lambda reply: reply.text.strip() or question)
-        return Step(reply_text, [HumanMessage(prompts.HYDE_PROMPT.format(question=question))])
+    def hyde(self, question: str, style: str = "package") -> Step[str]:
+        model: Runnable[Any, Any] = self.model
+        template = prompts.HYDE_PROMPT
+        if style == "paper":  # ARAGOG's: a short passage, greedy (temperature only where the model takes one)
+            settings: dict[str, Any] = {"max_tokens": prompts.HYDE_PAPER_TOKENS}
+            if getattr(self.model, "temperature", None) is not None:
+                settings["temperature"] = 0.0
+            model, template = self.model.bind(**settings), prompts.HYDE_PAPER_PROMPT
+        reply_text = model.with_config(run_name="hyde_model") | (lambda reply: reply.text.strip() or question)
+        return Step(reply_text, [HumanMessage(template.format(question=question))])
 
     def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:
         return self.structured(QueryRewrites, query, prompts.MULTI_QUERY_PROMPT.format(n=n, query=query))
@@ -116,7 +125,7 @@ class OfflineRetrievalModel:
     def answer(self, question: str, passages: Sequence[Passage]) -> Step[AIMessage]:
         return self.extractive(question, passages)
 
-    def hyde(self, question: str) -> Step[str]:
+    def hyde(self, question: str, style: str = "package") -> Step[str]:
         return rule_step("hyde", lambda: question)
 
     def query_rewrites(self, query: str, n: int) -> Step[Structured[QueryRewrites]]:

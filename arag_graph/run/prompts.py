@@ -51,6 +51,18 @@ If you are unsure of the facts, write what such a paragraph would plausibly say;
 to search for real documents, never shown as an answer.\
 """
 
+HYDE_PAPER_PROMPT = """\
+Write a passage that answers the question below.
+
+Question: {question}
+
+Passage:\
+"""
+"""HyDE as the ARAGOG paper asks for it (``hyde_style="paper"``): a passage that answers, asked with at
+most :data:`HYDE_PAPER_TOKENS` tokens at temperature 0 (:meth:`arag_graph.run.model.ChatRetrievalModel.hyde`)."""
+
+HYDE_PAPER_TOKENS = 128
+
 MULTI_QUERY_PROMPT = """\
 Write {n} different search queries that look for the same information as this one: {query}
 

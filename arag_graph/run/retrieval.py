@@ -45,7 +45,8 @@ def hyde_vector(run: Run[Any], query: str, config: RunnableConfig | None) -> tup
     if not ctx.hyde or ctx.retriever == "bm25":
         return None, None  # BM25 has no query vector to replace
     try:
-        passage = retrieval_model(run.model).hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
+        step = retrieval_model(run.model).hyde(query, getattr(ctx, "hyde_style", "package"))
+        passage = step.invoke({**(config or {}), "run_name": "hyde_model"})
     except Exception as exc:
         warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
         log.warning(warning)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from arag_graph.core.profiles import DEVIATIONS, SRAG_PAPER, Deviation
 from arag_graph.run.configuration import RetrievalContext, RetrievalContextDict
 
 
@@ -37,6 +38,10 @@ class SragContext(RetrievalContext):
         default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
     )
 
+    @classmethod
+    def paper_profile(cls) -> tuple[Deviation, ...]:
+        return (*DEVIATIONS, *PAPER_PROFILE)
+
 
 class SragContextDict(RetrievalContextDict, total=False):
     """:class:`SragContext` as a mapping, for type checkers."""
@@ -47,3 +52,18 @@ class SragContextDict(RetrievalContextDict, total=False):
     relevance_threshold: float
     route: bool
     max_sub_questions: int
+
+
+PAPER_PROFILE: tuple[Deviation, ...] = (
+    Deviation(
+        setting="relevance_threshold",
+        scope="none",
+        package=0.3,
+        paper="a threshold, its value not in our notes",
+        paper_source=f"{SRAG_PAPER}, triplet extraction: triplets under a relevance threshold are dropped",
+        reason="our choice: keeps a triplet the zero-shot extractor rates as somewhat relevant (0 unrelated, 1 "
+        "answers it); not measured (no model here). The profile cannot apply a value the notes do not give",
+        switch="--set relevance_threshold=VALUE",
+    ),
+)
+"""SRAG's own rows: a setting the paper has whose value our notes do not give."""

@@ -20,6 +20,7 @@ What cannot be understood comes back as a tool message that says how to call the
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from langchain_core.tools import BaseTool, BaseToolkit, InjectedToolArg, StructuredTool
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from arag_graph.core.artifacts import read_in
 from arag_graph.core.citations import chunk_block
@@ -37,6 +38,7 @@ from arag_graph.core.documents import SearchHit, window_text
 from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
+from arag_graph.tools.descriptions import ToolStyle, keyword_argument, tool_description
 
 ToolName = Literal["keyword_search", "semantic_search", "chunk_read"]
 ALL_TOOLS: tuple[ToolName, ...] = ("keyword_search", "semantic_search", "chunk_read")
@@ -340,28 +342,6 @@ def _suggest_ids(index: HierarchicalIndex, unknown: Sequence[str]) -> str:
 # LangChain tools
 
 
-_KEYWORD_DESCRIPTION = (
-    "Find chunks that contain exact words or phrases (names, titles, numbers, rare terms). "
-    "Best when you know a precise string that must appear in the evidence."
-)
-_SEMANTIC_DESCRIPTION = (
-    "Find chunks whose sentences are closest in meaning to a natural-language query. Best when you "
-    "know what you are looking for but not its exact wording."
-)
-_SNIPPET_NOTE = {
-    "keyword_search": " Returns chunk IDs with the sentences that contain a keyword (a chunk matched only by"
-    " its title shows its first sentence).",
-    "semantic_search": " Returns chunk IDs with their sentences closest to the query.",
-}
-_READ_NOTE = " Use chunk_read to see a whole chunk."
-_FULL_TEXT_NOTE = " Returns the full text of each chunk found."
-_READ_DESCRIPTION = (
-    "Read the full text of chunks by ID, after a search showed they look relevant. A chunk already "
-    "read in this run is not repeated. Each chunk shows its previous and next chunk IDs; set "
-    "adjacent=true to read those too when a passage continues across chunks."
-)
-
-
 def _validation_message(tool: str, usage: str) -> Any:
     def handle(error: ValidationError) -> str:
         problems = "; ".join(
@@ -418,6 +398,12 @@ class ToolSettings:
     """Sentences per snippet, centred on a matched sentence (ARAGOG's sentence window; 1: the sentence)."""
     can_read: bool = True
     """chunk_read is bound beside the searches, so their snippets may point to it."""
+    style: ToolStyle = "package"
+    """The descriptions' wording (:mod:`arag_graph.tools.descriptions`): ours, or the paper's instructions."""
+    keyword_rule: str = "word"
+    """How the index matches a keyword (its manifest's ``keyword_match``), as keyword_search's description says."""
+    title_matches: bool = True
+    """The index matches chunk titles too (contextual headers), as keyword_search's description says."""
 
     @classmethod
     def for_tools(cls, tools: Sequence[str], *, full_text: bool | None = None, **settings: Any) -> ToolSettings:
@@ -439,11 +425,36 @@ class ToolSettings:
             "can_read": self.can_read,
         }
 
-    def describe(self, name: str, base: str) -> str:
-        """A search tool's description as this variant behaves: whole chunks, or snippets (and chunk_read)."""
-        if self.full_text:
-            return base + _FULL_TEXT_NOTE
-        return base + _SNIPPET_NOTE[name] + (_READ_NOTE if self.can_read else "")
+    @staticmethod
+    def index_facts(index: Any) -> dict[str, Any]:
+        """What a description must say of ``index`` (a loaded index; otherwise nothing is known yet)."""
+        if not isinstance(index, HierarchicalIndex):
+            return {}
+        manifest = index.manifest
+        return {
+            "keyword_rule": manifest.keyword_match,
+            "title_matches": bool(manifest.contextual_headers and manifest.header_max_chars > 0),
+        }
+
+    def describe(self, name: str) -> str:
+        """A tool's description as this variant behaves: whole chunks, or snippets (and chunk_read)."""
+        return tool_description(
+            name, self.style, full_text=self.full_text, can_read=self.can_read, title_matches=self.title_matches
+        )
+
+    def args_schema(self, name: str) -> type[BaseModel]:
+        """A tool's arguments; keyword_search's ``keywords`` described in this variant's wording and rule."""
+        if name == "keyword_search":
+            return _keyword_args(self.style, self.keyword_rule)
+        return _TOOL_FORMS[name][0]
+
+
+@functools.cache
+def _keyword_args(style: ToolStyle, rule: str) -> type[BaseModel]:
+    if (style, rule) == ("package", "word"):
+        return KeywordSearchArgs
+    described = Field(description=keyword_argument(style, rule))
+    return create_model("KeywordSearchArgs", __base__=KeywordSearchArgs, keywords=(KeywordList, described))
 
 
 def create_retrieval_tools(
@@ -467,7 +478,7 @@ def create_retrieval_tools(
     unknown = [t for t in tools if t not in ALL_TOOLS]
     if unknown:
         raise ValueError(f"unknown tool(s) {unknown}; choose from {list(ALL_TOOLS)}")
-    settings = ToolSettings.for_tools(tools, full_text=full_text, dedupe=dedupe)
+    settings = ToolSettings.for_tools(tools, full_text=full_text, dedupe=dedupe, **ToolSettings.index_facts(index))
     return [retrieval_tool(index, name, settings) for name in tools]
 
 
@@ -501,30 +512,22 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
     return _langchain_tool(name, calls[name], settings)
 
 
-_TOOL_FORMS: dict[str, tuple[type[BaseModel], str, str]] = {
-    "keyword_search": (
-        KeywordSearchArgs,
-        _KEYWORD_DESCRIPTION,
-        'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)',
-    ),
-    "semantic_search": (
-        SemanticSearchArgs,
-        _SEMANTIC_DESCRIPTION,
-        'semantic_search(query="where was the author born", top_k=5)',
-    ),
-    "chunk_read": (ChunkReadArgs, _READ_DESCRIPTION, 'chunk_read(chunk_ids=["12", "40"])'),
+_TOOL_FORMS: dict[str, tuple[type[BaseModel], str]] = {
+    "keyword_search": (KeywordSearchArgs, 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)'),
+    "semantic_search": (SemanticSearchArgs, 'semantic_search(query="where was the author born", top_k=5)'),
+    "chunk_read": (ChunkReadArgs, 'chunk_read(chunk_ids=["12", "40"])'),
 }
-"""Each tool's argument schema, its description (a search's varies with the settings) and how to call it."""
+"""Each tool's argument schema and how to call it (descriptions: :mod:`arag_graph.tools.descriptions`)."""
 
 
 def _langchain_tool(name: str, call: Callable[..., Any], settings: ToolSettings) -> BaseTool:
     """``call`` as the LangChain tool ``name``: content and artifact out, bad arguments answered in words."""
-    args_schema, base, usage = _TOOL_FORMS[name]
+    _, usage = _TOOL_FORMS[name]
     return StructuredTool.from_function(
         call,
         name=name,
-        description=settings.describe(name, base) if name in _SNIPPET_NOTE else base,
-        args_schema=args_schema,
+        description=settings.describe(name),
+        args_schema=settings.args_schema(name),
         response_format="content_and_artifact",
         handle_validation_error=_validation_message(name, usage),
     )
