@@ -190,7 +190,7 @@ def test_python_api_streams_the_models_tokens(local_model: LocalModel, sample_in
     chunks arrive as the model writes them and add up to the final message. (The text of a short reply
     comes in one piece at its end: the secret redactor holds back the last 63 characters of a stream
     until it knows they hold no key, :class:`arag_graph.core.safety.StreamRedactor`.)"""
-    from arag_graph import build_graph
+    from arag_graph.registry import build_graph
 
     graph = build_graph("naive_rag", index=sample_index)
     pieces: list[str] = []
@@ -262,7 +262,7 @@ def test_arag_eval_with_the_judge_resumes_after_a_kill(
     assert len(records) == 3, sorted(files)
     for record in records:
         prediction = record["prediction"]
-        assert prediction["answer"] or one_line(prediction["error"]), prediction
+        assert prediction["answer"] or one_line(prediction["error"]), (record["question_id"], prediction.get("error"))
         assert prediction["usage"] and prediction["usage"]["input_tokens"] > 0, prediction
         assert record["seconds"] > 0
     assert (out / "summary.md").is_file() and (out / "report.html").is_file()
