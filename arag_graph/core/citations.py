@@ -78,3 +78,17 @@ def written_tool_call(text: str) -> str | None:
         except ValueError:
             return None
     return None
+
+
+_ANSWER_PLACEHOLDER = "<the shortest complete answer"
+"""The start of the placeholder in the answer line every answering prompt shows (``Answer: <the
+shortest complete answer, ...> [<chunk IDs>]``)."""
+
+
+def copied_answer_format(answer: str) -> bool:
+    """Whether ``answer`` is the answer line's placeholder rather than an answer.
+
+    Small models copy the format line they were shown (SmolLM2-135M answered
+    ``<the shortest complete answer> [<chunk IDs]``); such text is no answer to anyone.
+    """
+    return _ANSWER_PLACEHOLDER in (answer or "").lower()

@@ -83,18 +83,6 @@ listing the IDs of the chunks the answer rests on, for example: Answer: Marie Cu
 If the chunks do not contain the answer, give your best supported answer and say what is missing."""
 
 
-_ANSWER_PLACEHOLDER = "<the shortest complete answer"
-
-
-def echoes_answer_format(answer: str) -> bool:
-    """Whether ``answer`` is the placeholder of the answer format rather than an answer.
-
-    Small models copy the format line they were shown (SmolLM2-135M answered
-    ``<the shortest complete answer> [<chunk IDs]``); such text is no answer to anyone.
-    """
-    return _ANSWER_PLACEHOLDER in (answer or "").lower()
-
-
 def agent_system_prompt(tools: Sequence[str]) -> str:
     """The agent's instructions, mentioning only the tools it has (the ablations differ)."""
     lines = ["You answer questions using a document collection that you can only see through tools.", ""]

@@ -10,10 +10,9 @@ from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from arag_graph.core.citations import parse_final_answer, written_tool_call
+from arag_graph.core.citations import copied_answer_format, parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.prompts import echoes_answer_format
 from arag_graph.llm.tool_artifacts import artifact_of, read_in
 from arag_graph.run.budgets import question_problem
 from arag_graph.run.runtime import Bound, run_index
@@ -69,7 +68,7 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
         update["error"] = f"the model wrote a tool call as text ({written}) where it had to answer"
         return update
     answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
-    if echoes_answer_format(answer):  # the format line copied, placeholder and all
+    if copied_answer_format(answer):  # the format line copied, placeholder and all
         update.update({"answer": "", "citations": []})
         update["error"] = "the model copied the answer format (<the shortest complete answer ...>) instead of answering"
         return update
