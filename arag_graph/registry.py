@@ -11,12 +11,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from arag_graph.arag.context import AragContext, AragNaiveContext
 from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.baselines.context import DirectContext, NaiveRagContext
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
+from arag_graph.corag.context import CoragContext
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import AragError
-from arag_graph.run import configuration as c
+from arag_graph.core.profiles import DEVIATIONS, Deviation, deviation_table
 from arag_graph.run.configuration import GraphContext
+from arag_graph.srag.context import SragContext
 from arag_graph.srag.graph import build_srag_graph
 
 if TYPE_CHECKING:
@@ -39,39 +43,52 @@ class GraphSpec:
 GRAPHS: dict[str, GraphSpec] = {
     spec.name: spec
     for spec in (
-        GraphSpec("direct", build_direct_graph, c.DirectContext, "Direct answer: no retrieval"),
+        GraphSpec("direct", build_direct_graph, DirectContext, "Direct answer: no retrieval"),
         GraphSpec(
             "naive_rag",
             build_naive_rag_graph,
-            c.NaiveRagContext,
+            NaiveRagContext,
             "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
         ),
         GraphSpec(
             "arag_naive",
             build_arag_naive_graph,
-            c.AragNaiveContext,
+            AragNaiveContext,
             "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
         ),
         GraphSpec(
             "arag",
             build_arag_graph,
-            c.AragContext,
+            AragContext,
             "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
         ),
         GraphSpec(
             "corag",
             build_corag_graph,
-            c.CoragContext,
+            CoragContext,
             "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
         ),
         GraphSpec(
             "srag",
             build_srag_graph,
-            c.SragContext,
+            SragContext,
             "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
         ),
     )
 }
+
+
+def deviations() -> tuple[Deviation, ...]:
+    """Every row of the paper profile: the shared ones, then each graph family's own, in registry order."""
+    rows = list(DEVIATIONS)
+    for spec in GRAPHS.values():
+        rows.extend(d for d in spec.config.paper_profile() if d not in rows)
+    return tuple(rows)
+
+
+def profile_table() -> str:
+    """The docs' table of the paper profile (``docs/guide/reproducing.md``), from :func:`deviations`."""
+    return deviation_table(deviations())
 
 
 def graph_names() -> list[str]:

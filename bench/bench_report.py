@@ -129,8 +129,9 @@ def synthetic_record(rng: random.Random, qid: int, graph: str, corpus: int) -> d
 def write_run(out: Path, questions: int, graphs: int, seed: int) -> None:
     """A run directory as ``arag eval`` leaves it, report.html included."""
     from arag_graph.evaluators.html_report import SNIPPET_CHARS, SNIPPETS_FILE, build_report
+    from arag_graph.evaluators.plots import write_plots
     from arag_graph.evaluators.predictions import PREDICTIONS
-    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_summary
 
     rng = random.Random(seed)
     corpus = 20_000

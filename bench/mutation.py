@@ -110,7 +110,7 @@ MODULES: dict[str, Target] = {
         "or invalid_arguments",
         sample_index=True,
     ),
-    "arag_graph/llm/tool_artifacts.py": Target(
+    "arag_graph/core/artifacts.py": Target(
         ("tests/test_tool_artifacts.py", "tests/test_tools.py"),
         # hand-made tool messages and a three-document index, and the tools' own read set against the
         # run's index (a small split index; not the tests on the session's sample index)
@@ -133,9 +133,9 @@ MODULES: dict[str, Target] = {
         # not the three that start processes or build a directory corpus (minutes each on a loaded machine)
         select="not indexed_into_itself and not imports_without_fcntl and not loses_the_lock",
     ),
-    "arag_graph/index/build.py": Target(
+    "arag_graph/index/write.py": Target(
         ("tests/test_index_ownership.py", "tests/test_index.py", "tests/test_index_updates.py"),
-        functions=("_build_locked", "_switch", "_drop_build", "_write_failure"),
+        functions=("build_locked", "_switch", "_drop_build", "_write_failure"),
         # builds of a few documents with a cheap encoder: rebuilds over foreign, linked, damaged or
         # leftover contents, builds that fail or are interrupted, updates interrupted at every step.
         # Not the SIGKILLed rebuilds of tests/test_index.py: their subprocess cannot load mutmut's
@@ -297,16 +297,17 @@ _BUILD_2 = (
 
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
-    # arag_graph/llm/tool_artifacts.py
+    # arag_graph/core/artifacts.py
     **dict.fromkeys(
-        ("arag_graph.llm.tool_artifacts.x_read_in__mutmut_7", "arag_graph.llm.tool_artifacts.x_read_in__mutmut_9"),
+        ("arag_graph.core.artifacts.x_read_in__mutmut_7", "arag_graph.core.artifacts.x_read_in__mutmut_9"),
         "equivalent: without an index `content` is never read (`index is None or ...` decides first), so "
         "whether it holds the message's text, `''` or `'XXXX'` changes nothing",
     ),
-    "arag_graph.llm.tool_artifacts.x_read_in__mutmut_23": (
+    "arag_graph.core.artifacts.x_read_in__mutmut_23": (
         "equivalent: `read` is an ordered set (only its keys are returned), so the value stored changes nothing"
     ),
-    # arag_graph/index/build.py
+    # arag_graph/index/build.py (the last run), whose switch is arag_graph/index/write.py's since the split
+    # of issue 33 (`_build_locked` renamed `build_locked`, every body unchanged: the same mutants)
     "arag_graph.index.build.x__switch__mutmut_10": _BUILD_0,
     "arag_graph.index.build.x__switch__mutmut_39": _BUILD_0,
     "arag_graph.index.build.x__build_locked__mutmut_11": _BUILD_0,
@@ -315,6 +316,14 @@ REASONS: dict[str, str] = {
     "arag_graph.index.build.x__drop_build__mutmut_1": _BUILD_2,
     "arag_graph.index.build.x__drop_build__mutmut_21": _BUILD_2,
     "arag_graph.index.build.x__drop_build__mutmut_23": _BUILD_2,
+    "arag_graph.index.write.x__switch__mutmut_10": _BUILD_0,
+    "arag_graph.index.write.x__switch__mutmut_39": _BUILD_0,
+    "arag_graph.index.write.x_build_locked__mutmut_11": _BUILD_0,
+    "arag_graph.index.write.x_build_locked__mutmut_13": _BUILD_1,
+    "arag_graph.index.write.x_build_locked__mutmut_14": _BUILD_1,
+    "arag_graph.index.write.x__drop_build__mutmut_1": _BUILD_2,
+    "arag_graph.index.write.x__drop_build__mutmut_21": _BUILD_2,
+    "arag_graph.index.write.x__drop_build__mutmut_23": _BUILD_2,
     # helper i27n (issue 27 item 1): arag_graph/run/policy.py, then index/layout.py and index/integrity.py
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_6": _POLICY_0,
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_12": _POLICY_0,
@@ -517,12 +526,16 @@ REASONS: dict[str, str] = {
 
 # What happened after a module's last run (tests added against its survivors, not yet re-counted).
 MODULE_NOTES: dict[str, str] = {
-    "arag_graph/llm/tool_artifacts.py": (
+    "arag_graph/core/artifacts.py": (
         "The checked reader of a tool message's artifact (`artifact_of`) and the read set (`read_in`), the "
         "whole module, against unit tests on hand-made tool messages (tests/test_tool_artifacts.py: every "
         "field at its type and bounds, anything but a tool message's dict read as empty, the read set in "
         "order and, with the run's index, only chunks whose text the message holds) and the tools' read set "
         "against the run's own index. 98 of 101 killed (97%); the 3 left are equivalent (below)."
+    ),
+    "arag_graph/index/write.py": (
+        "The switch of index/build.py's last run (below), moved here unchanged by the split of issue 33 "
+        "(`_build_locked` is `build_locked` now); not run since."
     ),
     "arag_graph/index/build.py": (
         "Only the switch is mutated, split off from writing the build's files (`_write_build`, not mutated): "

@@ -3,17 +3,20 @@
 Every evaluator is a plain function of ``(outputs, reference_outputs)`` (LLM-Acc also takes the
 example's ``inputs`` for the question) returning ``{"key", "score", "comment"}``, or
 ``{"results": [...]}`` for several keys, so it works unchanged in ``langsmith.evaluate``,
-``aevaluate`` and the runner. ``outputs`` is a graph's prediction (``answer``, ``read_chunks``,
+``aevaluate`` and the runner. ``outputs`` is a graph's prediction (``answer``, ``response``, ``read_chunks``,
 ``retrieved_chunks``, ``retrieved_tokens``, ``steps``, ``usage``); ``reference_outputs`` is
 ``{"answers": [...], "gold_chunk_ids": [...]}``. A score of ``None`` means unavailable (no judge,
 no gold chunk ids, no usage metadata) and is never replaced by an estimate.
+
+Contain-Acc and LLM-Acc grade the whole final reply (``response``), as the A-RAG paper's evaluator
+does; EM and F1 the parsed short ``answer`` (:data:`arag_graph.evaluators.fields.GRADED_TEXT`).
 
 Modules: :mod:`arag_graph.evaluators.answers` (Contain-Acc, EM, F1), :mod:`arag_graph.evaluators.judge` (LLM-Acc),
 :mod:`arag_graph.evaluators.retrieval` (evidence recall/precision, tokens, steps, usage, cost),
 :mod:`arag_graph.evaluators.similarity` (answer similarity), ARAGOG's
 :mod:`arag_graph.evaluators.context_precision`, :mod:`arag_graph.evaluators.answer_relevance` and
 :mod:`arag_graph.evaluators.faithfulness`, :mod:`arag_graph.evaluators.failures` (failure modes) and
-:mod:`arag_graph.evaluators.report` (summary, breakdowns, plots).
+:mod:`arag_graph.evaluators.report` (summary, breakdowns) with :mod:`arag_graph.evaluators.plots`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from arag_graph.evaluators.answer_relevance import make_answer_relevance_evaluat
 from arag_graph.evaluators.answers import (
     ANSWER_EVALUATORS,
     answer_scores,
+    answer_scores_of,
     contain_acc_evaluator,
     contain_match,
     exact_match,
@@ -38,6 +42,7 @@ from arag_graph.evaluators.context import ChunkSource
 from arag_graph.evaluators.context_precision import (
     context_precision,
     context_precision_evaluator,
+    context_precision_ragas,
     make_context_precision_evaluator,
 )
 from arag_graph.evaluators.faithfulness import make_faithfulness_evaluator
@@ -64,11 +69,13 @@ __all__ = [
     "EVIDENCE_EVALUATORS",
     "JudgeVerdict",
     "answer_scores",
+    "answer_scores_of",
     "answer_similarity",
     "contain_acc_evaluator",
     "contain_match",
     "context_precision",
     "context_precision_evaluator",
+    "context_precision_ragas",
     "cost_usd",
     "default_evaluators",
     "evidence_precision_evaluator",

@@ -1,20 +1,25 @@
 """ARAGOG's Context Precision: are the relevant chunks among the first a run retrieved?
 
-ARAGOG takes the metric from RAGAS: over the ranked context, with ``rel_k`` 1 when the chunk at
-rank k is relevant and ``P@k`` the share of relevant chunks among the first k,
+Over the ranked context of K chunks, with ``rel_k`` 1 when the chunk at rank k is relevant and
+``P@k`` the share of relevant chunks among the first k, two normalisations are in use:
 
-    Context Precision = sum_k (P@k * rel_k) / (number of relevant chunks in the context)
+    context_precision       = sum_k (P@k * rel_k) / K                              (the ARAGOG paper)
+    context_precision_ragas = sum_k (P@k * rel_k) / (number of relevant chunks in the context)
 
-that is, the mean of ``P@k`` over the ranks that hold a relevant chunk (average precision over
-the context). 1.0 when every relevant chunk comes before every irrelevant one; 0.0 when none is
-relevant. Dividing by the relevant chunks found rather than by the context's length K keeps a
-two-hop question, which has two gold passages in a top 5, able to reach 1.0.
+The ARAGOG paper writes its formula with ``1/K``, so :func:`context_precision` (feedback key
+``context_precision``) divides by the context's length: a two-hop question with its two gold
+passages at ranks 1 and 2 of a top 5 scores 0.4, and a run that shows more chunks pays for each.
+RAGAS's implementation, which ARAGOG used to compute its numbers, divides by the relevant chunks found
+(average precision over the context): 1.0 whenever every relevant chunk comes before every irrelevant
+one, whatever K. It is :func:`context_precision_ragas` (key ``context_precision_ragas``). Both are 0.0
+when no chunk is relevant, and both are reported.
 
-Relevance comes from the question's gold chunk IDs when the data has them: no model is needed, so
-the metric is reported with the offline policy too. Without gold IDs a judge model decides, passage
-by passage, whether each retrieved chunk helps to reach the gold answer (RAGAS's "with reference"
-variant); without either the metric is unavailable (``None``), never estimated. A run that
-retrieved nothing (Direct) has no context to rank: ``None``.
+Relevance comes from the question's gold chunk IDs when the data has them (a chunk is relevant when
+it is a gold supporting passage, not when a judge finds it useful): no model is needed, so the metric
+is reported with the offline policy too. Without gold IDs a judge model decides, passage by passage,
+whether each retrieved chunk helps to reach the gold answer (RAGAS's "with reference" variant);
+without either the metric is unavailable (``None``), never estimated. A run that retrieved nothing
+(Direct) has no context to rank: ``None``.
 
 The ranking is :func:`arag_graph.evaluators.context.ranked_chunks`: the order in which the run's
 tools showed the chunks.
@@ -38,24 +43,45 @@ __all__ = [
     "PassageRelevance",
     "context_precision",
     "context_precision_evaluator",
+    "context_precision_ragas",
     "make_context_precision_evaluator",
 ]
 
 
-def context_precision(relevance: Sequence[bool]) -> float:
-    """Average precision over a ranked context: ``relevance[k]`` says whether rank k+1 is relevant.
-
-    >>> context_precision([True, False, True])  # (1/1 + 2/3) / 2
-    0.8333333333333333
-    >>> context_precision([False, True]), context_precision([False, False])
-    (0.5, 0.0)
-    """
+def _precision_sum(relevance: Sequence[bool]) -> tuple[float, int]:
+    """``sum_k P@k * rel_k`` over the ranks, and how many ranks are relevant."""
     found = 0
     total = 0.0
     for k, relevant in enumerate(relevance, start=1):
         if relevant:
             found += 1
             total += found / k
+    return total, found
+
+
+def context_precision(relevance: Sequence[bool]) -> float:
+    """The ARAGOG paper's Context Precision: ``(1/K) sum_k P@k * rel_k`` over a context of K chunks.
+
+    ``relevance[k]`` says whether rank k+1 is relevant.
+
+    >>> context_precision([True, False, True])  # (1/1 + 2/3) / 3
+    0.5555555555555555
+    >>> context_precision([False, True]), context_precision([False, False])
+    (0.25, 0.0)
+    """
+    total, _ = _precision_sum(relevance)
+    return total / len(relevance) if relevance else 0.0
+
+
+def context_precision_ragas(relevance: Sequence[bool]) -> float:
+    """RAGAS's Context Precision: ``sum_k P@k * rel_k`` divided by the relevant chunks found.
+
+    >>> context_precision_ragas([True, False, True])  # (1/1 + 2/3) / 2
+    0.8333333333333333
+    >>> context_precision_ragas([False, True]), context_precision_ragas([False, False])
+    (0.5, 0.0)
+    """
+    total, found = _precision_sum(relevance)
     return total / found if found else 0.0
 
 
@@ -117,7 +143,7 @@ def _score(
 ) -> dict[str, Any]:
     ranked = ranked_chunks(outputs)
     if not ranked:
-        return {"key": "context_precision", "score": None, "comment": "unavailable: the run retrieved nothing"}
+        return _both(None, "unavailable: the run retrieved nothing")
     gold = set(chunk_ids((reference_outputs or {}).get("gold_chunk_ids")))
     if gold:
         relevance = [chunk_id in gold for chunk_id in ranked]
@@ -126,16 +152,29 @@ def _score(
         question = question_of(inputs, outputs, reference_outputs)
         judged, comment = _judged_relevance(judge, question, golds_of(reference_outputs), ranked, chunks)
         if judged is None:
-            return {"key": "context_precision", "score": None, "comment": comment}
+            return _both(None, comment)
         relevance = judged
     else:
-        comment = "unavailable: the question has no gold chunk ids and no judge model was given"
-        return {"key": "context_precision", "score": None, "comment": comment}
-    return {"key": "context_precision", "score": context_precision(relevance), "comment": comment}
+        return _both(None, "unavailable: the question has no gold chunk ids and no judge model was given")
+    return _both(relevance, comment)
+
+
+def _both(relevance: Sequence[bool] | None, comment: str) -> dict[str, Any]:
+    """The two normalisations of one ranked context as two feedback keys (None: unavailable)."""
+    return {
+        "results": [
+            {"key": key, "score": None if relevance is None else formula(relevance), "comment": comment}
+            for key, formula in (
+                ("context_precision", context_precision),
+                ("context_precision_ragas", context_precision_ragas),
+            )
+        ]
+    }
 
 
 def context_precision_evaluator(outputs: dict[str, Any], reference_outputs: dict[str, Any]) -> dict[str, Any]:
-    """Context Precision from gold chunk IDs alone (key ``context_precision``); no model involved."""
+    """Context Precision from gold chunk IDs alone, no model involved: keys ``context_precision`` (the
+    ARAGOG paper's, divided by K) and ``context_precision_ragas`` (divided by the relevant chunks)."""
     return _score(outputs, reference_outputs, None, None, None)
 
 

@@ -12,7 +12,21 @@ from typing import Any
 
 from arag_graph.core.errors import DatasetError
 
-__all__ = ["chunk_ids", "golds_of", "prediction_of", "question_of", "response_of"]
+__all__ = ["GRADED_TEXT", "chunk_ids", "golds_of", "prediction_of", "question_of", "reply_of", "response_of"]
+
+GRADED_TEXT = {
+    "contain_acc": "the whole final reply",
+    "llm_acc": "the whole final reply",
+    "exact_match": "the short answer (the reply's Answer: line)",
+    "f1": "the short answer (the reply's Answer: line)",
+}
+"""Which text of a run each answer metric grades, as the summary states it.
+
+The A-RAG paper's released evaluator gives its whole final message to Contain-Acc and to the judge,
+so a reply that names the gold answer in its reasoning and a shorter form on its last line
+("... directed by Stephen King.\nAnswer: King") is correct, as in the paper's tables. EM (CoRAG) and
+F1 (SRAG) are defined on a short answer, so they read the parsed ``Answer:`` line.
+"""
 
 
 def prediction_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
@@ -31,6 +45,26 @@ def response_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
     if isinstance(value, str) and value.strip():
         return value, None
     return prediction_of(outputs)
+
+
+def reply_of(outputs: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """The text Contain-Acc and LLM-Acc grade (:data:`GRADED_TEXT`): the whole final reply.
+
+    Bracketed citations of chunks the run saw are removed (our prompts ask for them, the paper's do
+    not, and "[12]" must not match the gold "12"). A run that failed is graded on its parsed answer
+    (empty: wrong), not on stray text of its last message; outputs without a ``response`` (a
+    caller's own target) are graded on their ``answer``.
+    """
+    from arag_graph.core.citations import without_citations
+
+    out = outputs or {}
+    if out.get("error"):
+        return prediction_of(outputs)
+    value = out.get("response")
+    if not (isinstance(value, str) and value.strip()):
+        return prediction_of(outputs)
+    seen = {cid for key in ("citations", "retrieved_chunks", "read_chunks") for cid in chunk_ids(out.get(key))}
+    return without_citations(value, seen.__contains__), None
 
 
 def golds_of(reference_outputs: Mapping[str, Any] | None) -> list[str]:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.core.tracing import local_tracing_guard
-from arag_graph.evaluators.fields import golds_of, prediction_of, question_of
+from arag_graph.evaluators.fields import golds_of, question_of, reply_of
 from arag_graph.llm.structured import ModelFacing
 
 __all__ = [
@@ -226,7 +226,9 @@ def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str
 
     The question is read from the example's ``inputs["question"]`` (``langsmith.evaluate`` passes
     ``inputs`` by name), else from ``outputs`` or ``reference_outputs``; without it the judge
-    grades against the gold answers alone. Score 1.0 or 0.0, or ``None`` with a comment when the
+    grades against the gold answers alone. The prediction is the run's whole final reply
+    (:func:`~arag_graph.evaluators.fields.reply_of`), as the A-RAG paper's evaluator gives its judge,
+    not the parsed ``Answer:`` line alone. Score 1.0 or 0.0, or ``None`` with a comment when the
     judge gave no valid verdict after one retry.
     """
     refuse_offline(judge_model)
@@ -235,7 +237,7 @@ def make_llm_acc_evaluator(judge_model: BaseChatModel) -> Callable[..., dict[str
     def llm_acc_evaluator(
         outputs: dict[str, Any], reference_outputs: dict[str, Any], inputs: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        prediction, missing = prediction_of(outputs)
+        prediction, missing = reply_of(outputs)
         golds = golds_of(reference_outputs)
         if not _has_content(prediction):
             return {"key": "llm_acc", "score": 0.0, "comment": missing or "empty prediction: incorrect without a call"}
@@ -263,7 +265,7 @@ _OFFLINE_REFUSED = (
 def refuse_offline(model: Any) -> None:
     # Checked through sys.modules so this module does not import the offline policy (slow) just to
     # refuse it: an OfflinePolicy instance can only exist once its module is loaded.
-    offline = sys.modules.get("arag_graph.llm.offline")
+    offline = sys.modules.get("arag_graph.offline.policy")
     if offline is not None and isinstance(model, offline.OfflinePolicy):
         raise ModelSpecError(_OFFLINE_REFUSED)
 

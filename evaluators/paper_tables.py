@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "ARAGOG_CHUNK_SIZE",
+    "ARAGOG_EMBEDDINGS",
     "ARAGOG_SCORES",
     "ARAG_LLM_ACC",
     "ARAG_SCALING",
@@ -22,8 +24,10 @@ __all__ = [
     "CITATIONS",
     "CORAG_EM",
     "DATASETS",
+    "SETTINGS",
     "SRAG_ABLATION_F1",
     "SRAG_F1",
+    "SRAG_HOPS_F1",
     "dataset_of",
 ]
 
@@ -67,6 +71,9 @@ CORAG_EM: dict[str, dict[str, float]] = {
     # CoRAG, EM (%) by chain length and the baselines it compares with.
     "Naive RAG": {"hotpotqa": 42.3, "2wiki": 38.7, "musique": 25.1},
     "IRCoT": {"hotpotqa": 53.1, "2wiki": 48.9, "musique": 35.4},
+    # S=1 and S=2: HotpotQA only (the chain-length figure as issue 35's audit of the paper read it).
+    "CoRAG S=1": {"hotpotqa": 44.1},
+    "CoRAG S=2": {"hotpotqa": 51.3},
     "CoRAG S=3": {"hotpotqa": 55.8, "2wiki": 51.2, "musique": 38.7},
     "CoRAG S=5": {"hotpotqa": 57.2, "2wiki": 52.8, "musique": 40.1},
 }
@@ -85,8 +92,18 @@ SRAG_ABLATION_F1: dict[str, dict[str, float]] = {
     "w/o table aggregation": {"musique": 0.393},
 }
 
+SRAG_HOPS_F1: dict[str, dict[str, float]] = {
+    # SRAG, F1 by number of hops (MuSiQue, the set whose questions name their hops): standard RAG and SRAG.
+    "standard RAG, 2 hops": {"musique": 0.45},
+    "SRAG, 2 hops": {"musique": 0.56},
+    "standard RAG, 3 hops": {"musique": 0.28},
+    "SRAG, 3 hops": {"musique": 0.39},
+    "standard RAG, 4 hops": {"musique": 0.18},
+    "SRAG, 4 hops": {"musique": 0.24},
+}
+
 ARAGOG_SCORES: dict[str, tuple[float, float, float]] = {
-    # ARAGOG's Context Precision / Answer Similarity / Answer Relevance (GPT-3.5, its corpus of AI papers).
+    # ARAGOG's Context Precision / Answer Similarity / Answer Relevance (the Llama 2 technical report, 100 QA pairs).
     "naive RAG": (0.657, 0.886, 0.919),
     "+ SWR": (0.662, 0.887, 0.921),
     "+ AMR": (0.649, 0.884, 0.917),
@@ -94,6 +111,33 @@ ARAGOG_SCORES: dict[str, tuple[float, float, float]] = {
     "+ HyDE": (0.701, 0.893, 0.924),
     "+ CCH": (0.694, 0.891, 0.922),
     "+ HyDE + CCH": (0.718, 0.897, 0.928),
+}
+
+ARAGOG_CHUNK_SIZE: dict[int, str] = {
+    # ARAGOG's chunk-size comparison: the notes give its finding, not its scores.
+    512: "best of the sizes compared",
+}
+
+ARAGOG_EMBEDDINGS = "the embedding models compared were within about 2% of each other (Context Precision)"
+"""ARAGOG's embedding-model comparison: the notes give its finding, not a score per model."""
+
+_ARAG_DATA = "LinearRAG's corpora and questions"
+SETTINGS: dict[str, str] = {
+    # The setting each paper's numbers were measured in (model, data, k), as far as our notes give it.
+    "arag-main": f"GPT-4o-mini and GPT-5-mini backbones, judge GPT-5-mini, {_ARAG_DATA}, "
+    "Qwen3-Embedding-0.6B, top-k 5, max_tokens >= 16,384",
+    "arag-ablations": f"GPT-5-mini backbone (the ablation's backbone), judge GPT-5-mini, {_ARAG_DATA}, top-k 5",
+    "arag-tokens": f"GPT-5-mini backbone, {_ARAG_DATA}, top-k 5, tokens counted with o200k_base",
+    "arag-scaling": "GPT-5-mini and GPT-4o-mini backbones, first 300 MuSiQue questions, top-k 5, step caps 5 to 20",
+    "arag-effort": "GPT-5-mini backbone, first 300 MuSiQue questions, top-k 5, reasoning effort minimal to high",
+    "aragog-grid": "the Llama 2 technical report with 100 QA pairs; backbone and k not in our notes",
+    "aragog-chunk-size": "the Llama 2 technical report with 100 QA pairs; backbone and k not in our notes",
+    "aragog-embeddings": "the Llama 2 technical report with 100 QA pairs; backbone and k not in our notes",
+    "corag-decoding": "CoRAG's model fine-tuned on rejection-sampled chains (name, data and k not in our notes)",
+    "corag-chain-length": "CoRAG's model fine-tuned on rejection-sampled chains, EM (name and k not in our notes)",
+    "srag-ablations": "SRAG's fine-tuned decomposer and extractor, F1 (backbone and k not in our notes)",
+    "srag-hops": "SRAG's fine-tuned decomposer and extractor, MuSiQue by hop count, F1 "
+    "(backbone and k not in our notes)",
 }
 
 CITATIONS: dict[str, str] = {
@@ -106,9 +150,12 @@ CITATIONS: dict[str, str] = {
     "aragog-grid": f"{ARAGOG}, comparison of retrieval techniques (Context Precision, Answer Similarity, "
     "Answer Relevance)",
     "corag-decoding": f"{CORAG}, decoding strategies (greedy, best-of-N, tree search; numbers not in our notes)",
-    "corag-chain-length": f"{CORAG}, test-time scaling by chain length S (EM)",
+    "corag-chain-length": f"{CORAG}, test-time scaling by chain length S (EM; S=1 and S=2 on HotpotQA only)",
     "srag-ablations": f"{SRAG}, main results (F1) and the ablation on MuSiQue",
-    "srag-hops": f"{SRAG}, results by number of hops (no numbers in our notes: gains peak on 3-hop questions)",
+    "srag-hops": f"{SRAG}, results by number of hops on MuSiQue (F1, standard RAG and SRAG; gains peak on 3-hop "
+    "questions, 4+ hops stay hard)",
+    "aragog-chunk-size": f"{ARAGOG}, chunk-size comparison (512-token chunks were best; scores not in our notes)",
+    "aragog-embeddings": f"{ARAGOG}, embedding-model comparison (models within about 2%; scores not in our notes)",
 }
 
 

@@ -57,9 +57,20 @@ class EvalPlan:
     profile: str = "package"
     """``package`` or ``paper`` (:mod:`arag_graph.core.profiles`): the defaults of every run, the index
     an evaluation builds, and the judge (:func:`with_profile`)."""
-    rows: tuple[tuple[str, dict[str, Any]], ...] = ()
+    rows: tuple[tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str], ...] = ()
     """Explicit (graph, settings) pairs run besides ``graphs`` and the grid: a table's rows that no sweep
-    spells (SRAG's ablations, one switch off at a time); each is a setting of its own, as a sweep's are."""
+    spells (SRAG's ablations, one switch off at a time); each is a setting of its own, as a sweep's are.
+    A third item names the index the row runs on (one of ``variants``; default the evaluation's)."""
+    variants: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """Index variants that rows compare, by name: the same corpus built with other ``chunk_size`` or
+    ``embedding`` (a spec; ``""`` the packaged encoder), as ARAGOG's chunk-size and embedding-model
+    comparisons (:func:`arag_graph.evaluators.eval_index.prepare_variant_indexes`)."""
+
+
+def row_parts(row: tuple[Any, ...]) -> tuple[str, dict[str, Any], str]:
+    """A plan row as (graph, settings, index name): rows without an index run on the evaluation's."""
+    name, values, *index = row
+    return name, dict(values), (index[0] if index else "")
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,8 @@ class Setting:
     graph: str
     values: dict[str, Any]
     index: str = ""
-    """Which index the setting runs on: ``""`` the evaluation's, ``"cch"`` the grid's with contextual headers."""
+    """Which index the setting runs on: ``""`` the evaluation's, ``"cch"`` the grid's with contextual headers,
+    or a variant of the plan (``EvalPlan.variants``)."""
 
     @property
     def key(self) -> str:
@@ -99,10 +111,10 @@ def settings_for(plan: EvalPlan) -> list[Setting]:
         # --set values the graph has are part of its setting, so tables and file names show them.
         base = {k: v for k, v in fixed.items() if k in fields}
         out.extend(Setting(name, {**base, **values}) for values in combinations(fields, sweeps))
-    for name, values in plan.rows:
+    for name, values, index in map(row_parts, plan.rows):
         fields = get_graph_spec(name).config.model_fields
         base = {k: v for k, v in fixed.items() if k in fields}
-        out.append(Setting(name, {**base, **values}))
+        out.append(Setting(name, {**base, **values}, index))
     if plan.grid:
         from arag_graph.evaluators.grid import GRAPH, grid_rows
 
@@ -127,7 +139,7 @@ def with_profile(plan: EvalPlan) -> EvalPlan:
 
 def planned_graphs(plan: EvalPlan) -> list[str]:
     """The graphs the plan runs: ``graphs``, and the grid's graph when there is a grid."""
-    names = [*plan.graphs, *(name for name, _ in plan.rows)]
+    names = [*plan.graphs, *(row_parts(row)[0] for row in plan.rows)]
     if plan.grid:
         from arag_graph.evaluators.grid import GRAPH
 
@@ -194,10 +206,13 @@ def check_plan(plan: EvalPlan) -> list[Question]:
         grid_rows(plan.grid)  # a one-line error naming the grids
         if plan_settings(plan)[1]:
             raise AragError("--grid runs fixed settings per technique; give single values to --set and --max-steps")
-    for name in [*plan.graphs, *(name for name, _ in plan.rows)]:
+    for name in [*plan.graphs, *(row_parts(row)[0] for row in plan.rows)]:
         get_graph_spec(name)
-    for name, values in plan.rows:
+    variants = dict(plan.variants)
+    for name, values, index in map(row_parts, plan.rows):
         config_for(name, **values)  # a row's values, checked as --set values are
+        if index and index not in variants:
+            raise AragError(f"a row runs on index {index!r}, which the plan does not build; name it in variants")
     if plan.workers < 1:
         raise AragError(f"--workers {plan.workers} must be at least 1")
     from arag_graph.tools.toolkit import TOP_K_MAX, TOP_K_MIN

@@ -172,6 +172,7 @@ INDEX_FINGERPRINT_FIELDS = (
     "chunk_size",
     "contextual_headers",
     "header_max_chars",
+    "header_style",
     "keyword_match",
     "embedding_prompts",  # query/document instructions of the encoder (E5, BGE, Qwen3-Embedding)
 )

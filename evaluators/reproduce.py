@@ -74,18 +74,38 @@ class ReproTable:
     grid: str | None = None
     by_hops: bool = False
     """One row per (setting, hop count) from the summary's ``by_hops`` breakdown."""
+    paper_hops: tuple[int, ...] = ()
+    """Hop counts the paper reports: their rows are printed even where our data has none ("n/a")."""
+    variants: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """Index variants the rows run on (``EvalPlan.variants``): ARAGOG's chunk sizes, embedding models."""
+    compares_embeddings: bool = False
+    """Rows: the evaluation's encoder (``--embedding``, else the packaged one) and, when ``--embedding``
+    names another, the packaged encoder beside it."""
 
     def plan(self, **values: Any) -> EvalPlan:
         """The evaluation of this table with the paper profile (``values``: dataset, model, out, ...)."""
+        rows: tuple[Any, ...] = self.rows
+        if self.compares_embeddings:
+            rows = ((COMPARED, {}),) + (((COMPARED, {}, PACKAGED),) if values.get("embedding") else ())
         return EvalPlan(
             graphs=list(self.graphs),
             max_steps=list(self.max_steps) or None,
             extra_context=dict(self.sweeps),
-            rows=self.rows,
+            rows=rows,
             grid=self.grid,
+            variants=self.variants,
             profile="paper",
             **values,
         )
+
+
+COMPARED = "naive_rag"
+"""The graph ARAGOG's comparisons run (its naive RAG, one retrieval then an answer)."""
+PACKAGED = "embedding-packaged"
+"""The index variant with the packaged encoder, beside the one ``--embedding`` names."""
+CHUNK_SIZES = (256, 512, 1024)
+"""The chunk sizes the chunk-size table compares (ARAGOG found 512 best; the others are our choice
+around it, as the notes do not say which sizes the paper tried)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +157,10 @@ def _chain_label(setting: Setting) -> str:
 def _decoding_label(setting: Setting) -> str:
     names = {"greedy": "greedy", "best_of_n": "best-of-N", "tree": "tree search"}
     return f"CoRAG, {names.get(str(setting.values.get('decoding')), setting.values.get('decoding'))}"
+
+
+def _chunk_size_label(setting: Setting) -> str:
+    return f"chunks of {setting.index.removeprefix('chunks-')} tokens"
 
 
 def _srag_label(setting: Setting) -> str:
@@ -204,6 +228,18 @@ def _aragog(_dataset: str | None) -> tuple[PaperColumn, ...]:
     return tuple(PaperColumn(f"paper {name}", _aragog_score(i), "fraction") for i, name in enumerate(names))
 
 
+def _aragog_chunk_size(_dataset: str | None) -> tuple[PaperColumn, ...]:
+    def finding(label: str) -> str | None:
+        size = label.removeprefix("chunks of ").removesuffix(" tokens")
+        return P.ARAGOG_CHUNK_SIZE.get(int(size)) if size.isdigit() else None
+
+    return (PaperColumn("paper's finding", finding, "text"),)
+
+
+def _aragog_embeddings(_dataset: str | None) -> tuple[PaperColumn, ...]:
+    return (PaperColumn("paper's finding", lambda _label: P.ARAGOG_EMBEDDINGS, "text"),)
+
+
 def _corag_em(dataset: str | None) -> tuple[PaperColumn, ...]:
     return (PaperColumn(f"paper EM (%), {_name(dataset)}", _lookup(P.CORAG_EM, dataset)),)
 
@@ -219,10 +255,25 @@ def _srag(dataset: str | None) -> tuple[PaperColumn, ...]:
 
 
 def _srag_hops(dataset: str | None) -> tuple[PaperColumn, ...]:
-    return (PaperColumn(f"paper F1, {_name(dataset)}", _none, "fraction"),)
+    """SRAG's F1 by hop count (MuSiQue), and its overall F1 on the "all" rows."""
+    overall = _lookup(P.SRAG_F1, dataset)
+    by_hops = _lookup(P.SRAG_HOPS_F1, dataset)
+
+    def value(label: str) -> float | None:
+        base, _, part = label.rpartition(", ")
+        return overall(base) if part == "all" else by_hops(label)
+
+    return (PaperColumn(f"paper F1, {_name(dataset)}", value, "fraction"),)
 
 
 _ACC = (Column("llm_acc", "LLM-Acc (%)"), Column("contain_acc", "Contain-Acc (%)"))
+_ARAGOG_OURS = (
+    Column("context_precision", "Context Precision", "fraction"),
+    Column("context_precision_ragas", "Context Precision (RAGAS)", "fraction"),
+    Column("answer_similarity", "Answer Similarity", "fraction"),
+    Column("answer_relevance", "Answer Relevance", "fraction"),
+    Column("retrieved_tokens", "retrieved tokens", "tokens"),
+)
 _TOKENS = Column("retrieved_tokens", "retrieved tokens", "tokens")
 _STEPS = Column("steps", "steps", "number")
 _EM = (Column("exact_match", "EM (%)"), Column("f1", "F1", "fraction"), Column("llm_acc", "LLM-Acc (%)"))
@@ -279,12 +330,31 @@ TABLES: dict[str, ReproTable] = {
             "ARAGOG: retrieval techniques",
             (
                 Column("context_precision", "Context Precision", "fraction"),
+                Column("context_precision_ragas", "Context Precision (RAGAS)", "fraction"),
                 Column("answer_similarity", "Answer Similarity", "fraction"),
                 Column("answer_relevance", "Answer Relevance", "fraction"),
             ),
             _aragog,
             _graph_label,  # replaced by the grid's own labels (see _labels)
             grid="aragog",
+        ),
+        ReproTable(
+            "aragog-chunk-size",
+            "ARAGOG: chunk size",
+            _ARAGOG_OURS,
+            _aragog_chunk_size,
+            _chunk_size_label,
+            rows=tuple((COMPARED, {}, f"chunks-{size}") for size in CHUNK_SIZES),
+            variants=tuple((f"chunks-{size}", {"chunk_size": size}) for size in CHUNK_SIZES),
+        ),
+        ReproTable(
+            "aragog-embeddings",
+            "ARAGOG: embedding models",
+            _ARAGOG_OURS,
+            _aragog_embeddings,
+            _graph_label,  # replaced by the encoders' names (see _labels)
+            variants=((PACKAGED, {"embedding": ""}),),
+            compares_embeddings=True,
         ),
         ReproTable(
             "corag-decoding",
@@ -321,6 +391,7 @@ TABLES: dict[str, ReproTable] = {
             _srag_label,
             graphs=("naive_rag", "srag"),
             by_hops=True,
+            paper_hops=(2, 3, 4),
         ),
     )
 }
@@ -342,6 +413,10 @@ def reproduce_table(name: str) -> ReproTable:
 def _labels(table: ReproTable, plan: EvalPlan) -> dict[str, str]:
     """Each setting's row label by its file name (grid rows keep the grid's own labels)."""
     labels = {s.file_name: table.label(s) for s in settings_for(plan)}
+    if table.compares_embeddings:
+        packaged = "all-MiniLM-L6-v2 (packaged)"
+        for s in settings_for(plan):
+            labels[s.file_name] = packaged if s.index == PACKAGED or not plan.embedding else str(plan.embedding)
     if plan.grid:
         from arag_graph.evaluators.grid import GRAPH, grid_rows
         from arag_graph.registry import get_graph_spec
@@ -372,8 +447,9 @@ def build_table(
         label = labels[setting.file_name]
         parts: list[tuple[str, Mapping[str, Any]]] = [(label, found)]
         if table.by_hops:
-            hops = found.get("by_hops") or {}
-            parts = [(f"{label}, all", found)] + [(f"{label}, {h} hops", hops[h]) for h in sorted(hops, key=str)]
+            hops = {str(h): part for h, part in (found.get("by_hops") or {}).items()}
+            counts = sorted({*hops, *(str(h) for h in table.paper_hops)}, key=lambda h: (len(h), h))
+            parts = [(f"{label}, all", found)] + [(f"{label}, {h} hops", hops.get(h) or {}) for h in counts]
         for shown, metrics in parts:
             entries.append(
                 {
@@ -383,7 +459,8 @@ def build_table(
                     "n": metrics.get("n", 0),
                     "errors": metrics.get("errors", 0),
                     "ours": _ours(metrics, table.ours),
-                    "paper": {c.header: c.value(label) for c in paper_columns},
+                    "paper": {c.header: c.value(shown) for c in paper_columns},
+                    "paper_setting": P.SETTINGS[table.name],
                 }
             )
     return entries
@@ -429,11 +506,17 @@ def table_markdown(
         "",
         f"Model: {label}; profile: paper (docs/guide/reproducing.md); dataset: {_name(dataset)}.",
         f"Paper's numbers: {P.CITATIONS[table.name]}.",
+        f"Paper's setting (model, data, k): {P.SETTINGS[table.name]}.",
     ]
     if label == OFFLINE_LABEL:
         lines.append(
             "The offline policy is a deterministic no-LLM baseline: its numbers measure retrieval and extraction "
             "rules, not a language model; model-judged cells are unavailable."
+        )
+    if table.compares_embeddings and len(entries) < 2:
+        lines.append(
+            "One encoder only: give --embedding SPEC (a local sentence-transformers folder, such as the A-RAG "
+            "paper's Qwen3-Embedding-0.6B, or openai:NAME) to compare it with the packaged one."
         )
     lines += ["", "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for entry in entries:
@@ -486,6 +569,7 @@ def reproduce(
         "dataset": str(dataset),
         "paper_dataset": which,
         "paper_source": P.CITATIONS[table.name],
+        "paper_setting": P.SETTINGS[table.name],
         "rows": entries,
     }
     json_path, md_path = Path(out) / f"{table.name}.json", Path(out) / f"{table.name}.md"

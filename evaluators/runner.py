@@ -38,7 +38,12 @@ from langchain_core.callbacks import UsageMetadataCallbackHandler
 
 from arag_graph.core.jsonl import JsonLinesFile, scrub
 from arag_graph.core.safety import remember_url_credentials
-from arag_graph.evaluators.eval_index import prepare_cch_index, prepare_index, reuses_built_index
+from arag_graph.evaluators.eval_index import (
+    prepare_cch_index,
+    prepare_index,
+    prepare_variant_indexes,
+    reuses_built_index,
+)
 from arag_graph.evaluators.plan import (
     EvalPlan,
     Setting,
@@ -48,6 +53,7 @@ from arag_graph.evaluators.plan import (
     settings_for,
     with_profile,
 )
+from arag_graph.evaluators.plots import write_plots
 from arag_graph.evaluators.predictions import (
     PREDICTIONS,
     check_out_dir,
@@ -308,6 +314,36 @@ def run_evaluation(
         return _evaluate(plan, questions, files, progress, embeddings)
 
 
+def _runs_inputs(
+    plan: EvalPlan,
+    questions: list[Question],
+    files: list[tuple[Setting, JsonLinesFile]],
+    progress: bool,
+    embeddings: Any,
+    index: Any,
+    gold: dict[str, list[str]],
+) -> tuple[dict[str, Any], dict[str, dict[str, list[str]]], dict[str, list[Callable[..., Any]]]]:
+    """Per index a setting runs on (``""``, ``"cch"``, a plan's variants): the index, its questions'
+    gold chunk ids and the evaluators that score runs on it."""
+    from arag_graph.evaluators import default_evaluators
+    from arag_graph.evaluators.judge import resolve_judge
+
+    indexes = {"": index, "cch": prepare_cch_index(plan, index, progress)}
+    golds = {"": gold, "cch": gold}  # contextual headers change no chunk: the same gold ids
+    for name, (variant, variant_gold) in prepare_variant_indexes(plan, index, questions, progress).items():
+        indexes[name], golds[name] = variant, variant_gold
+    judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
+    # Answer similarity compares answers with the evaluation's encoder on every row; the judged metrics
+    # read the passages of the index the row ran on (a variant's chunk ids are its own).
+    scorers = {
+        key: default_evaluators(
+            embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=indexes[key] or index
+        )
+        for key in dict.fromkeys(s.index for s, _ in files)
+    }
+    return indexes, golds, scorers
+
+
 def _evaluate(
     plan: EvalPlan,
     questions: list[Question],
@@ -315,18 +351,12 @@ def _evaluate(
     progress: bool,
     embeddings: Any,
 ) -> list[dict[str, Any]]:
-    from arag_graph.evaluators import default_evaluators
     from arag_graph.evaluators.html_report import write_experiment_links, write_report, write_snippets
-    from arag_graph.evaluators.judge import resolve_judge
-    from arag_graph.evaluators.report import summarize, write_failures, write_plots, write_summary
+    from arag_graph.evaluators.report import summarize, write_failures, write_summary
 
     index, gold = prepare_index(plan, questions, progress)
     check_resume(plan, index)
-    indexes = {"": index, "cch": prepare_cch_index(plan, index, progress)}
-    judge = resolve_judge(plan.judge, plan.base_url, timeout=plan.timeout, max_retries=plan.max_retries)
-    evaluators = default_evaluators(
-        embeddings=embeddings or index.embeddings, judge=judge, model=plan.model, chunks=index
-    )
+    indexes, golds, scorers = _runs_inputs(plan, questions, files, progress, embeddings, index, gold)
     upload = upload_enabled(plan)
     client = None if upload else offline_client()
     dataset_name = None
@@ -336,7 +366,10 @@ def _evaluate(
         client = Client()
         dataset_name = langsmith_dataset(client, plan, questions, gold)
 
-    runs = [SettingRun(plan, setting, indexes[setting.index], gold, evaluators, file=file) for setting, file in files]
+    runs = [
+        SettingRun(plan, setting, indexes[setting.index], golds[setting.index], scorers[setting.index], file=file)
+        for setting, file in files
+    ]
     pending = sum(1 for run in runs for q in questions if q.id not in run.file.keys)
     links: dict[tuple[str, str], str] = {}
     with _progress(pending, progress) as tick:

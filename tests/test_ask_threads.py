@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from arag_graph.cli.main import THREAD_STORE
+from arag_graph.cli.threads import THREAD_STORE
 from arag_graph.core.cache import cache_dir
 from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line, run_cli

@@ -445,6 +445,31 @@ def test_ask_text_shows_each_tool_call_then_its_result_before_the_answer(
     assert re.fullmatch(r"citations: \S.*", lines[answer_at + 1])
 
 
+@pytest.mark.parametrize("graph", ["arag", "corag"])
+def test_ask_validates_the_run_context_once(
+    graph: str, no_key: None, sample_path: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-steps`` goes from the flag into one checked context, which is the one the graph runs
+    with: the CLI used to check the context (``config_for``) and then build and check it again."""
+    from arag_graph.registry import get_graph_spec
+
+    schema = get_graph_spec(graph).config
+    built: list[dict[str, object]] = []
+    checked = schema.__init__
+
+    def counting(self: object, **data: object) -> None:
+        built.append(data)
+        checked(self, **data)
+
+    monkeypatch.setattr(schema, "__init__", counting)
+    argv = ["ask", QUESTION, "--index", sample_path, "--graph", graph, "--max-steps", "2", "--json"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert len(built) == 1, built
+    assert built[0]["max_steps"] == 2
+    assert json.loads(out)["steps"] <= 2
+
+
 @pytest.mark.parametrize("question", ["", "   ", "\t\n"], ids=["empty", "spaces", "whitespace"])
 def test_ask_empty_question(
     question: str, key_or_not: str, sample_path: str, capsys: pytest.CaptureFixture[str]

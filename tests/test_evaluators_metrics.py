@@ -384,7 +384,8 @@ def test_default_evaluators_called_like_the_runner() -> None:
         "cost_usd": pytest.approx((1000 * 0.15 + 100 * 0.60) / 1e6),
         "answer_similarity": pytest.approx(1.0),  # "it is paris" keeps only "paris" in the vocabulary
         "llm_acc": 1.0,
-        "context_precision": 1.0,  # gold 1 and 2 are the first two of the ranked chunks 1, 2, 7, 9
+        "context_precision": 0.5,  # gold 1 and 2 are the first two of the ranked chunks 1, 2, 7, 9: 2/K
+        "context_precision_ragas": 1.0,  # ... and every relevant chunk comes first
         "answer_relevance": None,  # without the question asked (inputs) there is nothing to compare
     }
 
@@ -458,7 +459,8 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "cost_usd": pytest.approx(0.00021),
         "answer_similarity": pytest.approx(1.0),
         "llm_acc": 1.0,
-        "context_precision": 1.0,
+        "context_precision": 0.5,
+        "context_precision_ragas": 1.0,
         "answer_relevance": pytest.approx(ANSWER_RELEVANCE),
         "faithfulness": 1.0,  # the one claim "It is Paris" is in passage 2
     }
@@ -477,6 +479,7 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "answer_similarity": 0.0,
         "llm_acc": 0.0,
         "context_precision": None,  # the failed run retrieved nothing: no context to rank
+        "context_precision_ragas": None,
         "answer_relevance": 0.0,  # an empty answer addresses nothing, decided without a call
         "faithfulness": None,  # an empty answer makes no claim to check
     }

@@ -128,7 +128,7 @@ def test_the_cli_reads_a_forged_artifact_the_checked_way(artifact: Any) -> None:
     numbers and chunk IDs, not as whatever the caller put there."""
     from langchain_core.messages import ToolMessage
 
-    from arag_graph.cli.main import tool_result
+    from arag_graph.cli.ask import tool_result
 
     message = ToolMessage("nothing here", tool_call_id="f1", name="chunk_read", artifact=artifact)
     step = tool_result(message)

@@ -21,7 +21,8 @@ from arag_graph.arag.graph import build_arag_graph
 from arag_graph.baselines.graph import build_direct_graph
 from arag_graph.llm import models
 from arag_graph.llm.models import resolve_chat_model
-from arag_graph.llm.structured import Decomposition, structured_call
+from arag_graph.llm.structured import structured_call
+from arag_graph.srag.schemas import Decomposition
 from tests.localmodel import Exchange, classify, repeats
 from tests.stubs._http import RecordedRequest
 from tests.stubs.openai_server import OpenAIStubServer, Reply, http_error, text, tool_call

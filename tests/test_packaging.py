@@ -59,6 +59,20 @@ def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
     assert "arag_graph/evaluators/report_template.html" in names  # the page of report.html
 
 
+def test_wheel_holds_every_package_of_the_sources(wheel: Path) -> None:
+    """pyproject.toml lists the packages by hand (``evaluators/`` is mapped under ``arag_graph``), so a
+    new folder had to be added there too: ``arag_graph.offline`` and ``arag_graph.tools`` were not,
+    and the installed package failed to import (``langgraph dev`` on an installed package, issue 37)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = [p.relative_to(REPO).as_posix() for p in (REPO / "arag_graph").rglob("__init__.py")]
+    sources += [
+        "arag_graph/evaluators/" + p.relative_to(REPO / "evaluators").as_posix()
+        for p in (REPO / "evaluators").rglob("__init__.py")
+    ]
+    missing = sorted(s.removesuffix("/__init__.py").replace("/", ".") for s in sources if s not in names)
+    assert not missing, f"packages missing from the wheel (add them to pyproject.toml's packages): {missing}"
+
+
 def _metadata(wheel: Path) -> Message:
     """The wheel's core metadata (METADATA of its .dist-info), parsed as the e-mail headers it is."""
     with zipfile.ZipFile(wheel) as zf:

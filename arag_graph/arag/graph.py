@@ -39,17 +39,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
+from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
+from arag_graph.arag.model import arag_model
+from arag_graph.arag.prompts import agent_system_prompt
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.prompts import agent_system_prompt
-from arag_graph.run.configuration import (
-    AgentContext,
-    AragContext,
-    AragContextDict,
-    AragNaiveContext,
-    AragNaiveContextDict,
-)
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
@@ -188,7 +183,7 @@ def agent(
             **progress,
         }
 
-    step = run.backbone.agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
+    step = arag_model(run.model).agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
     return Call(
         step,
         on_reply,
@@ -204,7 +199,7 @@ def synthesize(
     run = run_of(runtime, bound)
     closing = not_run_messages(state["messages"][-1], "the step budget is used up; answer now.")
     names = list(bound.available(run, tools))
-    step = run.backbone.synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
+    step = arag_model(run.model).synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
     return Call(
         step,
         lambda reply: {"messages": [*closing, reply]},
@@ -359,7 +354,7 @@ class ToolCallGuard:
         warning = None
         if self._wants_hyde(prepared, run):
             try:
-                passage = run.backbone.hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
+                passage = arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 warning = _hyde_failed(exc)
@@ -375,7 +370,9 @@ class ToolCallGuard:
         warning = None
         if self._wants_hyde(prepared, run):
             try:
-                passage = await run.backbone.hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                passage = (
+                    await arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                )
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
                 warning = _hyde_failed(exc)

@@ -6,6 +6,10 @@ the commands then check them here before anything runs, so a value that makes no
 naming the flag. ``float("nan")`` and ``float("inf")`` parse without complaint, which is why every
 float is checked to be finite. Out-of-range values are refused, never clamped: a person typed them.
 (Tools called by a model clamp instead: a model's odd argument must not end its run.)
+
+The flags that several commands share are defined here too, one ``add_*`` function each, so a flag
+new to a group of commands is one function here and one call in each command's ``_*_command``
+(the command modules: :mod:`~arag_graph.cli.index_cmd`, :mod:`~arag_graph.cli.ask`, ...).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import argparse
 import contextlib
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
+from arag_graph.cli import logs
 from arag_graph.core.errors import AragError
 
 
@@ -127,3 +133,151 @@ def file_errors_as_one_line(out: str) -> Iterator[None]:
             f"cannot write {where}: {reason}; free disk space or fix permissions and rerun to resume "
             "(what was written is kept), or choose another --out"
         ) from None
+
+
+def check_run_limits(max_steps: int | None, top_k_value: int | None) -> None:
+    """``--max-steps`` and ``--top-k`` as given on the command line (None: the graph's default).
+
+    ``--top-k`` follows one rule in every command: refused outside the tools' range (the tools clamp
+    only what a model asks for).
+    """
+    if max_steps is not None and max_steps < 0:
+        raise AragError(f"--max-steps {max_steps} is not a step cap; give 0 or more tool steps, e.g. --max-steps 15")
+    top_k(top_k_value)
+
+
+def set_values(pairs: Sequence[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` pairs; the graphs' configuration classes coerce and check the values."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise AragError(f"--set {pair!r}: give KEY=VALUE, e.g. --set tools=no_chunk_read")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def html_file(path: Path, flag: str) -> None:
+    """An HTML file to write: refused before any work when it is a directory or its directory is missing."""
+    if path.is_dir():
+        raise AragError(f"{flag} {path} is a directory; give a file name, e.g. {flag} {path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise AragError(f"{flag} {path}: directory {path.parent} does not exist; create it or give another file")
+
+
+# --------------------------------------------------------------------------------------------
+# Flags that several commands share
+
+
+def output_flags() -> argparse.ArgumentParser:
+    """``-v``/``-q``, on every command: how much goes to stderr (see :mod:`arag_graph.cli.logs`)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help=f"more on stderr: -v arag's debug lines, -vv other libraries' info too (default: ${logs.ENV}, else info)",
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, and no progress bars")
+    return flags
+
+
+def add_model_choice(p: argparse.ArgumentParser, model_help: str, base_url_help: str) -> None:
+    """``--model`` and ``--base-url``: the chat model a command runs (ask, eval, reproduce, sample-chains).
+
+    The value is resolved by :func:`arag_graph.cli.resolve.choose_model_spec`.
+    """
+    p.add_argument("--model", default=None, help=model_help)
+    p.add_argument("--base-url", default=None, help=base_url_help)
+
+
+def add_chroma_timeout(p: argparse.ArgumentParser) -> None:
+    """``--chroma-timeout``: on the commands that open an index's Chroma server (index, search, read, verify)."""
+    p.add_argument(
+        "--chroma-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="total time each Chroma server request may take, whole reply included "
+        "(default $ARAG_CHROMA_TIMEOUT, else 60)",
+    )
+
+
+def add_profile(p: argparse.ArgumentParser, text: str) -> None:
+    """``--profile package|paper`` (:mod:`arag_graph.core.profiles`); checked by the command, one line."""
+    p.add_argument("--profile", default=None, metavar="{package,paper}", help=text)
+
+
+def add_settings(p: argparse.ArgumentParser, text: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.settings``; :func:`set_values` parses the pairs."""
+    p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE", help=text)
+
+
+def add_embedding(p: argparse.ArgumentParser) -> None:
+    """``--embedding`` and ``--embedding-base-url``: the model a new index embeds with (recorded in it)."""
+    p.add_argument(
+        "--embedding",
+        default=None,
+        metavar="SPEC",
+        help="embedding model: a sentence-transformers folder or cached name, or openai:NAME for an "
+        "OpenAI-compatible endpoint (key from OPENAI_API_KEY); default the packaged all-MiniLM-L6-v2. "
+        "Recorded in the index, which then embeds queries with it; never downloaded",
+    )
+    p.add_argument(
+        "--embedding-base-url",
+        default=None,
+        metavar="URL",
+        help="base URL of the openai:NAME endpoint, e.g. http://localhost:8080/v1 (recorded; never a key)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Choices the library defines, listed in --help
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that lists the choices of the options whose choices the library defines (graphs, formats,
+    encoders), read only when help is shown: ``arag`` starts without importing the graph registry
+    or the encoders, and the command's own checks keep their one-line errors for a wrong value."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        listed = getattr(action, "listed_choices", None)
+        return f"{text} (one of: {', '.join(listed())})" if listed is not None and text else text
+
+
+def listed(action: argparse.Action, choices: Callable[[], Sequence[str]]) -> None:
+    """Have :class:`HelpFormatter` list ``choices()`` in the help of ``action``."""
+    action.listed_choices = choices  # type: ignore[attr-defined]
+
+
+def graph_names() -> list[str]:
+    from arag_graph import registry
+
+    return registry.graph_names()
+
+
+def table_names() -> Sequence[str]:
+    from arag_graph.evaluators.reproduce import TABLES
+
+    return list(TABLES)
+
+
+def corpus_formats() -> Sequence[str]:
+    from arag_graph.index.corpus import CORPUS_FORMATS
+
+    return CORPUS_FORMATS
+
+
+def question_formats() -> Sequence[str]:
+    from arag_graph.qa.datasets import QUESTION_FORMATS
+
+    return QUESTION_FORMATS
+
+
+def encoders() -> Sequence[str]:
+    from arag_graph.index.encoders import ENCODERS
+
+    return ENCODERS

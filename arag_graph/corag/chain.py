@@ -47,20 +47,20 @@ o200k tokens for corpora of long chunks or models with small contexts.
 The penalty. The paper prefers the chain under which the model finds the sub-answer "No relevant
 information found" least likely given each step's documents. Where the endpoint returns token
 log-probabilities (OpenAI, vLLM and other OpenAI-compatible servers), best-of-N and the tree ask for
-them (:meth:`~arag_graph.llm.backbone.Backbone.no_information_logprob`) and a step's penalty is
+them (:meth:`~arag_graph.corag.model.CoragModel.no_information_logprob`) and a step's penalty is
 that probability, ``exp(logprob)`` (its log is kept as ``no_info_logprob``; scorer ``logprob``).
 Elsewhere (the offline policy, providers without logprobs, a failed scoring request, greedy
 decoding, or ``penalty="confidence"``) each sub-answer's structured confidence stands in
-(:class:`~arag_graph.llm.structured.SubAnswer`): the penalty is ``1 - confidence`` (1 for "No
+(:class:`~arag_graph.corag.schemas.SubAnswer`): the penalty is ``1 - confidence`` (1 for "No
 relevant information found"; scorer ``confidence``). A chain's penalty is the mean over its steps
 (:func:`chain_penalty`), and the run says which scorer it used (``penalty_scorer``).
 
-The sub-answer, the check and the reformulation are the backbone's typed requests
-(:class:`~arag_graph.llm.backbone.Backbone`). With a real model, a bad structured reply is retried once
+The sub-answer, the check and the reformulation are CoRAG's typed requests
+(:class:`~arag_graph.corag.model.CoragModel`). With a real model, a bad structured reply is retried once
 and then read as "No relevant information found" (sub-answer), "not sufficient" (check) or the
 question itself (reformulation, which then stops the chain as a loop); such fallbacks are listed in
 ``warnings``, never raised. The offline policy answers them with its documented rules
-(:mod:`arag_graph.llm.offline`), so the whole graph runs without a network. A sampled chain (``sample``
+(:mod:`arag_graph.corag.model`), so the whole graph runs without a network. A sampled chain (``sample``
 k > 0) asks its reformulations at its own temperature; the offline policy, which has none, varies
 its rule by k instead.
 """
@@ -83,18 +83,19 @@ from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import hyde_vector, selection_functions
+from arag_graph.corag.context import CoragContext
+from arag_graph.corag.model import corag_model
+from arag_graph.corag.prompts import verdict
+from arag_graph.corag.schemas import NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
 from arag_graph.core.tokens import count_tokens, decode, encode
-from arag_graph.llm.backbone import Step
 from arag_graph.llm.models import with_settings
-from arag_graph.llm.prompts import verdict
-from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
+from arag_graph.llm.steps import Step
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages, rrf_scores
-from arag_graph.run.configuration import CoragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import retrieval_update
-from arag_graph.run.runtime import Bound, Run, backbone_for, run_of
+from arag_graph.run.retrieval import hyde_vector, selection_functions
+from arag_graph.run.runtime import Bound, Run, run_of
 from arag_graph.run.state import RunState, TrajectoryStep, question_of, union
 
 __all__ = [
@@ -366,7 +367,7 @@ def _sampling(run: Run, temperature: float | None) -> Run:
     if temperature is None:
         return run
     model = with_settings(run.model, temperature=temperature)
-    return run if model is run.model else dataclasses.replace(run, model=model, backbone=backbone_for(model))
+    return run if model is run.model else dataclasses.replace(run, model=model)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,12 +457,13 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
         return update
 
     if not found:  # nothing to read: no model call
-        return on_result((FALLBACKS[SubAnswer](query), None))  # type: ignore[arg-type]
-    sub = run.backbone.sub_answer(query, found)
-    on_error = lambda message: on_result((FALLBACKS[SubAnswer](query), message))  # type: ignore[arg-type]  # noqa: E731
+        return on_result((SubAnswer.fallback(query), None))
+    model = corag_model(run.model)
+    sub = model.sub_answer(query, found)
+    on_error = lambda message: on_result((SubAnswer.fallback(query), message))  # noqa: E731
     if ctx.decoding == "greedy" or ctx.penalty == "confidence":  # greedy compares no chains
         return Call(sub, on_result, name="sub_answer", on_error=on_error)
-    score = run.backbone.no_information_logprob(query, found)
+    score = model.no_information_logprob(query, found)
     both = RunnableParallel(
         sub_answer=RunnableLambda(lambda _: sub.input, name="sub_answer_input") | sub.runnable,
         logprob=RunnableLambda(lambda _: score.input, name="score_input") | score.runnable,
@@ -511,10 +513,10 @@ def check(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bound) ->
         return update
 
     return Call(
-        run.backbone.sufficiency(question, chain_context(state, run.ctx)),
+        corag_model(run.model).sufficiency(question, chain_context(state, run.ctx)),
         on_result,
         name="sufficiency_check",
-        on_error=lambda message: on_result((FALLBACKS[Sufficiency](question), message)),  # type: ignore[arg-type]
+        on_error=lambda message: on_result((Sufficiency.fallback(question), message)),
     )
 
 
@@ -545,10 +547,12 @@ def reformulate(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bou
         return update
 
     return Call(
-        run.backbone.reformulation(question, chain_context(state, ctx), chain, missing, sample=state.get("sample", 0)),
+        corag_model(run.model).reformulation(
+            question, chain_context(state, ctx), chain, missing, sample=state.get("sample", 0)
+        ),
         on_result,
         name="reformulation",
-        on_error=lambda message: on_result((FALLBACKS[Reformulation](question), message)),  # type: ignore[arg-type]
+        on_error=lambda message: on_result((Reformulation.fallback(question), message)),
     )
 
 

@@ -36,13 +36,13 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
+from arag_graph.corag.context import CoragContext
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import AragError
 from arag_graph.core.jsonl import JsonLinesFile
 from arag_graph.llm.models import OFFLINE
 from arag_graph.qa.datasets import Question
 from arag_graph.qa.matching import contain_match, exact_match
-from arag_graph.run.configuration import CoragContext
 from arag_graph.run.runtime import IndexLike
 
 __all__ = ["MatchRule", "RejectionStats", "chain_record", "open_outputs", "progress_path", "rejection_sample"]

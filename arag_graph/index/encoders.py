@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from tokenizers import Tokenizer as FastTokenizer
 
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import AragError
+from arag_graph.index.devices import check_device, is_accelerator, resolve_device
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -50,6 +52,15 @@ DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # batches of 16 cost about 4% less CPU time than 32 and 10% less than 64 on HotpotQA sentences
 # (larger batches lose to cache effects).
 DEFAULT_BATCH_SIZE = 16
+# On a GPU a batch costs about the same whatever its size up to hundreds of texts: what limits a
+# small model there is the Python work per batch (padding, kernel launches), so batches are large.
+ACCELERATOR_BATCH_SIZE = 512
+# How many texts the tokenizing thread of a GPU encode takes at once: the Rust tokenizer spreads a
+# window over every core, and the window is sorted by token length before it is cut into batches.
+STREAM_WINDOW = 16384
+# GPU batches whose vectors are copied back to the host together (each copy waits for the GPU).
+FLUSH_BATCHES = 16
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 Encoder = Literal["torch", "onnx", "onnx-int8"]
 ENCODERS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
@@ -66,9 +77,43 @@ def check_encoder(encoder: str) -> Encoder:
     return name  # type: ignore[return-value]
 
 
+def encoder_and_device(encoder: str | None, device: str | None, default: Encoder) -> tuple[Encoder, str]:
+    """The backend a local model runs on and its resolved device, from what the user asked for.
+
+    Only torch runs a model on a GPU (the ONNX encoders use ONNX Runtime's CPU provider), so a GPU
+    device with no encoder named takes the torch backend, and ``default`` (the manifest's or the
+    package's backend) is kept on the CPU. An ONNX encoder asked for by name runs on the CPU under
+    ``auto`` and is refused with an explicit GPU, which it would not use.
+    """
+    wanted = check_device(device)
+    if encoder is not None:
+        backend = check_encoder(encoder)
+        if backend == "torch":
+            return backend, resolve_device(wanted)
+        if wanted not in ("auto", "cpu"):
+            raise AragError(
+                f"the {backend} encoder runs on the CPU only; use encoder torch to encode on {wanted}, or device cpu"
+            )
+        return backend, "cpu"
+    resolved = resolve_device(wanted)
+    return ("torch", resolved) if is_accelerator(resolved) else (default, "cpu")
+
+
 PROMPTS_CONFIG = "config_sentence_transformers.json"
 _QUERY_PROMPT_NAMES = ("query",)
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+
+
+def check_dtype(dtype: str | None, device: str) -> str:
+    """The weights' precision on ``device``: ``auto`` is float16 on a CUDA GPU (the vectors stay within
+    cosine 0.9999 of float32 for MiniLM, at half the memory traffic) and float32 elsewhere."""
+    name = "auto" if dtype is None else str(dtype).strip().lower()
+    name = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}.get(name, name)
+    if name not in DTYPES:
+        raise AragError(f"unknown precision {dtype!r}; use one of {', '.join(DTYPES)}")
+    if name == "auto":
+        return "float16" if device.startswith("cuda") else "float32"
+    return name
 
 
 def read_prompts(model_path: str | os.PathLike[str] | None) -> dict[str, str]:
@@ -140,6 +185,16 @@ class SentenceEncoder(Embeddings):
     The model loads lazily (importing torch costs seconds), once, behind a lock so that concurrent
     graph runs share it. ``embed_query`` keeps an LRU cache: agents often repeat a query, and the
     same question is asked by several graphs in one evaluation.
+
+    ``device`` is where the model runs (:func:`arag_graph.index.devices.resolve_device`: ``auto``,
+    ``cpu``, ``cuda``, ``cuda:N``, ``mps``); it is resolved here, so ``self.device`` names the device
+    actually used. Every input tensor is moved there before the model sees it. ``dtype`` is the
+    weights' precision (:func:`check_dtype`: float16 on a CUDA GPU by default).
+
+    On the CPU, batches are small and run data-parallel (:meth:`encode`). On a GPU the texts are
+    *streamed* (:meth:`_encode_streamed`): a thread tokenizes and pads large length-sorted batches
+    while the GPU runs the previous ones. ``stream`` forces either way (tests run the GPU's path on
+    the CPU with it).
     """
 
     def __init__(
@@ -147,14 +202,20 @@ class SentenceEncoder(Embeddings):
         model_path: str | None = None,
         *,
         model_id: str | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        device: str = "cpu",
+        batch_size: int | None = None,
+        device: str | None = "cpu",
+        dtype: str | None = "auto",
+        stream: bool | None = None,
         query_cache_size: int = 2048,
     ) -> None:
         self.model_path = model_path
         self.model_id = model_id or (DEFAULT_MODEL_ID if model_path is None else model_path)
-        self.batch_size = batch_size
-        self.device = device
+        self.device = resolve_device(device)
+        self.dtype = check_dtype(dtype, self.device)
+        accelerator = is_accelerator(self.device)
+        self.batch_size = batch_size or (ACCELERATOR_BATCH_SIZE if accelerator else DEFAULT_BATCH_SIZE)
+        self.stream = accelerator if stream is None else bool(stream)
+        self._stream_tokenizer: tuple[Callable[[Sequence[str]], list[list[int]]], int] | None = None
         self._model: Any = None
         self._lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
@@ -194,7 +255,12 @@ class SentenceEncoder(Embeddings):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = _load_sentence_transformer(self.model_path, self.device)
+                    import torch
+
+                    # Always cast: a folder saved in float16 loads as float16 (transformers keeps the
+                    # checkpoint's precision), which the CPU runs slowly.
+                    model = _load_sentence_transformer(self.model_path, self.device)
+                    self._model = model.to(getattr(torch, self.dtype))
         return self._model
 
     @property
@@ -215,7 +281,7 @@ class SentenceEncoder(Embeddings):
         # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
         with self._tokenizer_lock:
             encoded = model.tokenizer(
-                list(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
+                _valid_utf8(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
             )
         return dict(encoded)
 
@@ -229,9 +295,13 @@ class SentenceEncoder(Embeddings):
                 padding=True,
                 return_tensors="pt",
             )
+        # Every input goes where the model's weights are: the tokenizer builds its tensors on the
+        # CPU, and a model on a GPU refuses them ("Expected all tensors to be on the same device").
+        device = self.model.device
+        inputs = {key: value.to(device) for key, value in features.items()}
         with torch.inference_mode():
-            vectors = self.model.forward(dict(features))["sentence_embedding"]
-            return torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+            vectors = self.model.forward(inputs)["sentence_embedding"]
+            return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).cpu().numpy()
 
     @contextlib.contextmanager
     def _parallel(self) -> Iterator[int]:
@@ -260,6 +330,8 @@ class SentenceEncoder(Embeddings):
         processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
         is called after each batch with the number of texts it held, for progress bars.
         """
+        if self.stream and self.backend == "torch":
+            return self._encode_streamed(texts, on_batch)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
@@ -292,6 +364,146 @@ class SentenceEncoder(Embeddings):
                     done = future.result()
                     if on_batch is not None:
                         on_batch(done)
+        return out
+
+    # -- the GPU's path ----------------------------------------------------------------------
+    def _stream_tokenize(self) -> tuple[Callable[[Sequence[str]], list[list[int]]], int]:
+        """A function giving the token ids of texts (unpadded), and the pad id.
+
+        The model's Rust tokenizer (``tokenizer.json``, as the ONNX encoder uses it) when the folder
+        has one: it tokenizes a whole window on every core with the GIL released, so the thread that
+        drives the GPU keeps running meanwhile. Else the model's own tokenizer.
+        """
+        if self._stream_tokenizer is None:
+            fast = _fast_tokenizer(self.model_path or _default_model_path())
+            if fast is not None:
+                tokenizer, _, pad_id = fast
+                encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+
+                def tokenize(texts: Sequence[str]) -> list[list[int]]:
+                    return [e.ids for e in encode(_valid_utf8(texts), add_special_tokens=True)]
+
+                self._stream_tokenizer = (tokenize, pad_id)
+            else:
+                model = self.model
+                own = model.tokenizer
+
+                def tokenize(texts: Sequence[str]) -> list[list[int]]:
+                    limit = int(model.max_seq_length)
+                    return own(list(texts), add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+
+                self._stream_tokenizer = (tokenize, int(own.pad_token_id or 0))
+        return self._stream_tokenizer
+
+    def _padded(self, ids: list[list[int]], lengths: np.ndarray, rows: np.ndarray, pad_id: int) -> dict[str, Any]:
+        """One batch's model inputs as CPU tensors, padded the side the model's tokenizer pads."""
+        import torch
+
+        tokenizer = self.model.tokenizer
+        names = [n for n in tokenizer.model_input_names if n in ("input_ids", "attention_mask", "token_type_ids")]
+        sizes = lengths[rows]
+        width = int(sizes.max())
+        columns = np.arange(width)
+        if getattr(tokenizer, "padding_side", "right") == "left":
+            mask = columns >= (width - sizes)[:, None]
+        else:
+            mask = columns < sizes[:, None]
+        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        # Boolean assignment fills row by row, in order: exactly the rows' ids, one after another.
+        input_ids[mask] = np.fromiter(
+            itertools.chain.from_iterable(ids[i] for i in rows), dtype=np.int64, count=int(sizes.sum())
+        )
+        tensors = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(mask.astype(np.int64)),
+            # one text per row: every token is in segment 0, as the tokenizer itself would say
+            "token_type_ids": torch.zeros((len(rows), width), dtype=torch.int64),
+        }
+        return {name: tensors[name] for name in names or ("input_ids", "attention_mask")}
+
+    def _encode_streamed(self, texts: Sequence[str], on_batch: Callable[[int], None] | None) -> np.ndarray:
+        """Normalised float32 embeddings of ``texts``, in input order, encoded the way a GPU wants it.
+
+        A MiniLM forward pass on a GPU takes well under a millisecond for hundreds of sentences; what
+        limits the throughput is the CPU: tokenizing, padding, and Python launching the kernels.
+        So a producer thread tokenizes :data:`STREAM_WINDOW` texts at a time (the Rust tokenizer
+        uses every core), sorts them by token length (little padding) and pads batches of
+        ``batch_size`` into (pinned) tensors, while this thread moves each batch to the device and
+        runs the model on it. Vectors are normalised on the device and copied back every
+        :data:`FLUSH_BATCHES` batches, since each copy waits for the GPU to finish.
+        """
+        import queue
+
+        import torch
+
+        model = self.model
+        device = model.device
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        tokenize, pad_id = self._stream_tokenize()
+        pin = device.type == "cuda"
+        stop = threading.Event()
+        batches: queue.Queue[Any] = queue.Queue(maxsize=8)
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    batches.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for start in range(0, len(texts), STREAM_WINDOW):
+                    with self._tokenizer_lock:
+                        ids = tokenize(texts[start : start + STREAM_WINDOW])
+                    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                    order = np.argsort(lengths, kind="stable")
+                    for first in range(0, len(order), self.batch_size):
+                        rows = order[first : first + self.batch_size]
+                        tensors = self._padded(ids, lengths, rows, pad_id)
+                        if pin:
+                            tensors = {k: v.pin_memory() for k, v in tensors.items()}
+                        if not put((start + rows, tensors)):
+                            return
+                put(None)
+            except BaseException as exc:  # handed to the consumer, which raises it
+                put(exc)
+
+        pending: list[tuple[np.ndarray, Any]] = []
+
+        def flush() -> None:
+            rows = np.concatenate([r for r, _ in pending])
+            out[rows] = torch.cat([v for _, v in pending]).cpu().numpy()
+            pending.clear()
+            if on_batch is not None:
+                on_batch(len(rows))
+
+        if len(texts) <= self.batch_size:  # a query: no thread to start
+            produce()
+        else:
+            producer = threading.Thread(target=produce, name="arag-tokenize", daemon=True)
+            producer.start()
+        try:
+            with torch.inference_mode():
+                while (item := batches.get()) is not None:
+                    if isinstance(item, BaseException):
+                        raise item
+                    rows, tensors = item
+                    inputs = {k: v.to(device, non_blocking=pin) for k, v in tensors.items()}
+                    vectors = model.forward(inputs)["sentence_embedding"]
+                    pending.append((rows, torch.nn.functional.normalize(vectors.float(), p=2, dim=1)))
+                    if len(pending) >= FLUSH_BATCHES:
+                        flush()
+                if pending:
+                    flush()
+        finally:
+            stop.set()
+            if len(texts) > self.batch_size:
+                producer.join()
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -436,6 +648,13 @@ def _quantize_onnx(source: Path, target: Path) -> None:
             tmp.unlink()
 
 
+def _valid_utf8(texts: Sequence[str]) -> list[str]:
+    """``texts`` with lone surrogates replaced: a ``"\\ud800"`` (from a model's or a caller's JSON) is
+    valid Python text but no UTF-8, and the Rust tokenizer raises TypeError on it. It stands for
+    nothing, so it is replaced."""
+    return [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+
+
 def _fast_tokenizer(model_path: str) -> tuple[FastTokenizer, int, int] | None:
     """The model's Rust tokenizer set up as sentence-transformers uses it, without loading torch.
 
@@ -568,9 +787,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
 
     def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
         self._load()
-        # A lone surrogate (a model's or a caller's "\ud800" in JSON) is valid Python text but no
-        # UTF-8: the tokenizer raises TypeError on it. It stands for nothing, so it is replaced.
-        texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+        texts = _valid_utf8(texts)
         tokenizer = self._tokenizer
         with self._tokenizer_lock:
             if not isinstance(tokenizer, FastTokenizer):
@@ -601,15 +818,17 @@ class OnnxSentenceEncoder(SentenceEncoder):
         yield max(1, int(self.workers or 1))
 
 
-def default_embeddings(encoder: str = DEFAULT_ENCODER) -> SentenceEncoder:
-    """The process-wide default model on ``encoder`` (one copy in memory however many indexes use it)."""
-    return _default_encoder(check_encoder(encoder))
+def default_embeddings(encoder: str = DEFAULT_ENCODER, device: str | None = "cpu") -> SentenceEncoder:
+    """The process-wide default model on ``encoder`` and ``device`` (one copy in memory however many
+    indexes use it); see :func:`encoder_and_device` for which encoders run where."""
+    backend = check_encoder(encoder)
+    return _default_encoder(*encoder_and_device(backend, device, backend))
 
 
 @functools.cache
-def _default_encoder(encoder: Encoder) -> SentenceEncoder:
+def _default_encoder(encoder: Encoder, device: str) -> SentenceEncoder:
     if encoder == "torch":
-        return SentenceEncoder()
+        return SentenceEncoder(device=device)
     return OnnxSentenceEncoder(quantized=encoder == "onnx-int8")
 
 

@@ -58,6 +58,17 @@ __all__ = [
 # Document text shown to the summarising model, in characters: a summary needs the gist, and
 # very long documents would cost more than the rest of the index.
 _MAX_DOCUMENT_CHARS = 12_000
+
+SUMMARY_PROMPT = """\
+Summarise this document in two to four sentences for a search index: name its subject and the \
+main facts it states (people, places, dates, numbers), so that a question about any of them can \
+find it. Write only the summary.
+
+Document "{title}":
+{text}\
+"""
+"""The summarising model's request (ARAGOG's document summary index, written at index time)."""
+
 _FORMAT = 1
 
 
@@ -116,7 +127,6 @@ def _model_summarizer(
     """A function (title, text) -> (summary, usage) calling the chat model ``model``."""
     from arag_graph.core.tokens import count_tokens
     from arag_graph.llm.models import resolve_chat_model
-    from arag_graph.llm.prompts import SUMMARY_PROMPT
 
     chat: BaseChatModel = resolve_chat_model(
         model,

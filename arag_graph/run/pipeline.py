@@ -10,10 +10,10 @@ from typing import Any, TypeGuard
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from arag_graph.core.artifacts import artifact_of, read_in
 from arag_graph.core.citations import copied_answer_format, parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.tool_artifacts import artifact_of, read_in
 from arag_graph.run.budgets import question_problem
 from arag_graph.run.runtime import Bound, run_index
 from arag_graph.run.state import RunState, question_of
@@ -183,9 +183,9 @@ def turn_progress(messages: Sequence[AnyMessage], index: HierarchicalIndex | Non
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
     what the call returned, so these figures are derived from the conversation rather than kept
     beside it, and stay right whoever executed the tools. Artifacts are read through
-    :func:`~arag_graph.llm.tool_artifacts.artifact_of` (a caller may send tool messages of its own),
+    :func:`~arag_graph.core.artifacts.artifact_of` (a caller may send tool messages of its own),
     and with ``index`` a chunk counts as read only when the message holds its text
-    (:func:`~arag_graph.llm.tool_artifacts.read_in`).
+    (:func:`~arag_graph.core.artifacts.read_in`).
     """
 
     calls: dict[str, dict[str, Any]] = {}

@@ -31,14 +31,12 @@ from typing import Annotated, Any, Literal
 from langchain_core.tools import BaseTool, BaseToolkit, InjectedToolArg, StructuredTool
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from arag_graph.core.documents import SearchHit
+from arag_graph.core.artifacts import read_in
+from arag_graph.core.citations import chunk_block
+from arag_graph.core.documents import SearchHit, window_text
+from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.prompts import chunk_block
-from arag_graph.llm.tool_artifacts import read_in
-from arag_graph.retrievers.passages import window_text
-from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN
-from arag_graph.run.runtime import index_for_context, load_run_index
 
 ToolName = Literal["keyword_search", "semantic_search", "chunk_read"]
 ALL_TOOLS: tuple[ToolName, ...] = ("keyword_search", "semantic_search", "chunk_read")
@@ -382,6 +380,10 @@ def _index_of(source: IndexSource, runtime: Any) -> HierarchicalIndex:
         return source
     if source is not None:
         return source(runtime)
+    # No index given: the one the run's context names, under the operator's serving policy. Only
+    # this path needs the run layer, so an app that passes its index never loads it.
+    from arag_graph.run.runtime import index_for_context
+
     return index_for_context(getattr(runtime, "context", None))
 
 
@@ -438,7 +440,7 @@ class ToolSettings:
 def create_retrieval_tools(
     index: IndexSource = None,
     *,
-    tools: Sequence[str] = ALL_TOOLS,
+    tools: Sequence[ToolName] = ALL_TOOLS,
     full_text: bool | None = None,
     dedupe: bool = False,
 ) -> list[BaseTool]:
@@ -545,5 +547,10 @@ class AragToolkit(BaseToolkit):
     """With ``full_text``: a chunk already in the conversation is a notice, not its text again."""
 
     def get_tools(self) -> list[BaseTool]:
-        index = self.index if isinstance(self.index, HierarchicalIndex) else load_run_index(self.index)
+        if isinstance(self.index, HierarchicalIndex):
+            index = self.index
+        else:  # a directory or the bundled sample, loaded the way a run loads it (once per process)
+            from arag_graph.run.runtime import load_run_index
+
+            index = load_run_index(self.index)
         return create_retrieval_tools(index, tools=self.tools, full_text=self.full_text, dedupe=self.dedupe)

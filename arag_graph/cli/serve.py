@@ -1,0 +1,39 @@
+"""``arag mcp``: the three retrieval tools served over MCP (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from arag_graph.cli import args as cliargs
+from arag_graph.cli.resolve import open_index
+from arag_graph.core.errors import AragError
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the retrieval tools over MCP until the client (stdio) or a signal (http) ends it."""
+    from arag_graph.tools.mcp_server import run_mcp
+
+    cliargs.require_utf8(cliargs.flags(args, "index", "host"))
+    cliargs.whole_number(args.port, "--port", 0, 65535, example="--port 8765")
+    host = (args.host or "").strip()
+    if not host:
+        raise AragError("--host is empty; give an address to listen on, e.g. --host 127.0.0.1")
+    index = open_index(args.index, quiet=True)  # stdout is the protocol's under stdio: nothing else goes there
+    run_mcp(index, transport=args.transport, host=host, port=args.port)
+    return 0
+
+
+def add_commands(sub: Any, common: dict[str, Any]) -> None:
+    """``arag mcp``: its arguments."""
+    p = sub.add_parser("mcp", help="serve keyword_search, semantic_search and chunk_read over MCP", **common)
+    p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (the client starts this command) or http (streamable HTTP at /mcp; default stdio)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on with --transport http (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765; 0: any free)")
+    p.set_defaults(func=cmd_mcp)
