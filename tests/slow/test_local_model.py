@@ -15,6 +15,8 @@ a 4,096-token context and one question per graph keep the module to a few minute
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import re
@@ -228,7 +230,10 @@ def test_arag_ask_prints_the_real_trajectory_and_writes_the_page(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert (done.returncode == 0 and not errors) or (done.returncode == 1 and len(errors) == 1), done.stderr[-3000:]
     streamed = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("->", "<-"))]
-    shown = page.read_text(encoding="utf-8")
+    # The page keeps each question's steps gzip-compressed in base64 (the browser inflates them).
+    html_text = page.read_text(encoding="utf-8")
+    blobs = re.findall(r'<script type="application/gzip" id="[^"]*">([^<]*)</script>', html_text)
+    shown = html_text + "".join(gzip.decompress(base64.b64decode(b)).decode("utf-8") for b in blobs)
     assert "trajectory view" in done.stdout
     for line in streamed:  # each tool call printed as it happened is on the page too
         if line.startswith("->"):
