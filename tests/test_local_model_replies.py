@@ -114,6 +114,18 @@ def test_an_empty_agent_turn_is_answered_by_synthesis(
     assert "tools" not in synthesis.body
 
 
+def test_the_answer_formats_placeholder_copied_is_no_answer(
+    openai_server: OpenAIStubServer, local_env: str, sample_index: Any
+) -> None:
+    """Logged from SmolLM2 (A-RAG and Naive RAG with multi-query): the format line, copied."""
+    openai_server.script([text("Answer: <the shortest complete answer> [<chunk IDs]")])
+    out = build_direct_graph(sample_index, model="smollm2-135m").invoke(
+        {"question": QUESTION}, context={"base_url": local_env}
+    )
+    assert out["answer"] == ""
+    assert out["error"].startswith("the model copied the answer format")
+
+
 def test_a_tool_call_written_as_text_is_no_answer(
     openai_server: OpenAIStubServer, local_env: str, sample_index: Any
 ) -> None:

@@ -98,3 +98,17 @@ def without_citations(text: str, is_chunk: Callable[[str], bool]) -> str:
     return _BRACKETS.sub(
         lambda m: "" if any(i and is_chunk(i) for i in _ids_in(m.group(1))) else m.group(0), text or ""
     )
+
+
+_ANSWER_PLACEHOLDER = "<the shortest complete answer"
+"""The start of the placeholder in the answer line every answering prompt shows (``Answer: <the
+shortest complete answer, ...> [<chunk IDs>]``)."""
+
+
+def copied_answer_format(answer: str) -> bool:
+    """Whether ``answer`` is the answer line's placeholder rather than an answer.
+
+    Small models copy the format line they were shown (SmolLM2-135M answered
+    ``<the shortest complete answer> [<chunk IDs]``); such text is no answer to anyone.
+    """
+    return _ANSWER_PLACEHOLDER in (answer or "").lower()

@@ -11,7 +11,7 @@ from typing import Any, TypeGuard
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from arag_graph.core.artifacts import artifact_of, read_in
-from arag_graph.core.citations import parse_final_answer, written_tool_call
+from arag_graph.core.citations import copied_answer_format, parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.run.budgets import question_problem
@@ -69,6 +69,10 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
         update["error"] = f"the model wrote a tool call as text ({written}) where it had to answer"
         return update
     answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
+    if copied_answer_format(answer):  # the format line copied, placeholder and all
+        update.update({"answer": "", "citations": []})
+        update["error"] = "the model copied the answer format (<the shortest complete answer ...>) instead of answering"
+        return update
     update.update({"answer": answer, "citations": citations})
     if answer:  # every graph's last progress event (the run's error, if any, is its output's)
         emit("answered", f"answer: {answer}", answer=answer, citations=citations)
