@@ -62,7 +62,12 @@ DOTTED = re.compile(r"\barag_graph(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 # References by string that are known and waived, (module, the module it names): each one says why
 # and who removes it. test_every_waived_string_reference_is_still_there fails once it is gone, so
 # that the waiver goes with it.
-STRING_WAIVERS: dict[tuple[str, str], str] = {}
+STRING_WAIVERS: dict[tuple[str, str], str] = {
+    ("arag_graph.index.hierarchical", "arag_graph.retrievers.langchain_retriever"): (
+        "HierarchicalIndex.as_retriever, a deprecated alias of make_retriever for one release (CHANGELOG.md "
+        "0.2.0); it and this waiver go in 0.3.0"
+    ),
+}
 
 
 def module_name(path: Path, root: Path = REPO) -> str:

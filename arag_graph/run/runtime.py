@@ -37,13 +37,6 @@ from arag_graph.run.state import InputState
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
 _Context = TypeVar("_Context", bound=StateLike | None)
 _Output = TypeVar("_Output", bound=StateLike)
-RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
-"""What the builders return, typed for mypy and pyright, for example
-``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
-``question`` and returns the graph's output fields, and its ``context=`` is the graph's context
-schema or a mapping of its fields (which LangGraph turns into the schema), typed by the schema's
-``TypedDict`` (:class:`~arag_graph.arag.context.AragContextDict`, ...), so a misspelt setting
-or a value of the wrong type is a type error."""
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 
@@ -382,7 +375,7 @@ RagGraph = TracedGraph
 ``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
 ``question`` and returns the graph's output fields (typed: a misspelt key is a type error), and its
 ``context=`` is the graph's context schema or a mapping of its fields (which LangGraph turns into the
-schema), typed by the schema's ``TypedDict`` (:class:`~arag_graph.run.configuration.AragContextDict`,
+schema), typed by the schema's ``TypedDict`` (:class:`~arag_graph.arag.context.AragContextDict`,
 ...), so a misspelt setting or a value of the wrong type is a type error. It is a LangGraph
 ``CompiledStateGraph`` (:class:`TracedGraph`) and works wherever one does."""
 
