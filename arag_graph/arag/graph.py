@@ -12,6 +12,15 @@ query for a HyDE passage when asked. When the cap or the message-token budget is
 ``synthesize`` asks for an answer from what was gathered, without tools; ``finish`` reads the answer
 and its citations out of the last message.
 
+Human review of tool calls (``approve_tools``): the calls of those tools go through ``approve``
+between ``agent`` and ``tools``, which pauses the run with a LangGraph ``interrupt()`` carrying each
+call's name and arguments, in the shape of LangChain's ``HumanInTheLoopMiddleware``
+(``action_requests``, ``review_configs``). ``Command(resume={"decisions": [...]})`` answers it, one
+decision per call: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name": ...,
+"args": {...}}}`` (the call runs with those arguments, and the conversation shows them), or
+``{"type": "reject", "message": "..."}`` (the call does not run; the model reads the message as
+the call's result). See :func:`approve`.
+
 The read-chunk set, the steps, the retrieved tokens and the trajectory are all read off the turn's
 tool messages (:func:`arag_graph.run.pipeline.turn_progress`): each tool result records in its artifact
 what it returned, so these figures hold across checkpoints and threads without a second copy.
@@ -36,7 +45,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
-from langgraph.types import Checkpointer, Command
+from langgraph.types import Checkpointer, Command, interrupt
 from typing_extensions import TypedDict
 
 from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
@@ -97,7 +106,10 @@ class AgentBound(Bound[AgentContext]):
     extra_tools: tuple[BaseTool, ...] = field(default=())
 
     def tools(self, run: Run[AgentContext]) -> tuple[str, ...]:
-        return TOOL_SETS[self.tool_set or run.ctx.tools]
+        return self.tools_of(run.ctx)
+
+    def tools_of(self, ctx: AgentContext) -> tuple[str, ...]:
+        return TOOL_SETS[self.tool_set or ctx.tools]
 
     def available(self, run: Run[AgentContext], all_tools: dict[str, BaseTool]) -> dict[str, BaseTool]:
         own = {t.name: t for t in self.extra_tools}
@@ -142,6 +154,11 @@ class AragState(RunState, AragOutputState, total=False):
     supersteps_left: int
     """``remaining_steps`` as the ``agent`` node saw it: under ``update_state`` the managed value
     counts against no run's recursion limit, so the edges read the run's own figure."""
+    approve: list[str]
+    """The run's ``approve_tools``, for the edge that sends calls to ``approve`` (read here, as ``limits``)."""
+    rejected: dict[str, str]
+    """Tool call id -> the reviewer's message, for the calls ``approve`` rejected: the tool node answers
+    them with it instead of running them."""
 
 
 _DEFAULT_LIMITS = StepLimits(
@@ -155,8 +172,32 @@ def step_limits(ctx: AgentContext) -> StepLimits:
 
 
 def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
-    """A new question: the per-question fields reset, and the run's limits recorded for the edges."""
-    return {**start_update(state), "limits": step_limits(bound.context_schema.of_run(runtime.context))}
+    """A new question: the per-question fields reset, and the run's limits recorded for the edges.
+
+    A review of tool calls (``approve_tools``) needs a thread to pause on and tools it can name: a run
+    without either ends here, in one line, before any model call.
+    """
+    ctx = bound.context_schema.of_run(runtime.context)
+    update = {**start_update(state), "limits": step_limits(ctx), "approve": list(ctx.approve_tools), "rejected": {}}
+    if ctx.approve_tools and not update.get("error"):
+        update["error"] = _approval_problem(ctx, bound, runtime)
+    return update
+
+
+def _approval_problem(ctx: AgentContext, bound: AgentBound, runtime: Runtime[Any]) -> str | None:
+    names = {*bound.tools_of(ctx), *(t.name for t in bound.extra_tools), "all"}
+    unknown = [n for n in ctx.approve_tools if n not in names]
+    if unknown:
+        return (
+            f"approve_tools names {unknown[0]!r}, which is no tool of this run; choose from {', '.join(sorted(names))}"
+        )
+    info = runtime.execution_info
+    if info is None or info.thread_id is None:
+        return (
+            "approve_tools pauses the run for a review, which needs a thread to resume: compile the graph with a "
+            "checkpointer (checkpointer=InMemorySaver()) and run it with config={'configurable': {'thread_id': ...}}"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +220,7 @@ def agent(
         return {
             "messages": [reply, *refused],
             "limits": step_limits(run.ctx),
+            "approve": list(run.ctx.approve_tools),
             "supersteps_left": left,
             **progress,
         }
@@ -228,6 +270,108 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 
 
 # ---------------------------------------------------------------------------------------------
+# Human review of tool calls
+
+_DECISIONS = ("approve", "edit", "reject")
+_REJECTED = "a person reviewing this call rejected it"
+
+
+def reviewed_calls(calls: Sequence[dict[str, Any]], approve: Sequence[str]) -> list[dict[str, Any]]:
+    """The calls ``approve_tools`` asks a person to review (``all``: every call)."""
+    return [c for c in calls if "all" in approve or c.get("name") in approve]
+
+
+def review_request(calls: Sequence[dict[str, Any]], problem: str = "") -> dict[str, Any]:
+    """What the interrupt carries: LangChain's ``HITLRequest`` shape (``action_requests`` with each
+    call's name, arguments and id; ``review_configs`` with the decisions allowed per tool), and the
+    reason a previous answer was refused, if it was."""
+    request: dict[str, Any] = {
+        "action_requests": [
+            {
+                "name": c["name"],
+                "args": {k: v for k, v in (c.get("args") or {}).items() if k not in _HIDDEN_ARGS},
+                "id": c.get("id"),
+                "description": f"Tool call {_call_line(c['name'], c.get('args') or {})}: approve, edit or reject it",
+            }
+            for c in calls
+        ],
+        "review_configs": [
+            {"action_name": name, "allowed_decisions": list(_DECISIONS)}
+            for name in dict.fromkeys(c["name"] for c in calls)
+        ],
+    }
+    if problem:
+        request["problem"] = problem
+    return request
+
+
+def read_decisions(answer: Any, calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reviewer's answer as one decision per call, or the one-line :class:`AragError` saying what
+    is wrong with it. ``{"decisions": [...]}`` (LangChain's ``HITLResponse``) or the list itself; one
+    decision for a single call; ``"approve"`` or ``"reject"`` for every call alike."""
+    if isinstance(answer, dict) and "decisions" in answer:
+        answer = answer["decisions"]
+    if isinstance(answer, str):
+        answer = [answer] * len(calls)
+    elif isinstance(answer, dict):
+        answer = [answer]
+    if not isinstance(answer, list) or len(answer) != len(calls):
+        given = f"{len(answer)} decision(s)" if isinstance(answer, list) else type(answer).__name__
+        raise AragError(
+            f"the review answers {len(calls)} call(s) with {given}; resume with {{'decisions': [...]}}, one per call"
+        )
+    decisions = []
+    for n, item in enumerate(answer, start=1):
+        decision = {"type": item} if isinstance(item, str) else item
+        kind = decision.get("type") if isinstance(decision, dict) else None
+        if kind not in _DECISIONS:
+            raise AragError(f"decision {n} is {str(item)[:80]!r}; give {{'type': 'approve' | 'edit' | 'reject'}}")
+        if kind == "edit":
+            action = decision.get("edited_action") or {"args": decision.get("args")}
+            if not isinstance(action, dict) or not isinstance(action.get("args"), dict):
+                shape = "{'type': 'edit', 'edited_action': {'name': ..., 'args': {...}}}"
+                raise AragError(f"decision {n} edits without arguments; give {shape}")
+        decisions.append(decision)
+    return decisions
+
+
+def approve(state: AragState) -> dict[str, Any]:
+    """Pause for a person to review the turn's calls of the tools in ``approve_tools``, then apply the
+    decisions: an edited call is rewritten in the model's message (so the tool node runs it and the
+    conversation shows it as run), a rejected one is recorded for the tool node to answer with the
+    reviewer's message. A malformed answer asks again, saying what was wrong. The state alone is
+    read (as the edges do), so Studio's edits and forks reach this node too."""
+    reply = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
+    valid = [c for c in pending_tool_calls(reply) if not c.get("invalid")]
+    calls = reviewed_calls(valid, state.get("approve") or [])
+    if reply is None or not calls:
+        return {}
+    problem = ""
+    while True:
+        try:
+            decisions = read_decisions(interrupt(review_request(calls, problem)), calls)
+            break
+        except AragError as exc:
+            problem = str(exc)
+    edits: dict[str, dict[str, Any]] = {}
+    rejected: dict[str, str] = {}
+    for call, decision in zip(calls, decisions, strict=True):
+        if decision["type"] == "edit":
+            action = decision.get("edited_action") or {"args": decision.get("args")}
+            edits[call["id"]] = {**call, "name": action.get("name") or call["name"], "args": dict(action["args"])}
+        elif decision["type"] == "reject":
+            message = str(decision.get("message") or "").strip()
+            rejected[call["id"]] = (
+                f"{_REJECTED}: {message}" if message else f"{_REJECTED}; do not call it again unless asked"
+            )
+    update: dict[str, Any] = {"rejected": rejected, "supersteps_left": state.get("supersteps_left", _NO_LIMIT) - 1}
+    if edits:
+        tool_calls = [edits.get(c["id"] or "", c) for c in reply.tool_calls]
+        update["messages"] = [reply.model_copy(update={"tool_calls": tool_calls})]  # same id: replaced in place
+    return update
+
+
+# ---------------------------------------------------------------------------------------------
 # Edges
 
 
@@ -261,7 +405,10 @@ def after_agent(state: AragState) -> str:
     if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.
-    return "tools" if any(not c.get("invalid") for c in calls) else "agent"
+    valid = [c for c in calls if not c.get("invalid")]
+    if not valid:
+        return "agent"
+    return "approve" if reviewed_calls(valid, state.get("approve") or []) else "tools"
 
 
 def after_tools(state: AragState) -> str:
@@ -303,6 +450,9 @@ class ToolCallGuard:
                 text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
             )
             return refusal, run
+        rejected = (request.state.get("rejected") if isinstance(request.state, dict) else None) or {}
+        if call.get("id") in rejected:
+            return not_run_message(call, rejected[call["id"]]), run
         earlier = self._earlier_calls(request)
         if turn_steps(state_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
             return not_run_message(call, _CAP_REACHED), run
@@ -502,12 +652,14 @@ def build_arag_graph(
     )
     builder.add_node("start", functools.partial(start, bound=bound))
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools, source=source)))
+    builder.add_node("approve", approve)
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges("agent", after_agent, ["tools", "agent", "synthesize", "finish", END])
+    builder.add_conditional_edges("agent", after_agent, ["approve", "tools", "agent", "synthesize", "finish", END])
+    builder.add_edge("approve", "tools")
     builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
