@@ -77,7 +77,7 @@ MODULES: dict[str, Target] = {
         select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file "
         "or opens_under_the_index_root or sentence_digest_covers or near_zero or devices_or_fail",
     ),
-    "evaluators/predictions.py": Target(
+    "arag_graph/evaluators/predictions.py": Target(
         ("tests/test_eval_safety.py",),
         select="out_must_be or refuses_a_link_at or the_lock_refuses or run_record_holds or names_every_changed "
         "or only_scored or fingerprint or resuming_into or rejected_file or the_writer",
@@ -576,7 +576,7 @@ MODULE_NOTES: dict[str, str] = {
         "chunk IDs cut to 40 characters in verify_sentences' line. 398 of 410 killed (97%); the 12 left are "
         "equivalent (below)."
     ),
-    "evaluators/predictions.py": (
+    "arag_graph/evaluators/predictions.py": (
         "Counted again after tests against the first run's 34 survivors (222 of 228): the 6 left are equivalent."
     ),
     "arag_graph/core/safety.py": (
@@ -623,11 +623,6 @@ def copy_repo(dest: Path) -> None:
             shutil.copy2(REPO / name, target)
 
 
-def installed(module: str) -> str:
-    """Where ``module`` sits in the installed package: ``evaluators/`` is installed as ``arag_graph.evaluators``."""
-    return f"arag_graph/{module}" if module.startswith("evaluators/") else module
-
-
 # Imported by mutmut's fork server before it forks a child per mutant (``forkserver_warmup = "import"``):
 # the sample index and its encoder, loaded once there, are in every child's memory (load_index's
 # per-process cache), so a mutant's test run neither loads the model nor opens the index again.
@@ -641,11 +636,6 @@ load_index(os.environ["ARAG_TEST_SAMPLE_INDEX"], cache=True).embeddings.model
 
 
 def configure(work: Path, module: str, tests: list[str], *, sample_index: bool = False) -> None:
-    if module != installed(module):
-        # Tests import arag_graph.evaluators, which the editable install maps to the working tree's
-        # evaluators/: mutmut's copy is only imported when it sits inside the mutated arag_graph.
-        shutil.copytree(work / "evaluators", work / "arag_graph" / "evaluators")
-        module = installed(module)
     source = module.split("/")[0] + "/"
     with (work / "pyproject.toml").open("a", encoding="utf-8") as fh:
         fh.write(
@@ -672,7 +662,7 @@ def configure(work: Path, module: str, tests: list[str], *, sample_index: bool =
 def run_module(module: str, max_children: int) -> dict[str, Any]:
     target = MODULES[module]
     tests = target.pytest_args()
-    patterns = target.patterns(installed(module))
+    patterns = target.patterns(module)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     with tempfile.TemporaryDirectory(prefix="arag-mutation-") as tmp:
         work = Path(tmp)
@@ -691,7 +681,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children), *patterns]
             subprocess.run(command, cwd=work, stdout=fh, stderr=fh, env=env)
-        meta_path = work / "mutants" / f"{installed(module)}.meta"
+        meta_path = work / "mutants" / f"{module}.meta"
         codes: dict[str, int | None] = {}
         if meta_path.exists():
             codes = json.loads(meta_path.read_text())["exit_code_by_key"]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from arag_graph.core.errors import AragError
-from arag_graph.index import devices
+from arag_graph.index import devices, streaming
 from arag_graph.index import encoders as emb
 from arag_graph.index import load as load_module
 from arag_graph.index.build import build_index
@@ -28,6 +28,7 @@ from arag_graph.index.encoders import SentenceEncoder
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from arag_graph.index.sample import sample_corpus_path
+from tests.cli_run import assert_one_error_line, run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -253,8 +254,8 @@ def test_the_streamed_path_gives_the_cpu_vectors_in_input_order(
     cpu_model: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several tokenizer windows, length-sorted batches, the producer thread: same vectors, same order."""
-    monkeypatch.setattr(emb, "STREAM_WINDOW", 4)
-    monkeypatch.setattr(emb, "FLUSH_BATCHES", 2)
+    monkeypatch.setattr(streaming, "STREAM_WINDOW", 4)
+    monkeypatch.setattr(streaming, "FLUSH_BATCHES", 2)
     texts = [*SENTENCES, "An \ud800 unpaired surrogate.", *reversed(SENTENCES)]
     reference = SentenceEncoder()
     reference._model = cpu_model
@@ -267,7 +268,7 @@ def test_the_streamed_path_gives_the_cpu_vectors_in_input_order(
 
 
 def test_the_streamed_path_moves_every_input_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emb, "STREAM_WINDOW", 3)
+    monkeypatch.setattr(streaming, "STREAM_WINDOW", 3)
     encoder = SentenceEncoder(stream=True, batch_size=2)
     recorder = on_meta(encoder)
     encode_all(encoder, SENTENCES * 3)
@@ -339,3 +340,35 @@ def test_a_run_that_names_no_device_takes_arag_device(monkeypatch: pytest.Monkey
     assert "unknown device 'tpu' (from $ARAG_DEVICE)" in one_line(caught.value)
     monkeypatch.delenv("ARAG_DEVICE")
     assert devices.check_device(None) == "auto"
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["index", "search", "ask", "eval", "mcp"])
+def test_the_commands_that_encode_take_device(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli([command, "--help"], capsys)
+    assert code == 0 and "--device" in out and "never written into an index" in " ".join(out.split())
+
+
+def test_device_on_the_command_line_is_the_runs_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--device` reaches every index the run loads (and a server's graphs) through $ARAG_DEVICE."""
+    monkeypatch.setenv("ARAG_DEVICE", "auto")  # restored after the test, which the CLI sets
+    root = tmp_path / "index"
+    build_index(tiny_corpus(tmp_path), root, encoder="torch", device="cpu", progress=False)
+    seen: list[str | None] = []
+    real = load_module.load_index
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(devices.check_device(kwargs.get("device")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(load_module, "load_index", recording)
+    query = ["--query", "Who directed Alien?"]
+    code, out, _ = run_cli(["search", "--index", str(root), *query, "--device", "CPU"], capsys)
+    assert code == 0 and "alien" in out
+    assert seen == ["cpu"]
+    code, out, err = run_cli(["search", "--index", str(root), "--query", "x", "--device", "tpu"], capsys)
+    assert "unknown device 'tpu'" in assert_one_error_line(code, out, err)

@@ -1,4 +1,4 @@
-"""The one checked reader of a tool message's artifact, and the read set it gives (llm/tool_artifacts).
+"""The one checked reader of a tool message's artifact, and the read set it gives (core/artifacts).
 
 A served run's caller can send tool messages of its own, artifacts included, so every field is read
 as a known type within bounds, and a chunk counts as read only when the message holds its text. The

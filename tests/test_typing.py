@@ -91,14 +91,14 @@ def _setup_install_options() -> list[str]:
     raise AssertionError("scripts/setup has no `pip install -e` line")
 
 
-def test_mypy_finds_the_dev_install_from_any_directory(tmp_path: Path) -> None:
-    """scripts/setup's editable install, made the way it makes it, is found by mypy run outside the
-    repository. setuptools' default editable install is an import hook, which mypy cannot follow
-    ("Cannot find implementation or library stub for module named 'arag_graph'"); a strict install
-    (a tree of links) is a folder on the path. The dependencies come from the running interpreter's
-    site-packages, added as plain path lines, so the only arag_graph there is the one installed here."""
+@pytest.fixture(scope="module")
+def dev_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A copy of the sources installed the way scripts/setup installs them: (the copy, its python).
+    The dependencies come from the running interpreter's site-packages, added as plain path lines, so
+    the only arag_graph there is the one installed here."""
     from tests.test_packaging import source_copy
 
+    tmp_path = tmp_path_factory.mktemp("dev_install")
     src = source_copy(tmp_path / "src")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
@@ -113,7 +113,15 @@ def test_mypy_finds_the_dev_install_from_any_directory(tmp_path: Path) -> None:
     install += ["--no-build-isolation", *_setup_install_options(), "-e", str(src)]
     done = subprocess.run(install, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+    return src, python
 
+
+def test_mypy_finds_the_dev_install_from_any_directory(dev_install: tuple[Path, Path], tmp_path: Path) -> None:
+    """scripts/setup's editable install is found by mypy run outside the repository. setuptools'
+    default editable install is an import hook, which mypy cannot follow ("Cannot find implementation
+    or library stub for module named 'arag_graph'"); a strict install (a tree of links) is a folder on
+    the path."""
+    _, python = dev_install
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "user.py").write_text(
@@ -125,3 +133,18 @@ def test_mypy_finds_the_dev_install_from_any_directory(tmp_path: Path) -> None:
         cwd=elsewhere, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def test_every_module_imports_from_the_repository_root(dev_install: tuple[Path, Path]) -> None:
+    """From the repository root (where ``python -m pytest``, ``langgraph dev`` and the test
+    subprocesses run) Python finds the working tree's ``arag_graph/`` before the install's link tree,
+    so a package the install maps in from another folder is missing there: with ``evaluators/`` at the
+    root and mapped to ``arag_graph.evaluators``, the whole CI run failed on ``No module named
+    'arag_graph.evaluators'``. Every package of the wheel must import from the working tree itself."""
+    src, python = dev_install
+    packages = sorted(".".join(p.parent.relative_to(src).parts) for p in (src / "arag_graph").rglob("__init__.py"))
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    result = subprocess.run(
+        [str(python), "-c", code, *packages], cwd=src, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

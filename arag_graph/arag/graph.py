@@ -67,6 +67,7 @@ from arag_graph.run.pipeline import (
     turn_steps,
 )
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState
 from arag_graph.tools.toolkit import (
     ALL_TOOLS,
@@ -685,3 +686,20 @@ def build_arag_naive_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
     )
     return cast("RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "arag_naive",
+        build_arag_naive_graph,
+        AragNaiveContext,
+        "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
+    ),
+    GraphSpec(
+        "arag",
+        build_arag_graph,
+        AragContext,
+        "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
+    ),
+)
+"""The agent's graphs, as the registry lists them."""

@@ -26,6 +26,7 @@ from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
 from arag_graph.run.retrieval import as_dict, hyde_vector, selection_functions
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState, question_of
 
 
@@ -120,3 +121,15 @@ def build_naive_rag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
     return cast("RagGraph[NaiveRagContext | NaiveRagContextDict, NaiveRagOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec("direct", build_direct_graph, DirectContext, "Direct answer: no retrieval"),
+    GraphSpec(
+        "naive_rag",
+        build_naive_rag_graph,
+        NaiveRagContext,
+        "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
+    ),
+)
+"""The baselines' graphs, as the registry lists them."""

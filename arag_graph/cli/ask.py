@@ -332,6 +332,7 @@ def _one_run_settings(values: dict[str, str], graph: str) -> dict[str, str]:
 def add_commands(sub: Any, common: dict[str, Any]) -> None:
     """``arag ask``: its arguments."""
     p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)", **common)
+    cliargs.add_device(p)
     p.add_argument("question")
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     cliargs.listed(

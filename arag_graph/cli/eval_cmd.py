@@ -168,6 +168,7 @@ def _eval_command(sub: Any, common: dict[str, Any]) -> None:
     p = sub.add_parser(
         "eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)", **common
     )
+    cliargs.add_device(p)
     p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
     cliargs.listed(
         p.add_argument("--format", default=None, help="question format (default: detect)"), cliargs.question_formats

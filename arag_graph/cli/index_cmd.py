@@ -228,6 +228,7 @@ def _index_command(sub: Any, common: dict[str, Any]) -> None:
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS
 
     p = sub.add_parser("index", help="build an index of a corpus", **common)
+    cliargs.add_device(p)
     p.add_argument(
         "corpus",
         nargs="+",
@@ -334,6 +335,7 @@ def _search_command(sub: Any, common: dict[str, Any]) -> None:
     p.add_argument("--top-k", type=int, default=5, help="chunks to return, 1 to 20 (default 5)")
     p.add_argument("--json", action="store_true", help="print the hits as one JSON object")
     cliargs.add_chroma_timeout(p)
+    cliargs.add_device(p)
     p.set_defaults(func=cmd_search)
 
 

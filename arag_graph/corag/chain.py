@@ -378,13 +378,36 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     """Step s: retrieve ``top_k`` chunks for ``q_s`` (only chunks new to the chain join the context),
     then the model's sub-answer from the step's documents."""
     run = run_of(runtime, bound)
-    ctx: CoragContext = run.ctx
-    chain = list(state.get("chain") or [])
-    known = list(state.get("passages") or [])
-    warnings = list(state.get("warnings") or [])
-    step = len(chain) + 1
+    step = len(state.get("chain") or []) + 1
     query = state.get("query") or question_of(state)
+    warnings = list(state.get("warnings") or [])
+    found, new, update = _retrieve(state, run, step, query, warnings)
+    update.update(_stop_after_retrieval(state, run.ctx, step, new))
 
+    def on_result(result: tuple[SubAnswer, str | None], logprob: float | None = None) -> dict[str, Any]:
+        value, problem = result
+        sub_answer = _one_line(value.answer) or NO_RELEVANT_INFORMATION
+        scored: dict[str, Any] = {"penalty": step_penalty(value), "scorer": "confidence"}
+        if logprob is not None:
+            scored = {"penalty": logprob_penalty(logprob), "scorer": "logprob", "no_info_logprob": round(logprob, 4)}
+        update["chain"][-1] = {**update["chain"][-1], "sub_answer": sub_answer, **scored}
+        update["trajectory"][-1] = {**update["trajectory"][-1], "sub_answer": sub_answer}
+        if problem:
+            note = f"step {step}: the sub-answer fell back to 'no relevant information' ({problem})"
+            update["warnings"] = [*warnings, note]
+        _announce_step(state, update["chain"][-1], len(new))
+        return update
+
+    return _sub_answer_call(run, query, found, on_result)
+
+
+def _retrieve(
+    state: ChainState, run: Run[CoragContext], step: int, query: str, warnings: list[str]
+) -> tuple[list[Passage], list[Passage], dict[str, Any]]:
+    """Step ``step``'s retrieval for ``query``: what it found, what is new to the chain, and the state
+    update (the step's trajectory entry and accounting, its unchecked link, the new passages)."""
+    ctx = run.ctx
+    known = list(state.get("passages") or [])
     vector, warning = hyde_vector(run, query, get_config())
     if warning:
         warnings.append(f"step {step}: {warning}")
@@ -393,9 +416,7 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     )
     seen = {p["chunk_id"] for p in known}
     new = [p for p in found if p.chunk_id not in seen]
-
-    args: dict[str, Any] = {"query": query, **retrieval_args(run.index, ctx), "hyde": ctx.hyde}
-    args["step"] = step
+    args: dict[str, Any] = {"query": query, **retrieval_args(run.index, ctx), "hyde": ctx.hyde, "step": step}
     if state.get("id"):
         args["chain"] = state["id"]
     repeated = len(found) - len(new)
@@ -421,47 +442,48 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
         {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score, "tokens": n, "step": step}
         for p, n in zip(new, token_counts, strict=True)
     ]
-    update.update(chain=[*chain, link], passages=[*known, *added], warnings=warnings)
+    update.update(chain=[*(state.get("chain") or []), link], passages=[*known, *added], warnings=warnings)
+    return found, new, update
 
+
+def _stop_after_retrieval(state: ChainState, ctx: CoragContext, step: int, new: Sequence[Passage]) -> dict[str, Any]:
+    """Why the chain stops right after step ``step``'s retrieval, if it does (before any check)."""
     cap = _cap(state, ctx)
     if step >= cap and not state.get("check_last"):
-        update.update(stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
-    elif not new and not ctx.fixed_length:
-        update.update(stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
-    elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
-        update.update(stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more"))
+        return stop("step_cap", f"reached the step cap: {cap} retrieval(s)")
+    if not new and not ctx.fixed_length:
+        return stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context")
+    if state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
+        return stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more")
+    return {}
 
-    def on_result(result: tuple[SubAnswer, str | None], logprob: float | None = None) -> dict[str, Any]:
-        value, problem = result
-        sub_answer = _one_line(value.answer) or NO_RELEVANT_INFORMATION
-        scored: dict[str, Any] = {"penalty": step_penalty(value), "scorer": "confidence"}
-        if logprob is not None:
-            scored = {"penalty": logprob_penalty(logprob), "scorer": "logprob", "no_info_logprob": round(logprob, 4)}
-        update["chain"][-1] = {**link, "sub_answer": sub_answer, **scored}
-        update["trajectory"][-1] = {**update["trajectory"][-1], "sub_answer": sub_answer}
-        if problem:
-            update["warnings"] = [
-                *warnings,
-                f"step {step}: the sub-answer fell back to 'no relevant information' ({problem})",
-            ]
-        chain_id = state.get("id") or ""
-        emit(
-            "chain_step",
-            f"{f'chain {chain_id} ' if chain_id else ''}step {step}: {query} -> {sub_answer} ({len(new)} new chunk(s))",
-            chain=chain_id,
-            step=step,
-            query=query,
-            chunk_ids=link["chunk_ids"],
-            sub_answer=sub_answer,
-        )
-        return update
 
+def _announce_step(state: ChainState, link: ChainStep, new: int) -> None:
+    """The ``chain_step`` event of a step whose sub-answer is in."""
+    chain_id = state.get("id") or ""
+    step, query, sub_answer = link["step"], link["query"], link["sub_answer"]
+    emit(
+        "chain_step",
+        f"{f'chain {chain_id} ' if chain_id else ''}step {step}: {query} -> {sub_answer} ({new} new chunk(s))",
+        chain=chain_id,
+        step=step,
+        query=query,
+        chunk_ids=link["chunk_ids"],
+        sub_answer=sub_answer,
+    )
+
+
+def _sub_answer_call(
+    run: Run[CoragContext], query: str, found: Sequence[Passage], on_result: Callable[..., dict[str, Any]]
+) -> Call | dict[str, Any]:
+    """The step's sub-answer (and, when chains are compared by the paper's penalty, its log-probability
+    request beside it); no model call when the retrieval found nothing."""
     if not found:  # nothing to read: no model call
         return on_result((SubAnswer.fallback(query), None))
     model = corag_model(run.model)
     sub = model.sub_answer(query, found)
     on_error = lambda message: on_result((SubAnswer.fallback(query), message))  # noqa: E731
-    if ctx.decoding == "greedy" or ctx.penalty == "confidence":  # greedy compares no chains
+    if run.ctx.decoding == "greedy" or run.ctx.penalty == "confidence":  # greedy compares no chains
         return Call(sub, on_result, name="sub_answer", on_error=on_error)
     score = model.no_information_logprob(query, found)
     both = RunnableParallel(

@@ -99,6 +99,7 @@ from arag_graph.offline.policy import OfflinePolicy
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, question_of
 
 __all__ = [
@@ -450,3 +451,14 @@ def build_corag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
     return cast("RagGraph[CoragContext | CoragContextDict, CoragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "corag",
+        build_corag_graph,
+        CoragContext,
+        "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
+    ),
+)
+"""CoRAG's graph, as the registry lists it."""

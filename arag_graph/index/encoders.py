@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -45,6 +44,8 @@ from tokenizers import Tokenizer as FastTokenizer
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import AragError
 from arag_graph.index.devices import check_device, is_accelerator, resolve_device
+from arag_graph.index.tokenizing import fast_tokenizer as _fast_tokenizer
+from arag_graph.index.tokenizing import valid_utf8 as _valid_utf8
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -55,11 +56,6 @@ DEFAULT_BATCH_SIZE = 16
 # On a GPU a batch costs about the same whatever its size up to hundreds of texts: what limits a
 # small model there is the Python work per batch (padding, kernel launches), so batches are large.
 ACCELERATOR_BATCH_SIZE = 512
-# How many texts the tokenizing thread of a GPU encode takes at once: the Rust tokenizer spreads a
-# window over every core, and the window is sorted by token length before it is cut into batches.
-STREAM_WINDOW = 16384
-# GPU batches whose vectors are copied back to the host together (each copy waits for the GPU).
-FLUSH_BATCHES = 16
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 Encoder = Literal["torch", "onnx", "onnx-int8"]
@@ -192,9 +188,9 @@ class SentenceEncoder(Embeddings):
     weights' precision (:func:`check_dtype`: float16 on a CUDA GPU by default).
 
     On the CPU, batches are small and run data-parallel (:meth:`encode`). On a GPU the texts are
-    *streamed* (:meth:`_encode_streamed`): a thread tokenizes and pads large length-sorted batches
-    while the GPU runs the previous ones. ``stream`` forces either way (tests run the GPU's path on
-    the CPU with it).
+    *streamed* (:func:`arag_graph.index.streaming.encode_streamed`): a thread tokenizes and pads
+    large length-sorted batches while the GPU runs the previous ones. ``stream`` forces either way
+    (tests run the GPU's path on the CPU with it).
     """
 
     def __init__(
@@ -262,6 +258,11 @@ class SentenceEncoder(Embeddings):
                     model = _load_sentence_transformer(self.model_path, self.device)
                     self._model = model.to(getattr(torch, self.dtype))
         return self._model
+
+    @property
+    def folder(self) -> str:
+        """The model's folder (the packaged model's when none was given)."""
+        return self.model_path or _default_model_path()
 
     @property
     def dimension(self) -> int:
@@ -366,145 +367,11 @@ class SentenceEncoder(Embeddings):
                         on_batch(done)
         return out
 
-    # -- the GPU's path ----------------------------------------------------------------------
-    def _stream_tokenize(self) -> tuple[Callable[[Sequence[str]], list[list[int]]], int]:
-        """A function giving the token ids of texts (unpadded), and the pad id.
-
-        The model's Rust tokenizer (``tokenizer.json``, as the ONNX encoder uses it) when the folder
-        has one: it tokenizes a whole window on every core with the GIL released, so the thread that
-        drives the GPU keeps running meanwhile. Else the model's own tokenizer.
-        """
-        if self._stream_tokenizer is None:
-            fast = _fast_tokenizer(self.model_path or _default_model_path())
-            if fast is not None:
-                tokenizer, _, pad_id = fast
-                encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-
-                def tokenize(texts: Sequence[str]) -> list[list[int]]:
-                    return [e.ids for e in encode(_valid_utf8(texts), add_special_tokens=True)]
-
-                self._stream_tokenizer = (tokenize, pad_id)
-            else:
-                model = self.model
-                own = model.tokenizer
-
-                def tokenize(texts: Sequence[str]) -> list[list[int]]:
-                    limit = int(model.max_seq_length)
-                    return own(list(texts), add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
-
-                self._stream_tokenizer = (tokenize, int(own.pad_token_id or 0))
-        return self._stream_tokenizer
-
-    def _padded(self, ids: list[list[int]], lengths: np.ndarray, rows: np.ndarray, pad_id: int) -> dict[str, Any]:
-        """One batch's model inputs as CPU tensors, padded the side the model's tokenizer pads."""
-        import torch
-
-        tokenizer = self.model.tokenizer
-        names = [n for n in tokenizer.model_input_names if n in ("input_ids", "attention_mask", "token_type_ids")]
-        sizes = lengths[rows]
-        width = int(sizes.max())
-        columns = np.arange(width)
-        if getattr(tokenizer, "padding_side", "right") == "left":
-            mask = columns >= (width - sizes)[:, None]
-        else:
-            mask = columns < sizes[:, None]
-        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-        # Boolean assignment fills row by row, in order: exactly the rows' ids, one after another.
-        input_ids[mask] = np.fromiter(
-            itertools.chain.from_iterable(ids[i] for i in rows), dtype=np.int64, count=int(sizes.sum())
-        )
-        tensors = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(mask.astype(np.int64)),
-            # one text per row: every token is in segment 0, as the tokenizer itself would say
-            "token_type_ids": torch.zeros((len(rows), width), dtype=torch.int64),
-        }
-        return {name: tensors[name] for name in names or ("input_ids", "attention_mask")}
-
+    # -- the GPU's path (arag_graph.index.streaming) -------------------------------------------
     def _encode_streamed(self, texts: Sequence[str], on_batch: Callable[[int], None] | None) -> np.ndarray:
-        """Normalised float32 embeddings of ``texts``, in input order, encoded the way a GPU wants it.
+        from arag_graph.index.streaming import encode_streamed
 
-        A MiniLM forward pass on a GPU takes well under a millisecond for hundreds of sentences; what
-        limits the throughput is the CPU: tokenizing, padding, and Python launching the kernels.
-        So a producer thread tokenizes :data:`STREAM_WINDOW` texts at a time (the Rust tokenizer
-        uses every core), sorts them by token length (little padding) and pads batches of
-        ``batch_size`` into (pinned) tensors, while this thread moves each batch to the device and
-        runs the model on it. Vectors are normalised on the device and copied back every
-        :data:`FLUSH_BATCHES` batches, since each copy waits for the GPU to finish.
-        """
-        import queue
-
-        import torch
-
-        model = self.model
-        device = model.device
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        if not texts:
-            return out
-        tokenize, pad_id = self._stream_tokenize()
-        pin = device.type == "cuda"
-        stop = threading.Event()
-        batches: queue.Queue[Any] = queue.Queue(maxsize=8)
-
-        def put(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    batches.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
-            try:
-                for start in range(0, len(texts), STREAM_WINDOW):
-                    with self._tokenizer_lock:
-                        ids = tokenize(texts[start : start + STREAM_WINDOW])
-                    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-                    order = np.argsort(lengths, kind="stable")
-                    for first in range(0, len(order), self.batch_size):
-                        rows = order[first : first + self.batch_size]
-                        tensors = self._padded(ids, lengths, rows, pad_id)
-                        if pin:
-                            tensors = {k: v.pin_memory() for k, v in tensors.items()}
-                        if not put((start + rows, tensors)):
-                            return
-                put(None)
-            except BaseException as exc:  # handed to the consumer, which raises it
-                put(exc)
-
-        pending: list[tuple[np.ndarray, Any]] = []
-
-        def flush() -> None:
-            rows = np.concatenate([r for r, _ in pending])
-            out[rows] = torch.cat([v for _, v in pending]).cpu().numpy()
-            pending.clear()
-            if on_batch is not None:
-                on_batch(len(rows))
-
-        if len(texts) <= self.batch_size:  # a query: no thread to start
-            produce()
-        else:
-            producer = threading.Thread(target=produce, name="arag-tokenize", daemon=True)
-            producer.start()
-        try:
-            with torch.inference_mode():
-                while (item := batches.get()) is not None:
-                    if isinstance(item, BaseException):
-                        raise item
-                    rows, tensors = item
-                    inputs = {k: v.to(device, non_blocking=pin) for k, v in tensors.items()}
-                    vectors = model.forward(inputs)["sentence_embedding"]
-                    pending.append((rows, torch.nn.functional.normalize(vectors.float(), p=2, dim=1)))
-                    if len(pending) >= FLUSH_BATCHES:
-                        flush()
-                if pending:
-                    flush()
-        finally:
-            stop.set()
-            if len(texts) > self.batch_size:
-                producer.join()
-        return out
+        return encode_streamed(self, texts, on_batch)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(self.document_texts(texts)).tolist()
@@ -646,35 +513,6 @@ def _quantize_onnx(source: Path, target: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
-
-
-def _valid_utf8(texts: Sequence[str]) -> list[str]:
-    """``texts`` with lone surrogates replaced: a ``"\\ud800"`` (from a model's or a caller's JSON) is
-    valid Python text but no UTF-8, and the Rust tokenizer raises TypeError on it. It stands for
-    nothing, so it is replaced."""
-    return [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
-
-
-def _fast_tokenizer(model_path: str) -> tuple[FastTokenizer, int, int] | None:
-    """The model's Rust tokenizer set up as sentence-transformers uses it, without loading torch.
-
-    ``tokenizer.json`` carries a fixed padding and a truncation length of its own; the model's
-    ``sentence_bert_config.json`` gives the length sentence-transformers truncates to. ``None`` when
-    either file is missing, and the caller falls back to the model's transformers tokenizer.
-    """
-    root = Path(model_path)
-    try:
-        config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
-        max_length = int(config["max_seq_length"])
-        tokenizer = FastTokenizer.from_file(str(root / "tokenizer.json"))
-    except Exception:  # unreadable or missing files; tokenizers raises plain Exception
-        return None
-    padding = tokenizer.padding or {}
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
-    pad_token = str(padding.get("pad_token", "[PAD]"))
-    pad_id = tokenizer.token_to_id(pad_token)
-    return tokenizer, max_length, int(padding.get("pad_id", 0) if pad_id is None else pad_id)
 
 
 class OnnxSentenceEncoder(SentenceEncoder):

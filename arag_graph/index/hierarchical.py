@@ -262,12 +262,11 @@ class HierarchicalIndex:
         """Deprecated (0.2.0; goes in 0.3.0): ``make_retriever(index, search_type, k=k)`` from
         ``arag_graph``, or ``AragVectorStore(index).as_retriever()`` for a vector-store retriever.
 
-        The retriever lives above the index (:mod:`arag_graph.retrievers`): this alias names it by
-        string at call time, the one reference up from the index, waived in tests/test_layering.py
-        until the alias goes.
+        The retriever lives above the index (:mod:`arag_graph.retrievers`), so this alias reaches it
+        through the package's lazy public name at call time, not by an import of this module.
         """
-        warn_moved("HierarchicalIndex.as_retriever()", "make_retriever(index, search_type, k=k), from the package root")
-        make_retriever = importlib.import_module("arag_graph.retrievers.langchain_retriever").make_retriever
+        warn_moved("HierarchicalIndex.as_retriever()", "arag_graph.make_retriever(index, search_type, k=k)")
+        make_retriever = importlib.import_module("arag_graph").make_retriever
         return make_retriever(self, search_type, k, **kwargs)
 
     # -- searches ----------------------------------------------------------------------------

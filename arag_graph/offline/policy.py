@@ -137,7 +137,8 @@ class OfflinePolicy(BaseChatModel):
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
         raise NotImplementedError(
             "the offline policy has no free-form structured output: arag's graphs ask it typed questions "
-            "through OfflineBackbone; use a real model for other structured requests"
+            "through each family's offline model (OfflineCorag, OfflineSrag, ...); use a real model for other "
+            "structured requests"
         )
 
     # -- generation --------------------------------------------------------------------------

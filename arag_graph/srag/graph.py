@@ -68,6 +68,7 @@ from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
 from arag_graph.run.retrieval import as_dict, selection_functions
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
 from arag_graph.srag.context import SragContext, SragContextDict
 from arag_graph.srag.model import srag_model
@@ -195,16 +196,7 @@ def plan_sub_questions(
     if not items:
         items = [SubQuestion(id=1, question=question)]
 
-    ids: list[int] = []
-    taken = {sq.id for sq in items}
-    for sq in items:
-        if sq.id >= 1 and sq.id not in ids:
-            ids.append(sq.id)
-        else:
-            fresh = max(taken | set(ids)) + 1
-            taken.add(fresh)
-            ids.append(fresh)
-
+    ids = _fresh_ids(items)
     known = set(ids)
     deps: dict[int, list[int]] = {}
     for sid, sq in zip(ids, items, strict=True):
@@ -215,11 +207,7 @@ def plan_sub_questions(
             notes.append(f"sub-question {sid}: dropped dependencies on unknown ids or itself {dropped}")
     notes.extend(_break_cycles(ids, deps))
 
-    waves: dict[int, int] = {}
-    while len(waves) < len(ids):  # acyclic now, so every pass places at least one sub-question
-        for sid in ids:
-            if sid not in waves and all(d in waves for d in deps[sid]):
-                waves[sid] = 1 + max((waves[d] for d in deps[sid]), default=0)
+    waves = _waves(ids, deps)
     records = [
         SubQuestionRecord(
             id=sid,
@@ -238,6 +226,30 @@ def plan_sub_questions(
         for sid, sq in zip(ids, items, strict=True)
     ]
     return records, notes
+
+
+def _fresh_ids(items: Sequence[SubQuestion]) -> list[int]:
+    """The sub-questions' ids, a duplicate or non-positive one replaced by a fresh one."""
+    ids: list[int] = []
+    taken = {sq.id for sq in items}
+    for sq in items:
+        if sq.id >= 1 and sq.id not in ids:
+            ids.append(sq.id)
+        else:
+            fresh = max(taken | set(ids)) + 1
+            taken.add(fresh)
+            ids.append(fresh)
+    return ids
+
+
+def _waves(ids: Sequence[int], deps: dict[int, list[int]]) -> dict[int, int]:
+    """Each sub-question's wave: 1 without dependencies, else one more than its deepest dependency."""
+    waves: dict[int, int] = {}
+    while len(waves) < len(ids):  # acyclic by now, so every pass places at least one sub-question
+        for sid in ids:
+            if sid not in waves and all(d in waves for d in deps[sid]):
+                waves[sid] = 1 + max((waves[d] for d in deps[sid]), default=0)
+    return waves
 
 
 def _break_cycles(ids: list[int], deps: dict[int, list[int]]) -> list[str]:
@@ -735,3 +747,14 @@ def build_srag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
     return cast("RagGraph[SragContext | SragContextDict, SragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "srag",
+        build_srag_graph,
+        SragContext,
+        "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
+    ),
+)
+"""SRAG's graph, as the registry lists it."""
