@@ -22,6 +22,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.core.errors import AragError
 from arag_graph.index.hierarchical import HierarchicalIndex
 from tests.cli_run import assert_one_error_line, run_cli
 
@@ -218,3 +219,124 @@ def test_arag_ask_stops_when_the_input_ends(
     code, out, err = _ask(sample_index, capsys, "--approve", "all", "--json")
     assert code != 0 and out == "" and "Traceback" not in err
     assert err.splitlines()[-1].startswith("arag: error: the review ended with the input (end of file)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator's reviews, answers that are wrong, several threads
+
+
+def _resume(graph: Any, config: dict[str, Any], answer: Any, **context: Any) -> dict[str, Any]:
+    return graph.invoke(Command(resume=answer), config, context={"max_steps": 3, **context})
+
+
+def _approve_to_the_end(graph: Any, config: dict[str, Any], out: dict[str, Any], **context: Any) -> dict[str, Any]:
+    for _ in range(10):
+        if "__interrupt__" not in out:
+            return out
+        out = _resume(graph, config, "approve", **context)
+    raise AssertionError("still paused after ten approvals")
+
+
+def test_the_operator_reviews_whatever_the_caller_asks(
+    sample_index: HierarchicalIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The builder's ``approve_tools`` and, for a caller's context, ``ARAG_APPROVE_TOOLS``: a run's
+    own ``approve_tools`` (empty here) adds to them and cannot lift them."""
+    from arag_graph.arag.context import AragContext
+
+    fixed = build_arag_graph(sample_index, "offline", checkpointer=InMemorySaver(), approve_tools=["chunk_read"])
+    config = {"configurable": {"thread_id": "builder"}}
+    out = fixed.invoke({"question": QUESTION}, config, context={"max_steps": 3, "approve_tools": []})
+    assert [a["name"] for a in out["__interrupt__"][0].value["action_requests"]] == ["chunk_read"]
+
+    monkeypatch.setenv("ARAG_APPROVE_TOOLS", "semantic_search")
+    graph, config, out = _run(sample_index, "served", approve_tools=[])
+    assert [a["name"] for a in out["__interrupt__"][0].value["action_requests"]] == ["semantic_search"]
+    # The operator's own context (the CLI, AragContext.trusted) is not a served run's: no review.
+    mine = AragContext.trusted(max_steps=3)
+    out = graph.invoke({"question": QUESTION}, {"configurable": {"thread_id": "mine"}}, context=mine)
+    assert "__interrupt__" not in out and out["answer"]
+
+    monkeypatch.setenv("ARAG_APPROVE_TOOLS", "chunk_reed")
+    _, _, out = _run(sample_index, "served-typo")
+    assert out["error"].startswith("ARAG_APPROVE_TOOLS (the server's environment) names 'chunk_reed', which is no")
+    with pytest.raises(AragError, match=r"^approve_tools names 'chunk_reed', which is no tool of this run; choose"):
+        build_arag_graph(sample_index, "offline", approve_tools=["chunk_reed"])
+
+
+def test_a_call_that_skipped_its_review_is_not_run(sample_index: HierarchicalIndex) -> None:
+    """The tool node checks too: a state edited so that the edge skips the review (Studio's
+    ``update_state``) does not run the call; the model reads why."""
+    graph = build_arag_graph(sample_index, "offline", checkpointer=InMemorySaver(), approve_tools=["chunk_read"])
+    config = {"configurable": {"thread_id": "skip"}}
+    out = graph.invoke({"question": QUESTION}, config, context={"max_steps": 3})
+    (request,) = out["__interrupt__"][0].value["action_requests"]
+    graph.update_state(config, {"approve": []})
+    out = graph.invoke(None, config, context={"max_steps": 3})
+    out = _approve_to_the_end(graph, config, out)
+    skipped = _tool_messages(out)[request["id"]]
+    assert skipped.status == "error" and "needs a person's review before it runs and had none" in skipped.text
+    assert skipped.artifact.get("not_run") and out["answer"]
+
+
+def test_wrong_answers_pause_again_saying_what_to_fix(sample_index: HierarchicalIndex) -> None:
+    graph, config, out = _run(sample_index, "wrong", approve_tools="keyword_search")
+    (call,) = out["__interrupt__"][0].value["action_requests"]
+    problems = {
+        "a int": 42,
+        "decision 1 is 'yes'": {"decisions": "yes"},
+        "keywords": {"type": "edit", "edited_action": {"name": "keyword_search", "args": {"top_k": 2}}},
+        "an edit keeps the tool": {"type": "edit", "edited_action": {"name": "chunk_read", "args": {"chunk_ids": []}}},
+        "decision 1 is '7'": [7],
+    }
+    for expected, answer in problems.items():
+        out = _resume(graph, config, answer, approve_tools="keyword_search")
+        (asked,) = out["__interrupt__"]
+        assert expected in asked.value["problem"] and "\n" not in asked.value["problem"], (answer, asked.value)
+        assert asked.value["action_requests"][0]["id"] == call["id"]  # the same call, asked again
+    # Variants the tool itself accepts pass: a string top_k, a single keyword.
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "keyword_search", "args": {"keywords": "Overdrive", "top_k": "2"}},
+    }
+    out = _approve_to_the_end(
+        graph, config, _resume(graph, config, {"decisions": [edit]}), approve_tools="keyword_search"
+    )
+    ran = _tool_messages(out)[call["id"]]
+    assert ran.artifact["args"] == {"keywords": "Overdrive", "top_k": "2"} and not ran.artifact["error"]
+    assert len(ran.artifact["chunk_ids"]) == 2  # run as the model's call would be: top_k read as 2
+
+
+def test_agent_inbox_answers(sample_index: HierarchicalIndex) -> None:
+    """The older agent-inbox decisions: ``accept``, ``response`` (a message for the model), ``ignore``."""
+    graph, config, out = _run(sample_index, "inbox", approve_tools="all")
+    first = out["__interrupt__"][0].value["action_requests"][0]
+    out = _resume(graph, config, [{"type": "accept", "args": None}], approve_tools="all")
+    second = out["__interrupt__"][0].value["action_requests"][0]
+    out = _resume(graph, config, [{"type": "response", "args": "search for the film instead"}], approve_tools="all")
+    out = _approve_to_the_end(graph, config, out, approve_tools="all")
+    ran = _tool_messages(out)
+    assert not ran[first["id"]].artifact.get("not_run")
+    assert "search for the film instead" in ran[second["id"]].text and ran[second["id"]].artifact.get("not_run")
+
+
+def test_threads_pause_and_resume_apart(sample_index: HierarchicalIndex) -> None:
+    """Two threads paused at once: each resume reaches its own thread only, also through another
+    graph object on the same checkpointer (a restarted server)."""
+    saver = InMemorySaver()
+    context = {"max_steps": 3, "approve_tools": ["keyword_search"]}
+    graph = build_arag_graph(sample_index, "offline", checkpointer=saver)
+    one, two = ({"configurable": {"thread_id": name}} for name in ("one", "two"))
+    calls = {}
+    for config in (one, two):
+        out = graph.invoke({"question": QUESTION}, config, context=context)
+        calls[config["configurable"]["thread_id"]] = out["__interrupt__"][0].value["action_requests"][0]["id"]
+    later = build_arag_graph(sample_index, "offline", checkpointer=saver)
+    out_two = later.invoke(Command(resume=[{"type": "reject", "message": "not in thread two"}]), two, context=context)
+    assert graph.get_state(one).next == ("approve",)  # thread one is still waiting
+    out_one = graph.invoke(Command(resume="approve"), one, context=context)
+    out_one = _approve_to_the_end(graph, one, out_one, approve_tools=["keyword_search"])
+    out_two = _approve_to_the_end(later, two, out_two, approve_tools=["keyword_search"])
+    assert not _tool_messages(out_one)[calls["one"]].artifact.get("not_run")
+    assert "not in thread two" in _tool_messages(out_two)[calls["two"]].text
+    assert out_one["answer"] and out_two["answer"]

@@ -51,6 +51,15 @@ from typing_extensions import TypedDict
 from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
 from arag_graph.arag.model import arag_model
 from arag_graph.arag.prompts import agent_system_prompt
+from arag_graph.arag.review import (
+    applied,
+    names_problem,
+    read_decisions,
+    required_reviews,
+    review_request,
+    reviewed_calls,
+    unreviewed_refusal,
+)
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -66,6 +75,7 @@ from arag_graph.run.pipeline import (
     turn_progress,
     turn_steps,
 )
+from arag_graph.run.policy import ServingPolicy
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState
@@ -105,6 +115,17 @@ class AgentBound(Bound[AgentContext]):
     tool_set: str | None = None
     """Fixed tool set (``naive`` for A-RAG (Naive)); None: the run's ``tools`` setting."""
     extra_tools: tuple[BaseTool, ...] = field(default=())
+    approve_tools: tuple[str, ...] = ()
+    """The operator's reviews (the builder's ``approve_tools``): a run's context adds to them."""
+
+    def reviews(self, ctx: AgentContext) -> list[str]:
+        """The tools whose calls a person reviews in a run with ``ctx`` (see :mod:`arag_graph.arag.review`)."""
+        return required_reviews(ctx.approve_tools, self.approve_tools, ctx.is_trusted)
+
+    def possible_tools(self) -> tuple[str, ...]:
+        """Every tool a run of this graph can have, whatever its ``tools`` setting."""
+        fixed = TOOL_SETS[self.tool_set] if self.tool_set else ALL_TOOLS
+        return (*fixed, *(t.name for t in self.extra_tools))
 
     def tools(self, run: Run[AgentContext]) -> tuple[str, ...]:
         return self.tools_of(run.ctx)
@@ -156,7 +177,11 @@ class AragState(RunState, AragOutputState, total=False):
     """``remaining_steps`` as the ``agent`` node saw it: under ``update_state`` the managed value
     counts against no run's recursion limit, so the edges read the run's own figure."""
     approve: list[str]
-    """The run's ``approve_tools``, for the edge that sends calls to ``approve`` (read here, as ``limits``)."""
+    """The tools whose calls are reviewed in this run (the operator's and the context's
+    ``approve_tools``), for the edge that sends calls to ``approve`` (read here, as ``limits``)."""
+    reviewed: list[str]
+    """Ids of the calls ``approve`` let through (approved or edited): the tool node runs a call that
+    needs a review only if it is here."""
     rejected: dict[str, str]
     """Tool call id -> the reviewer's message, for the calls ``approve`` rejected: the tool node answers
     them with it instead of running them."""
@@ -179,19 +204,20 @@ def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) 
     without either ends here, in one line, before any model call.
     """
     ctx = bound.context_schema.of_run(runtime.context)
-    update = {**start_update(state), "limits": step_limits(ctx), "approve": list(ctx.approve_tools), "rejected": {}}
-    if ctx.approve_tools and not update.get("error"):
+    reviews = bound.reviews(ctx)
+    update = {**start_update(state), "limits": step_limits(ctx), "approve": reviews, "reviewed": [], "rejected": {}}
+    if reviews and not update.get("error"):
         update["error"] = _approval_problem(ctx, bound, runtime)
     return update
 
 
 def _approval_problem(ctx: AgentContext, bound: AgentBound, runtime: Runtime[Any]) -> str | None:
-    names = {*bound.tools_of(ctx), *(t.name for t in bound.extra_tools), "all"}
-    unknown = [n for n in ctx.approve_tools if n not in names]
-    if unknown:
-        return (
-            f"approve_tools names {unknown[0]!r}, which is no tool of this run; choose from {', '.join(sorted(names))}"
-        )
+    served = () if ctx.is_trusted else ServingPolicy.from_env().approve_tools
+    problem = names_problem(served, bound.possible_tools(), "ARAG_APPROVE_TOOLS (the server's environment)")
+    own = (*bound.tools_of(ctx), *(t.name for t in bound.extra_tools))
+    problem = problem or names_problem(ctx.approve_tools, own, "approve_tools")
+    if problem:
+        return problem
     info = runtime.execution_info
     if info is None or info.thread_id is None:
         return (
@@ -221,7 +247,7 @@ def agent(
         return {
             "messages": [reply, *refused],
             "limits": step_limits(run.ctx),
-            "approve": list(run.ctx.approve_tools),
+            "approve": bound.reviews(run.ctx),
             "supersteps_left": left,
             **progress,
         }
@@ -271,77 +297,16 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 
 
 # ---------------------------------------------------------------------------------------------
-# Human review of tool calls
-
-_DECISIONS = ("approve", "edit", "reject")
-_REJECTED = "a person reviewing this call rejected it"
+# Human review of tool calls (arag_graph.arag.review)
 
 
-def reviewed_calls(calls: Sequence[dict[str, Any]], approve: Sequence[str]) -> list[dict[str, Any]]:
-    """The calls ``approve_tools`` asks a person to review (``all``: every call)."""
-    return [c for c in calls if "all" in approve or c.get("name") in approve]
-
-
-def review_request(calls: Sequence[dict[str, Any]], problem: str = "") -> dict[str, Any]:
-    """What the interrupt carries: LangChain's ``HITLRequest`` shape (``action_requests`` with each
-    call's name, arguments and id; ``review_configs`` with the decisions allowed per tool), and the
-    reason a previous answer was refused, if it was."""
-    request: dict[str, Any] = {
-        "action_requests": [
-            {
-                "name": c["name"],
-                "args": {k: v for k, v in (c.get("args") or {}).items() if k not in _HIDDEN_ARGS},
-                "id": c.get("id"),
-                "description": f"Tool call {_call_line(c['name'], c.get('args') or {})}: approve, edit or reject it",
-            }
-            for c in calls
-        ],
-        "review_configs": [
-            {"action_name": name, "allowed_decisions": list(_DECISIONS)}
-            for name in dict.fromkeys(c["name"] for c in calls)
-        ],
-    }
-    if problem:
-        request["problem"] = problem
-    return request
-
-
-def read_decisions(answer: Any, calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The reviewer's answer as one decision per call, or the one-line :class:`AragError` saying what
-    is wrong with it. ``{"decisions": [...]}`` (LangChain's ``HITLResponse``) or the list itself; one
-    decision for a single call; ``"approve"`` or ``"reject"`` for every call alike."""
-    if isinstance(answer, dict) and "decisions" in answer:
-        answer = answer["decisions"]
-    if isinstance(answer, str):
-        answer = [answer] * len(calls)
-    elif isinstance(answer, dict):
-        answer = [answer]
-    if not isinstance(answer, list) or len(answer) != len(calls):
-        given = f"{len(answer)} decision(s)" if isinstance(answer, list) else type(answer).__name__
-        raise AragError(
-            f"the review answers {len(calls)} call(s) with {given}; resume with {{'decisions': [...]}}, one per call"
-        )
-    decisions = []
-    for n, item in enumerate(answer, start=1):
-        decision = {"type": item} if isinstance(item, str) else item
-        kind = decision.get("type") if isinstance(decision, dict) else None
-        if kind not in _DECISIONS:
-            raise AragError(f"decision {n} is {str(item)[:80]!r}; give {{'type': 'approve' | 'edit' | 'reject'}}")
-        if kind == "edit":
-            action = decision.get("edited_action") or {"args": decision.get("args")}
-            if not isinstance(action, dict) or not isinstance(action.get("args"), dict):
-                shape = "{'type': 'edit', 'edited_action': {'name': ..., 'args': {...}}}"
-                raise AragError(f"decision {n} edits without arguments; give {shape}")
-        decisions.append(decision)
-    return decisions
-
-
-def approve(state: AragState) -> dict[str, Any]:
-    """Pause for a person to review the turn's calls of the tools in ``approve_tools``, then apply the
-    decisions: an edited call is rewritten in the model's message (so the tool node runs it and the
-    conversation shows it as run), a rejected one is recorded for the tool node to answer with the
-    reviewer's message. A malformed answer asks again, saying what was wrong. The state alone is
-    read (as the edges do), so Studio's edits and forks reach this node too."""
+def approve(state: AragState, *, tools: dict[str, BaseTool]) -> dict[str, Any]:
+    """Pause for a person to review the turn's calls of the tools to review, then apply the decisions:
+    an edited call is rewritten in the model's message (so the tool node runs it and the conversation
+    shows it as run), a rejected one is recorded for the tool node to answer with the reviewer's
+    message, and the ids of the others let through. A malformed answer pauses again, with a
+    ``problem`` saying what was wrong. The state alone is read (as the edges do), so Studio's edits
+    and forks reach this node too."""
     reply = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
     valid = [c for c in pending_tool_calls(reply) if not c.get("invalid")]
     calls = reviewed_calls(valid, state.get("approve") or [])
@@ -350,25 +315,15 @@ def approve(state: AragState) -> dict[str, Any]:
     problem = ""
     while True:
         try:
-            decisions = read_decisions(interrupt(review_request(calls, problem)), calls)
+            decisions = read_decisions(interrupt(review_request(calls, problem)), calls, tools)
             break
         except AragError as exc:
             problem = str(exc)
-    edits: dict[str, dict[str, Any]] = {}
-    rejected: dict[str, str] = {}
-    for call, decision in zip(calls, decisions, strict=True):
-        if decision["type"] == "edit":
-            action = decision.get("edited_action") or {"args": decision.get("args")}
-            edits[call["id"]] = {**call, "name": action.get("name") or call["name"], "args": dict(action["args"])}
-        elif decision["type"] == "reject":
-            message = str(decision.get("message") or "").strip()
-            rejected[call["id"]] = (
-                f"{_REJECTED}: {message}" if message else f"{_REJECTED}; do not call it again unless asked"
-            )
-    update: dict[str, Any] = {"rejected": rejected, "supersteps_left": state.get("supersteps_left", _NO_LIMIT) - 1}
-    if edits:
-        tool_calls = [edits.get(c["id"] or "", c) for c in reply.tool_calls]
-        update["messages"] = [reply.model_copy(update={"tool_calls": tool_calls})]  # same id: replaced in place
+    edited, passed, rejected = applied(reply.tool_calls, calls, decisions)
+    left = state.get("supersteps_left", _NO_LIMIT) - 1
+    update: dict[str, Any] = {"reviewed": passed, "rejected": rejected, "supersteps_left": left}
+    if edited is not None:
+        update["messages"] = [reply.model_copy(update={"tool_calls": edited})]  # same id: replaced in place
     return update
 
 
@@ -451,9 +406,8 @@ class ToolCallGuard:
                 text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
             )
             return refusal, run
-        rejected = (request.state.get("rejected") if isinstance(request.state, dict) else None) or {}
-        if call.get("id") in rejected:
-            return not_run_message(call, rejected[call["id"]]), run
+        if refusal_reason := unreviewed_refusal(call, self.bound.reviews(run.ctx), request.state):
+            return not_run_message(call, refusal_reason), run
         earlier = self._earlier_calls(request)
         if turn_steps(state_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
             return not_run_message(call, _CAP_REACHED), run
@@ -625,6 +579,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
+    approve_tools: Sequence[str] = (),
 ) -> RagGraph[AragContext | AragContextDict, AragOutputState]:
     """Compile the A-RAG agent.
 
@@ -633,11 +588,16 @@ def build_arag_graph(
     (``"naive"`` for A-RAG (Naive), ``"none"`` for none); left as None it comes from the context's
     ``tools`` field. ``extra_tools`` are bound next to them (your own tools; they count as steps like
     the others, and may return ``(content, artifact)`` with ``tokens`` and ``chunk_ids`` to take part
-    in the accounting).
+    in the accounting). ``approve_tools`` (tool names, or ``["all"]``) are the operator's reviews:
+    those calls pause the run for a person in every run (it needs a ``checkpointer``), and a run's
+    own ``approve_tools`` can add to them but not remove one (see :mod:`arag_graph.arag.review`).
     """
     if tool_set is not None and tool_set not in TOOL_SETS:
         raise AragError(f"unknown tool set {tool_set!r}; choose from {sorted(TOOL_SETS)}")
-    bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools))
+    approve_tools = [approve_tools] if isinstance(approve_tools, str) else list(approve_tools)
+    bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools), tuple(approve_tools))
+    if problem := names_problem(approve_tools, bound.possible_tools(), "approve_tools"):
+        raise AragError(problem)
     source = _index_source(bound)
     tools = {t.name: t for t in create_retrieval_tools(source)}
     guard = ToolCallGuard(bound, tools, source)
@@ -653,7 +613,7 @@ def build_arag_graph(
     )
     builder.add_node("start", functools.partial(start, bound=bound))
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools, source=source)))
-    builder.add_node("approve", approve)
+    builder.add_node("approve", functools.partial(approve, tools={**tools, **{t.name: t for t in extra_tools}}))
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
@@ -680,10 +640,17 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
+    approve_tools: Sequence[str] = (),
 ) -> RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
     graph = build_arag_graph(
-        index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
+        index,
+        model,
+        tool_set="naive",
+        context_schema=AragNaiveContext,
+        name="arag_naive",
+        checkpointer=checkpointer,
+        approve_tools=approve_tools,
     )
     return cast("RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]", graph)
 
