@@ -212,6 +212,23 @@ def test_arag_ask_without_a_terminal_is_refused_in_one_line(
     assert "use --approve" in line
 
 
+def test_arag_ask_refuses_tools_the_run_does_not_have(
+    sample_index: HierarchicalIndex, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    line = assert_one_error_line(*_ask(sample_index, capsys, "--approve", "chunk_read,keyword_serch"))
+    assert line == (
+        "arag: error: --approve names 'keyword_serch', which is no tool of this run; "
+        "choose from all, chunk_read, keyword_search, semantic_search"
+    )
+    line = assert_one_error_line(*_ask(sample_index, capsys, "--approve", "chunk_read", "--set", "tools=no_chunk_read"))
+    assert "--approve names 'chunk_read', which is no tool of this run" in line
+    line = assert_one_error_line(*_ask(sample_index, capsys, "--approve", "chunk_read", "--graph", "arag_naive"))
+    assert line.endswith("choose from all, semantic_search")
+    line = assert_one_error_line(*_ask(sample_index, capsys, "--approve", " , "))
+    assert "--approve names no tool" in line
+
+
 def test_arag_ask_stops_when_the_input_ends(
     sample_index: HierarchicalIndex, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

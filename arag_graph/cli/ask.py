@@ -284,7 +284,21 @@ def _checked_context(args: argparse.Namespace) -> tuple[str, str | None, dict[st
     context |= extra | {"profile": check_profile(args.profile)}
     if args.approve is not None:
         context["approve_tools"] = args.approve
-    return spec, notice, limits, config_for(args.graph, **context)
+    ctx = config_for(args.graph, **context)
+    if args.approve is not None:
+        _check_reviews(ctx)
+    return spec, notice, limits, ctx
+
+
+def _check_reviews(ctx: Any) -> None:
+    """``--approve`` names tools of this run (the graph's, or the ablation ``--set tools=`` leaves)."""
+    from arag_graph.arag.graph import TOOL_SETS
+    from arag_graph.arag.review import names_problem
+
+    if not ctx.approve_tools:
+        raise AragError("--approve names no tool; give tool names, comma-separated, or all")
+    if problem := names_problem(ctx.approve_tools, TOOL_SETS[getattr(ctx, "tools", "naive")], "--approve"):
+        raise AragError(problem)
 
 
 def _write_html(args: argparse.Namespace, question: str, spec: str, state: dict[str, Any], index: Any) -> None:
