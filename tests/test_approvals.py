@@ -274,6 +274,11 @@ def test_the_operator_reviews_whatever_the_caller_asks(
     out = graph.invoke({"question": QUESTION}, {"configurable": {"thread_id": "mine"}}, context=mine)
     assert "__interrupt__" not in out and out["answer"]
 
+    # One server, several graphs: a tool only arag has is no review (and no error) in arag_naive.
+    monkeypatch.setenv("ARAG_APPROVE_TOOLS", "chunk_read")
+    naive = build_arag_naive_graph(sample_index, "offline").invoke({"question": QUESTION}, context={"max_steps": 2})
+    assert naive.get("error") is None and naive["answer"]
+
     monkeypatch.setenv("ARAG_APPROVE_TOOLS", "chunk_reed")
     _, _, out = _run(sample_index, "served-typo")
     assert out["error"].startswith("ARAG_APPROVE_TOOLS (the server's environment) names 'chunk_reed', which is no")
@@ -357,3 +362,18 @@ def test_threads_pause_and_resume_apart(sample_index: HierarchicalIndex) -> None
     assert not _tool_messages(out_one)[calls["one"]].artifact.get("not_run")
     assert "not in thread two" in _tool_messages(out_two)[calls["two"]].text
     assert out_one["answer"] and out_two["answer"]
+
+
+async def test_the_async_path_a_server_takes(sample_index: HierarchicalIndex) -> None:
+    """``ainvoke`` (how LangGraph's server runs a graph): the pause, an edit, the edited call run
+    through the tool node's async guard."""
+    graph = build_arag_graph(sample_index, "offline", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "async"}}
+    context = {"max_steps": 3, "approve_tools": ["semantic_search"]}
+    out = await graph.ainvoke({"question": QUESTION}, config, context=context)
+    (request,) = out["__interrupt__"][0].value["action_requests"]
+    edit = {"type": "edit", "edited_action": {"name": "semantic_search", "args": {**request["args"], "query": EDITED}}}
+    out = await graph.ainvoke(Command(resume={"decisions": [edit]}), config, context=context)
+    while "__interrupt__" in out:
+        out = await graph.ainvoke(Command(resume="approve"), config, context=context)
+    assert _tool_messages(out)[request["id"]].artifact["args"]["query"] == EDITED and out["answer"]

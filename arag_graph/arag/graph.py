@@ -213,11 +213,13 @@ def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) 
 
 def _approval_problem(ctx: AgentContext, bound: AgentBound, runtime: Runtime[Any]) -> str | None:
     served = () if ctx.is_trusted else ServingPolicy.from_env().approve_tools
-    problem = names_problem(served, bound.possible_tools(), "ARAG_APPROVE_TOOLS (the server's environment)")
+    # One server serves several graphs: the operator's list may name a tool that only some of them have.
+    every = (*ALL_TOOLS, *(t.name for t in bound.extra_tools))
+    problem = names_problem(served, every, "ARAG_APPROVE_TOOLS (the server's environment)")
     own = (*bound.tools_of(ctx), *(t.name for t in bound.extra_tools))
     problem = problem or names_problem(ctx.approve_tools, own, "approve_tools")
-    if problem:
-        return problem
+    if problem or not reviewed_calls([{"name": name} for name in own], bound.reviews(ctx)):
+        return problem  # the operator's reviews of tools this run does not have need no thread
     info = runtime.execution_info
     if info is None or info.thread_id is None:
         return (
