@@ -134,8 +134,7 @@ def _decision(n: int, item: Any, call: dict[str, Any], tools: Mapping[str, BaseT
         message = decision.get("message") if decision.get("type") != "response" else decision.get("args")
         return {"type": "reject", "message": str(message or "").strip()}
     action = decision.get("edited_action") or decision.get("args")
-    args = action.get("args") if isinstance(action, Mapping) else None
-    if not isinstance(args, Mapping):
+    if not isinstance(action, Mapping) or not isinstance(args := action.get("args"), Mapping):
         raise AragError(f"decision {n} edits without arguments; give {_EDIT_SHAPE}")
     name = action.get("name") or action.get("action") or call["name"]
     if name != call["name"]:

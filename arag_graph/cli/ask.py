@@ -154,7 +154,7 @@ def _edited_args(ask: Callable[[str], str], shown: str) -> dict[str, Any]:
         text = ask(f"  arguments as JSON (Enter keeps {shown}): ").strip() or shown
         try:
             value = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             print(f"  not JSON ({exc.msg}); give an object such as {shown}", file=sys.stderr)
             continue
         if isinstance(value, dict):
