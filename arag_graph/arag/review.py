@@ -159,7 +159,9 @@ def _checked_args(n: int, name: str, args: dict[str, Any], tool: BaseTool | None
     return args
 
 
-def applied(reply_calls: Sequence[Any], calls: Sequence[dict[str, Any]], decisions: Sequence[dict[str, Any]]) -> Any:
+def applied(
+    reply_calls: Sequence[Any], calls: Sequence[dict[str, Any]], decisions: Sequence[dict[str, Any]]
+) -> tuple[list[Any] | None, list[str], dict[str, str]]:
     """The decisions as state: the model's calls with the edits in place (None when none was
     edited), the ids of the calls that may run, and the rejected ones' messages for the model."""
     edits: dict[str, dict[str, Any]] = {}
