@@ -148,6 +148,7 @@ def config_for(name: str, **values: Any) -> GraphContext:
 RESERVED_SETTINGS = {"model": "--model", "base_url": "--base-url", "top_k": "--top-k", "max_steps": "--max-steps"}
 RESERVED_SETTINGS |= {"index_path": "--index", "timeout": "--model-timeout", "max_retries": "--model-retries"}
 RESERVED_SETTINGS |= {"profile": "--profile"}
+RESERVED_SETTINGS |= {"approve_tools": "--approve (arag ask, at a terminal; an evaluation runs unattended)"}
 
 
 def check_setting_names(names: Iterable[str], graphs: Sequence[str]) -> None:

@@ -216,6 +216,7 @@ def test_arguments_over_the_operators_cap_are_refused(
     [
         (["mcp", "--port", "70000"], "--port 70000 is out of range"),
         (["mcp", "--host", " "], "--host is empty"),
+        (["mcp", "--tool-prefix", "a b"], "--tool-prefix 'a b' must be at most 64 letters, digits"),
     ],
 )
 def test_bad_mcp_flags_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -339,3 +340,16 @@ def test_a_normal_disconnect_logs_no_error(sample_index: HierarchicalIndex, capl
         thread.join(30)
     errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, errors
+
+
+def test_arag_mcp_passes_its_tool_prefix(
+    sample_index: HierarchicalIndex, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``arag mcp --tool-prefix papers_`` serves the prefixed tools (the server itself is tested above)."""
+    import arag_graph.tools.mcp_server as mcp_server
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(mcp_server, "run_mcp", lambda index, **how: served.update(how, index=index))
+    code, _, err = run_cli(["mcp", "--index", str(sample_index.path), "--tool-prefix", "papers_"], capsys)
+    assert code == 0, err
+    assert served["tool_prefix"] == "papers_" and served["transport"] == "stdio"

@@ -7,9 +7,9 @@ the shared fields come from :class:`~arag_graph.run.configuration.GraphContext`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from arag_graph.core.profiles import ARAG_PAPER, DEVIATIONS, Deviation
 from arag_graph.run.configuration import HYDE_STYLE_DESCRIPTION, GraphContext, GraphContextDict, HydeStyle
@@ -23,8 +23,31 @@ _PROMPT_STYLE = (
     "answering, a plain answer line without chunk IDs)."
 )
 
+APPROVE_DESCRIPTION = (
+    "Tool calls a person reviews before they run: tool names (chunk_read, keyword_search, ...) or 'all'. The "
+    "run pauses (a LangGraph interrupt with each call's name and arguments) until it is resumed with approve, "
+    "edit or reject per call; it needs a thread (a checkpointer)."
+)
 
-class AragContext(GraphContext):
+
+def approve_list(value: Any) -> Any:
+    """``approve_tools`` as a list of names: a string (Studio, the SDK, ``arag ask --approve``) is one
+    name or a comma list (``"all"``)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class _Approvals:
+    """The ``approve_tools`` setting both agent contexts have (a mixin of their pydantic models)."""
+
+    @field_validator("approve_tools", mode="before", check_fields=False)
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return approve_list(value)
+
+
+class AragContext(_Approvals, GraphContext):
     """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations).
 
     :class:`AragNaiveContext` has the same agent settings but fixes ``tools`` and ``snippet_window``
@@ -70,13 +93,14 @@ class AragContext(GraphContext):
         description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
         "1 shows the matched sentence alone, as A-RAG does.",
     )
+    approve_tools: list[str] = Field(default_factory=list, max_length=20, description=APPROVE_DESCRIPTION)
 
     @classmethod
     def paper_profile(cls) -> tuple[Deviation, ...]:
         return (*DEVIATIONS, *PAPER_PROFILE)
 
 
-class AragNaiveContext(GraphContext):
+class AragNaiveContext(_Approvals, GraphContext):
     """A-RAG (Naive): the agent loop with a single embedding search that returns whole chunks."""
 
     max_steps: int = Field(default=15, ge=1, le=500, description="Step cap L: searches allowed before answering.")
@@ -100,6 +124,7 @@ class AragNaiveContext(GraphContext):
         description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
         "the paper).",
     )
+    approve_tools: list[str] = Field(default_factory=list, max_length=20, description=APPROVE_DESCRIPTION)
 
     @classmethod
     def paper_profile(cls) -> tuple[Deviation, ...]:
@@ -126,6 +151,7 @@ class AragNaiveContextDict(GraphContextDict, total=False):
     hyde: bool
     hyde_style: HydeStyle
     dedupe_search_chunks: bool
+    approve_tools: list[str]
 
 
 class AragContextDict(AragNaiveContextDict, total=False):

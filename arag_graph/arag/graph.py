@@ -12,6 +12,15 @@ query for a HyDE passage when asked. When the cap or the message-token budget is
 ``synthesize`` asks for an answer from what was gathered, without tools; ``finish`` reads the answer
 and its citations out of the last message.
 
+Human review of tool calls (``approve_tools``): the calls of those tools go through ``approve``
+between ``agent`` and ``tools``, which pauses the run with a LangGraph ``interrupt()`` carrying each
+call's name and arguments, in the shape of LangChain's ``HumanInTheLoopMiddleware``
+(``action_requests``, ``review_configs``). ``Command(resume={"decisions": [...]})`` answers it, one
+decision per call: ``{"type": "approve"}``, ``{"type": "edit", "edited_action": {"name": ...,
+"args": {...}}}`` (the call runs with those arguments, and the conversation shows them), or
+``{"type": "reject", "message": "..."}`` (the call does not run; the model reads the message as
+the call's result). See :func:`approve`.
+
 The read-chunk set, the steps, the retrieved tokens and the trajectory are all read off the turn's
 tool messages (:func:`arag_graph.run.pipeline.turn_progress`): each tool result records in its artifact
 what it returned, so these figures hold across checkpoints and threads without a second copy.
@@ -36,7 +45,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
-from langgraph.types import Checkpointer, Command
+from langgraph.types import Checkpointer, Command, interrupt
 from typing_extensions import TypedDict
 
 from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
@@ -46,6 +55,15 @@ from arag_graph.arag.prompts import (
     SYNTHESIS_INSTRUCTION,
     agent_system_prompt,
     paper_system_prompt,
+)
+from arag_graph.arag.review import (
+    applied,
+    names_problem,
+    read_decisions,
+    required_reviews,
+    review_request,
+    reviewed_calls,
+    unreviewed_refusal,
 )
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
@@ -62,6 +80,7 @@ from arag_graph.run.pipeline import (
     turn_progress,
     turn_steps,
 )
+from arag_graph.run.policy import ServingPolicy
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
 from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState
@@ -101,9 +120,23 @@ class AgentBound(Bound[AgentContext]):
     tool_set: str | None = None
     """Fixed tool set (``naive`` for A-RAG (Naive)); None: the run's ``tools`` setting."""
     extra_tools: tuple[BaseTool, ...] = field(default=())
+    approve_tools: tuple[str, ...] = ()
+    """The operator's reviews (the builder's ``approve_tools``): a run's context adds to them."""
+
+    def reviews(self, ctx: AgentContext) -> list[str]:
+        """The tools whose calls a person reviews in a run with ``ctx`` (see :mod:`arag_graph.arag.review`)."""
+        return required_reviews(ctx.approve_tools, self.approve_tools, ctx.is_trusted)
+
+    def possible_tools(self) -> tuple[str, ...]:
+        """Every tool a run of this graph can have, whatever its ``tools`` setting."""
+        fixed = TOOL_SETS[self.tool_set] if self.tool_set else ALL_TOOLS
+        return (*fixed, *(t.name for t in self.extra_tools))
 
     def tools(self, run: Run[AgentContext]) -> tuple[str, ...]:
-        return TOOL_SETS[self.tool_set or run.ctx.tools]
+        return self.tools_of(run.ctx)
+
+    def tools_of(self, ctx: AgentContext) -> tuple[str, ...]:
+        return TOOL_SETS[self.tool_set or ctx.tools]
 
     def available(self, run: Run[AgentContext], all_tools: dict[str, BaseTool]) -> dict[str, BaseTool]:
         own = {t.name: t for t in self.extra_tools}
@@ -159,6 +192,15 @@ class AragState(RunState, AragOutputState, total=False):
     supersteps_left: int
     """``remaining_steps`` as the ``agent`` node saw it: under ``update_state`` the managed value
     counts against no run's recursion limit, so the edges read the run's own figure."""
+    approve: list[str]
+    """The tools whose calls are reviewed in this run (the operator's and the context's
+    ``approve_tools``), for the edge that sends calls to ``approve`` (read here, as ``limits``)."""
+    reviewed: list[str]
+    """Ids of the calls ``approve`` let through (approved or edited): the tool node runs a call that
+    needs a review only if it is here."""
+    rejected: dict[str, str]
+    """Tool call id -> the reviewer's message, for the calls ``approve`` rejected: the tool node answers
+    them with it instead of running them."""
 
 
 _DEFAULT_LIMITS = StepLimits(
@@ -172,8 +214,35 @@ def step_limits(ctx: AgentContext) -> StepLimits:
 
 
 def start(state: RunState, runtime: Runtime[AragContext], *, bound: AgentBound) -> dict[str, Any]:
-    """A new question: the per-question fields reset, and the run's limits recorded for the edges."""
-    return {**start_update(state), "limits": step_limits(bound.context_schema.of_run(runtime.context))}
+    """A new question: the per-question fields reset, and the run's limits recorded for the edges.
+
+    A review of tool calls (``approve_tools``) needs a thread to pause on and tools it can name: a run
+    without either ends here, in one line, before any model call.
+    """
+    ctx = bound.context_schema.of_run(runtime.context)
+    reviews = bound.reviews(ctx)
+    update = {**start_update(state), "limits": step_limits(ctx), "approve": reviews, "reviewed": [], "rejected": {}}
+    if reviews and not update.get("error"):
+        update["error"] = _approval_problem(ctx, bound, runtime)
+    return update
+
+
+def _approval_problem(ctx: AgentContext, bound: AgentBound, runtime: Runtime[Any]) -> str | None:
+    served = () if ctx.is_trusted else ServingPolicy.from_env().approve_tools
+    # One server serves several graphs: the operator's list may name a tool that only some of them have.
+    every = (*ALL_TOOLS, *(t.name for t in bound.extra_tools))
+    problem = names_problem(served, every, "ARAG_APPROVE_TOOLS (the server's environment)")
+    own = (*bound.tools_of(ctx), *(t.name for t in bound.extra_tools))
+    problem = problem or names_problem(ctx.approve_tools, own, "approve_tools")
+    if problem or not reviewed_calls([{"name": name} for name in own], bound.reviews(ctx)):
+        return problem  # the operator's reviews of tools this run does not have need no thread
+    info = runtime.execution_info
+    if info is None or info.thread_id is None:
+        return (
+            "approve_tools pauses the run for a review, which needs a thread to resume: compile the graph with a "
+            "checkpointer (checkpointer=InMemorySaver()) and run it with config={'configurable': {'thread_id': ...}}"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,6 +265,7 @@ def agent(
         return {
             "messages": [reply, *refused],
             "limits": step_limits(run.ctx),
+            "approve": bound.reviews(run.ctx),
             "supersteps_left": left,
             **progress,
         }
@@ -246,6 +316,37 @@ def _invalid_call_message(call: dict[str, Any]) -> ToolMessage:
 
 
 # ---------------------------------------------------------------------------------------------
+# Human review of tool calls (arag_graph.arag.review)
+
+
+def approve(state: AragState, *, tools: dict[str, BaseTool]) -> dict[str, Any]:
+    """Pause for a person to review the turn's calls of the tools to review, then apply the decisions:
+    an edited call is rewritten in the model's message (so the tool node runs it and the conversation
+    shows it as run), a rejected one is recorded for the tool node to answer with the reviewer's
+    message, and the ids of the others let through. A malformed answer pauses again, with a
+    ``problem`` saying what was wrong. The state alone is read (as the edges do), so Studio's edits
+    and forks reach this node too."""
+    reply = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
+    valid = [c for c in pending_tool_calls(reply) if not c.get("invalid")]
+    calls = reviewed_calls(valid, state.get("approve") or [])
+    if reply is None or not calls:
+        return {}
+    problem = ""
+    while True:
+        try:
+            decisions = read_decisions(interrupt(review_request(calls, problem)), calls, tools)
+            break
+        except AragError as exc:
+            problem = str(exc)
+    edited, passed, rejected = applied(reply.tool_calls, calls, decisions)
+    left = state.get("supersteps_left", _NO_LIMIT) - 1
+    update: dict[str, Any] = {"reviewed": passed, "rejected": rejected, "supersteps_left": left}
+    if edited is not None:
+        update["messages"] = [reply.model_copy(update={"tool_calls": edited})]  # same id: replaced in place
+    return update
+
+
+# ---------------------------------------------------------------------------------------------
 # Edges
 
 
@@ -279,7 +380,10 @@ def after_agent(state: AragState) -> str:
     if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.
-    return "tools" if any(not c.get("invalid") for c in calls) else "agent"
+    valid = [c for c in calls if not c.get("invalid")]
+    if not valid:
+        return "agent"
+    return "approve" if reviewed_calls(valid, state.get("approve") or []) else "tools"
 
 
 def after_tools(state: AragState) -> str:
@@ -321,6 +425,8 @@ class ToolCallGuard:
                 text, tool_call_id=call.get("id") or "", name=name or "unknown", status="error", artifact=artifact
             )
             return refusal, run
+        if refusal_reason := unreviewed_refusal(call, self.bound.reviews(run.ctx), request.state):
+            return not_run_message(call, refusal_reason), run
         earlier = self._earlier_calls(request)
         if turn_steps(state_messages(request.state)) + len(earlier) >= run.ctx.max_steps:
             return not_run_message(call, _CAP_REACHED), run
@@ -498,6 +604,7 @@ def build_arag_graph(
     context_schema: type[AragContext] | type[AragNaiveContext] = AragContext,
     name: str = "arag",
     checkpointer: Checkpointer = None,
+    approve_tools: Sequence[str] = (),
 ) -> RagGraph[AragContext | AragContextDict, AragOutputState]:
     """Compile the A-RAG agent.
 
@@ -506,11 +613,16 @@ def build_arag_graph(
     (``"naive"`` for A-RAG (Naive), ``"none"`` for none); left as None it comes from the context's
     ``tools`` field. ``extra_tools`` are bound next to them (your own tools; they count as steps like
     the others, and may return ``(content, artifact)`` with ``tokens`` and ``chunk_ids`` to take part
-    in the accounting).
+    in the accounting). ``approve_tools`` (tool names, or ``["all"]``) are the operator's reviews:
+    those calls pause the run for a person in every run (it needs a ``checkpointer``), and a run's
+    own ``approve_tools`` can add to them but not remove one (see :mod:`arag_graph.arag.review`).
     """
     if tool_set is not None and tool_set not in TOOL_SETS:
         raise AragError(f"unknown tool set {tool_set!r}; choose from {sorted(TOOL_SETS)}")
-    bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools))
+    approve_tools = [approve_tools] if isinstance(approve_tools, str) else list(approve_tools)
+    bound = AgentBound(name, context_schema, index, model, tool_set, tuple(extra_tools), tuple(approve_tools))
+    if problem := names_problem(approve_tools, bound.possible_tools(), "approve_tools"):
+        raise AragError(problem)
     source = _index_source(bound)
     tools = {t.name: t for t in create_retrieval_tools(source)}
     guard = ToolCallGuard(bound, tools, source)
@@ -526,12 +638,14 @@ def build_arag_graph(
     )
     builder.add_node("start", functools.partial(start, bound=bound))
     builder.add_node("agent", model_node("agent", functools.partial(agent, bound=bound, tools=tools, source=source)))
+    builder.add_node("approve", functools.partial(approve, tools={**tools, **{t.name: t for t in extra_tools}}))
     builder.add_node("tools", tool_node)
     builder.add_node("synthesize", model_node("synthesize", functools.partial(synthesize, bound=bound, tools=tools)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
     builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges("agent", after_agent, ["tools", "agent", "synthesize", "finish", END])
+    builder.add_conditional_edges("agent", after_agent, ["approve", "tools", "agent", "synthesize", "finish", END])
+    builder.add_edge("approve", "tools")
     builder.add_conditional_edges("tools", after_tools, ["agent", "synthesize"])
     builder.add_edge("synthesize", "finish")
     builder.add_edge("finish", END)
@@ -551,10 +665,17 @@ def build_arag_naive_graph(
     model: BaseChatModel | str | None = None,
     *,
     checkpointer: Checkpointer = None,
+    approve_tools: Sequence[str] = (),
 ) -> RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]:
     """A-RAG (Naive): the agent loop with one embedding-search tool that returns whole chunks."""
     graph = build_arag_graph(
-        index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
+        index,
+        model,
+        tool_set="naive",
+        context_schema=AragNaiveContext,
+        name="arag_naive",
+        checkpointer=checkpointer,
+        approve_tools=approve_tools,
     )
     return cast("RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]", graph)
 

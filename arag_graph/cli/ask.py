@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,10 @@ def tool_result(message: Any) -> dict[str, Any] | None:
     return {"tool": message.name, **artifact, "error": artifact["error"] or message.status == "error"}
 
 
+Review = Callable[[Any], Any]
+"""Answers a run's interrupt (its value) with what resumes it (``--approve``: :func:`review_on_terminal`)."""
+
+
 def run_question(
     graph_name: str,
     question: str,
@@ -56,14 +61,16 @@ def run_question(
     echo: bool,
     checkpointer: Any = None,
     thread: str | None = None,
+    review: Review | None = None,
 ) -> dict[str, Any]:
     """Run one question through a graph, printing tool calls and results as they happen.
 
     ``context`` is the run's context as :func:`arag_graph.registry.config_for` checked it, once: the
     graph runs with that object. With ``checkpointer`` and ``thread``, the question continues that
-    thread's conversation.
+    thread's conversation. A run that pauses for a review (``approve_tools``) is resumed with what
+    ``review`` answers, until it ends.
     """
-    from langchain_core.messages import ToolMessage
+    from langgraph.types import Command
 
     from arag_graph.registry import build_graph
 
@@ -79,14 +86,28 @@ def run_question(
     run_config: dict[str, Any] = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
     if thread is not None:
         run_config["configurable"] = {"thread_id": thread}
-    stream = graph.stream({"question": question}, run_config, context=context, stream_mode=["updates", "values"])
+    given: Any = {"question": question}
+    while True:
+        stream = graph.stream(given, run_config, context=context, stream_mode=["updates", "values"])
+        final, seen_steps, paused = _follow(stream, final, seen_steps, echo)
+        if not paused or review is None:
+            return final
+        given = Command(resume=review(paused[0].value))
+
+
+def _follow(stream: Any, final: dict[str, Any], seen_steps: int, echo: bool) -> tuple[dict[str, Any], int, list[Any]]:
+    """Print a run's steps as they stream; its last values, steps shown, and interrupts (a pause)."""
+    from langchain_core.messages import ToolMessage
+
+    paused: list[Any] = []
     for mode, chunk in stream:
         if mode == "values":
             final = chunk
             continue
+        paused.extend(chunk.get("__interrupt__") or ())
         if not echo:
             continue
-        for update in chunk.values():
+        for update in (u for key, u in chunk.items() if key != "__interrupt__"):
             for line in describe_step(update or {}):
                 print(f"  {line}")
             # Tool results as they arrive (the agent's tool node), else a graph's own retrieval steps.
@@ -97,7 +118,57 @@ def run_question(
                 status = " (error)" if step.get("error") else ""
                 print(f"  <- {step.get('tool')}: {step.get('tokens', 0)} tokens, chunks {ids}{status}")
             seen_steps += len(steps)
-    return final
+    return final, seen_steps, paused
+
+
+def review_on_terminal(request: Any, ask: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """``arag ask --approve``: each tool call of the pause shown on the terminal (stderr, so that
+    ``--json`` keeps stdout), approved, edited (new JSON arguments) or rejected (with a message the
+    model reads). The answer is LangChain's ``HITLResponse`` shape, which the agent's ``approve``
+    node reads. End of input stops the run in one line: nothing runs unreviewed."""
+    ask = ask or _ask_line
+    if request.get("problem"):
+        print(f"  review: {request['problem']}", file=sys.stderr)
+    decisions: list[dict[str, Any]] = []
+    for action in request.get("action_requests") or []:
+        shown = json.dumps(action.get("args"), ensure_ascii=False)
+        while True:
+            choice = ask(f"  review {action.get('name')}({shown}): [a]pprove, [e]dit, [r]eject? ").strip().lower()
+            if choice in ("", "a", "approve"):
+                decisions.append({"type": "approve"})
+            elif choice in ("e", "edit"):
+                args = _edited_args(ask, shown)
+                decisions.append({"type": "edit", "edited_action": {"name": action.get("name"), "args": args}})
+            elif choice in ("r", "reject"):
+                message = ask("  message for the model (Enter: none): ").strip()
+                decisions.append({"type": "reject", **({"message": message} if message else {})})
+            else:
+                print("  answer a, e or r", file=sys.stderr)
+                continue
+            break
+    return {"decisions": decisions}
+
+
+def _edited_args(ask: Callable[[str], str], shown: str) -> dict[str, Any]:
+    while True:
+        text = ask(f"  arguments as JSON (Enter keeps {shown}): ").strip() or shown
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            print(f"  not JSON ({exc.msg}); give an object such as {shown}", file=sys.stderr)
+            continue
+        if isinstance(value, dict):
+            return value
+        print(f"  give a JSON object such as {shown}", file=sys.stderr)
+
+
+def _ask_line(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        print(file=sys.stderr)  # the prompt's line ends, so the error has a line of its own
+        raise AragError("the review ended with the input (end of file); the call was not run, nor any after it")
+    return line
 
 
 def result_record(state: dict[str, Any], graph: str, model: str) -> dict[str, Any]:
@@ -143,6 +214,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"graph {args.graph}, model {spec}, index {index.path}" + (f", thread {thread}" if thread else ""))
     with thread_store(thread) as checkpointer:
+        run_thread = f"{args.graph}:{thread}" if thread else None  # a thread belongs to one graph (its state's shape)
+        if args.approve and checkpointer is None:  # a review pauses the run: it needs a thread, kept in memory
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            checkpointer, run_thread = InMemorySaver(), f"{args.graph}:review"
         state = run_question(
             args.graph,
             question,
@@ -151,7 +227,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             context=ctx,
             echo=not args.json,
             checkpointer=checkpointer,
-            thread=f"{args.graph}:{thread}" if thread else None,  # a thread belongs to one graph (its state's shape)
+            thread=run_thread,
+            review=review_on_terminal if args.approve else None,
         )
     record = scrub(finite(result_record(state, args.graph, spec)))  # no key a model echoed is printed
     if thread:
@@ -168,13 +245,24 @@ def _checked_question(args: argparse.Namespace) -> tuple[str, str | None]:
 
     # Every check comes before the first line of output: bad input prints its one error line only.
     settings = [("--set", pair) for pair in args.settings]
-    texts = cliargs.flags(args, "index", "graph", "model", "base_url", "html", "thread")
+    texts = cliargs.flags(args, "index", "graph", "model", "base_url", "html", "thread", "approve")
     cliargs.require_utf8([("the question", args.question), *texts, *settings])
     question = (args.question or "").strip()
     if not question:
         raise AragError('the question is empty; ask something, e.g. arag ask "Who directed Alien?" --index DIR')
-    get_graph_spec(args.graph)
+    spec = get_graph_spec(args.graph)
     cliargs.check_run_limits(args.max_steps, args.top_k)
+    if args.approve is not None:
+        if "approve_tools" not in spec.config.model_fields:
+            raise AragError(
+                f"--approve reviews the agent's tool calls, and the graph {args.graph} makes none; "
+                "use --graph arag or --graph arag_naive"
+            )
+        if not sys.stdin.isatty():
+            raise AragError(
+                "--approve asks you about each tool call on the terminal, and stdin is not one; "
+                "run arag ask at a terminal, or leave --approve out"
+            )
     thread = thread_name(args.thread)
     if args.html is not None:
         cliargs.html_file(Path(args.html), "--html")
@@ -194,7 +282,23 @@ def _checked_context(args: argparse.Namespace) -> tuple[str, str | None, dict[st
     limits = cliargs.model_limits(args)
     context = {"max_steps": args.max_steps, "top_k": args.top_k, "model": spec, "base_url": args.base_url, **limits}
     context |= extra | {"profile": check_profile(args.profile)}
-    return spec, notice, limits, config_for(args.graph, **context)
+    if args.approve is not None:
+        context["approve_tools"] = args.approve
+    ctx = config_for(args.graph, **context)
+    if args.approve is not None:
+        _check_reviews(ctx)
+    return spec, notice, limits, ctx
+
+
+def _check_reviews(ctx: Any) -> None:
+    """``--approve`` names tools of this run (the graph's, or the ablation ``--set tools=`` leaves)."""
+    from arag_graph.arag.graph import TOOL_SETS
+    from arag_graph.arag.review import names_problem
+
+    if not ctx.approve_tools:
+        raise AragError("--approve names no tool; give tool names, comma-separated, or all")
+    if problem := names_problem(ctx.approve_tools, TOOL_SETS[getattr(ctx, "tools", "naive")], "--approve"):
+        raise AragError(problem)
 
 
 def _write_html(args: argparse.Namespace, question: str, spec: str, state: dict[str, Any], index: Any) -> None:
@@ -269,5 +373,12 @@ def add_commands(sub: Any, common: dict[str, Any]) -> None:
         default=None,
         metavar="NAME",
         help="keep the conversation as thread NAME (in the cache directory): a later --thread NAME is a follow-up",
+    )
+    p.add_argument(
+        "--approve",
+        default=None,
+        metavar="TOOLS",
+        help="review these tools' calls before they run, on the terminal: approve, edit or reject each "
+        "(tool names, comma-separated, or all; arag and arag_naive)",
     )
     p.set_defaults(func=cmd_ask)

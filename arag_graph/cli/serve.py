@@ -12,15 +12,16 @@ from arag_graph.core.errors import AragError
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the retrieval tools over MCP until the client (stdio) or a signal (http) ends it."""
-    from arag_graph.tools.mcp_server import run_mcp
+    from arag_graph.tools.mcp_server import check_tool_prefix, run_mcp
 
-    cliargs.require_utf8(cliargs.flags(args, "index", "host"))
+    cliargs.require_utf8(cliargs.flags(args, "index", "host", "tool_prefix"))
     cliargs.whole_number(args.port, "--port", 0, 65535, example="--port 8765")
     host = (args.host or "").strip()
     if not host:
         raise AragError("--host is empty; give an address to listen on, e.g. --host 127.0.0.1")
+    prefix = check_tool_prefix(args.tool_prefix, "--tool-prefix")  # before the index is loaded
     index = open_index(args.index, quiet=True)  # stdout is the protocol's under stdio: nothing else goes there
-    run_mcp(index, transport=args.transport, host=host, port=args.port)
+    run_mcp(index, transport=args.transport, host=host, port=args.port, tool_prefix=prefix)
     return 0
 
 
@@ -37,4 +38,10 @@ def add_commands(sub: Any, common: dict[str, Any]) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on with --transport http (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765; 0: any free)")
+    p.add_argument(
+        "--tool-prefix",
+        default="",
+        help="start every tool's name with this (papers_ -> papers_keyword_search), so that a client of two "
+        "servers sees distinct names (default: none)",
+    )
     p.set_defaults(func=cmd_mcp)

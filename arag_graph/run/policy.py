@@ -28,6 +28,9 @@ could make the server open any directory. So the operator decides, in the server
     embedding model, besides the index root. An index's manifest names its model; a model folder
     elsewhere on disk is refused, so that a manifest cannot make the server read any directory.
     Model names from the Hugging Face cache and the packaged model are the operator's already.
+``ARAG_APPROVE_TOOLS``
+    the agents' tools (comma-separated names, or ``all``) whose calls a person reviews before they
+    run (:mod:`arag_graph.arag.review`); a run's ``approve_tools`` adds to these, never removes one.
 
 Anything else is refused before the run starts, with a one-line reason. Keys never come from the
 context. Whoever builds a graph in Python (or runs the CLI) is the operator: the index and model
@@ -142,6 +145,8 @@ class ServingPolicy:
     """Where a chosen index's embedding-model folder may be (``ARAG_EMBEDDING_MODEL_ROOTS``)."""
     allowed_chroma_urls: frozenset[str] = frozenset()
     """Chroma servers a served run may reach (``ARAG_CHROMA_URL`` and ``ARAG_ALLOWED_CHROMA_URLS``)."""
+    approve_tools: tuple[str, ...] = ()
+    """Tools whose calls a person reviews in every served run (``ARAG_APPROVE_TOOLS``)."""
 
     @classmethod
     def from_env(cls) -> ServingPolicy:
@@ -165,6 +170,7 @@ class ServingPolicy:
                 Path(p.strip()) for p in os.environ.get("ARAG_EMBEDDING_MODEL_ROOTS", "").split(os.pathsep) if p.strip()
             ),
             allowed_chroma_urls=frozenset(chroma),
+            approve_tools=tuple(_listed("ARAG_APPROVE_TOOLS")),
         )
 
     def model(self, requested: str) -> str:

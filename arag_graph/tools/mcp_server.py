@@ -90,12 +90,11 @@ PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.-]{0,64}")
 """What a tool-name prefix may hold: MCP tool names are letters, digits, ``_``, ``-`` and ``.``."""
 
 
-def check_tool_prefix(prefix: str) -> str:
-    """``prefix`` if tool names may start with it, else the one-line error with an example."""
+def check_tool_prefix(prefix: str, what: str = "tool prefix") -> str:
+    """``prefix`` if tool names may start with it, else the one-line error with an example; ``what``
+    names it as the caller gave it (``--tool-prefix`` on the command line)."""
     if not PREFIX_PATTERN.fullmatch(prefix):
-        raise AragError(
-            f"tool prefix {prefix[:80]!r} must be at most 64 letters, digits, '_', '-' or '.' (e.g. 'papers_')"
-        )
+        raise AragError(f"{what} {prefix[:80]!r} must be at most 64 letters, digits, '_', '-' or '.' (e.g. 'papers_')")
     return prefix
 
 

@@ -106,3 +106,29 @@ def test_edit_a_corag_thread_as_every_node(dev_server: DevServer) -> None:
             )
             assert out.get("error") is None and out["answer"].strip(), (node, out)
             assert not client.threads.get_state(thread)["next"], node
+
+
+def test_review_a_tool_call_through_the_sdk(dev_server: DevServer) -> None:
+    """Human review through the SDK (issue 37): with ``approve_tools`` the run pauses before the call,
+    the interrupt names the call and its arguments, a resume that edits them runs the edited call."""
+    client = dev_server.client()
+    context = {"max_steps": 2, "approve_tools": ["semantic_search"]}
+    with dev_server.log_on_failure():
+        thread = client.threads.create()["thread_id"]
+        client.runs.wait(thread, "arag", input={"question": QUESTION}, context=context)
+        state = client.threads.get_state(thread)
+        assert state["next"] == ["approve"]
+        (paused,) = state["interrupts"]
+        (request,) = paused["value"]["action_requests"]
+        assert request["name"] == "semantic_search" and request["args"]["query"]
+        edited = {**request["args"], "query": EDITED_QUERY}
+        decision = {"type": "edit", "edited_action": {"name": "semantic_search", "args": edited}}
+        client.runs.wait(thread, "arag", command={"resume": {"decisions": [decision]}}, context=context)
+        for _ in range(5):  # later calls of the tool: approved as they are
+            if not client.threads.get_state(thread)["interrupts"]:
+                break
+            client.runs.wait(thread, "arag", command={"resume": "approve"}, context=context)
+        values = client.threads.get_state(thread)["values"]
+        assert values.get("error") is None and values["answer"].strip()
+        (ran,) = _tool_results(values, request["id"])
+        assert ran["artifact"]["args"]["query"] == EDITED_QUERY
