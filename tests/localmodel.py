@@ -58,6 +58,8 @@ THREADS = 1
 one thread was several times faster than two (docs/guide/local-models.md)."""
 STARTUP_TIMEOUT = 120.0
 SERVER_PACKAGES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
+TOP_K = 2
+"""Chunks per search in the real-model runs: the prompts stay short, so the module stays at a few minutes."""
 
 
 class LocalModelMissing(RuntimeError):
@@ -95,11 +97,13 @@ class LocalModel:
     n_ctx: int
 
     def context(self, **extra: Any) -> dict[str, Any]:
-        """A run's model settings (a graph's context): the local model, small replies, no retries."""
+        """A run's model settings (a graph's context): the local model, small replies, no retries, and
+        :data:`TOP_K` chunks per search (on two CPU cores, reading the prompt is most of a call's time)."""
         return {
             "model": self.name,
             "base_url": self.base_url,
             "max_tokens": MAX_TOKENS,
+            "top_k": TOP_K,
             "timeout": MODEL_TIMEOUT,
             "max_retries": 0,
             **extra,
@@ -109,7 +113,7 @@ class LocalModel:
         """The same settings as ``arag`` flags."""
         return [
             "--model", self.name, "--base-url", self.base_url,
-            "--model-timeout", str(MODEL_TIMEOUT), "--model-retries", "0",
+            "--model-timeout", str(MODEL_TIMEOUT), "--model-retries", "0", "--top-k", str(TOP_K),
         ]  # fmt: skip
 
     def log_tail(self, chars: int = 4000) -> str:
@@ -199,6 +203,8 @@ class Exchange:
     """``tool_choice`` named a tool, or asked for any (a structured call through function calling)."""
     json_schema: bool = False
     """The request asked for a JSON reply (``response_format``)."""
+    max_tokens: int | None = None
+    """The most tokens the request asked for (``max_completion_tokens`` or ``max_tokens``)."""
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     invalid_tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -233,6 +239,7 @@ class ReplyLog(BaseCallbackHandler):
             tools=tools,
             forced=bool(choice) and choice not in ("auto", "none"),
             json_schema=bool(params.get("response_format")),
+            max_tokens=params.get("max_completion_tokens") or params.get("max_tokens"),
         )
         with self._lock:
             self._open[run_id] = (exchange, time.perf_counter())
@@ -288,6 +295,7 @@ CLASSES = (
     "empty_reply",
     "missing_answer_line",
     "repetition",
+    "over_max_tokens",
     "context_overflow",
     "html_entities",
 )
@@ -339,6 +347,8 @@ def classify(exchange: Exchange, *, answer_step: bool | None = None) -> list[str
         found.append("missing_answer_line")
     if exchange.finish_reason == "length" or repeats(exchange.text):
         found.append("repetition")
+    if exchange.usage and exchange.max_tokens and exchange.usage["output_tokens"] > exchange.max_tokens:
+        found.append("over_max_tokens")
     if _ENTITY.search(exchange.text) or any(_ENTITY.search(json.dumps(c.get("args"))) for c in exchange.tool_calls):
         found.append("html_entities")
     return found
