@@ -131,6 +131,9 @@ MODULES: dict[str, Target] = {
             "write_atomic",
             "remove_stale_builds",
             "remove_tree",
+            "reading",
+            "no_readers",
+            "_open_readers_file",
             "legacy_build",
             "BuildRecord.read",
             "BuildRecord.owns",
@@ -153,6 +156,13 @@ MODULES: dict[str, Target] = {
         select="foreign_directory or foreign_current or link or adopted or accepted or leftover or killed_builds "
         "or (killed_update and matrix) or failed or disk_refuses or interrupt_after or damaged_current "
         "or returns_names or summaries_of or dropping or add_and_delete or encodes_only",
+    ),
+    # readers racing updates: the readers lock and following CURRENT to the new build (small indexes of a
+    # hash encoder, on threads)
+    "arag_graph/index/load.py": Target(
+        ("tests/test_index_updates.py",),
+        functions=("_load_following_current",),
+        select="racing or damage_of_the_build",
     ),
     # the chain's length: the step cap, a run's own cap, checked last steps, fixed-length chains
     "arag_graph/corag/chain.py": Target(
