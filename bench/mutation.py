@@ -164,6 +164,20 @@ MODULES: dict[str, Target] = {
         functions=("_load_following_current",),
         select="racing or damage_of_the_build",
     ),
+    # one rule for caps: the caller's whole input, and every request before it is sent
+    "arag_graph/run/budgets.py": Target(
+        ("tests/test_budgets.py",),
+        functions=(
+            "input_problem",
+            "question_problem",
+            "RunBudget._start",
+            "RunBudget._request_tokens",
+            "RunBudget._passes",
+            "RunBudget._reached",
+        ),
+        select="cap or system_message or hundred_messages",
+        sample_index=True,
+    ),
     # the chain's length: the step cap, a run's own cap, checked last steps, fixed-length chains
     "arag_graph/corag/chain.py": Target(
         ("tests/test_corag.py",),
