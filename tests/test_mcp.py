@@ -128,6 +128,53 @@ def test_http_binds_loopback_and_keeps_one_read_set_per_session(
         assert ALREADY_READ in again and chunk.text not in again
 
 
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_http_sessions_are_capped_and_expire_when_idle(sample_index: HierarchicalIndex) -> None:
+    """Clients that initialise and leave without DELETE (the probe's 1,500) cannot hold sessions forever:
+    past ``--max-sessions`` a new one is refused (503), and after ``--session-idle`` seconds without a
+    request the idle ones are closed (their IDs answer 404) and new clients are admitted again.
+    ``bench/bench_mcp_sessions.py`` measures the memory of 1,500 such clients."""
+    import time
+
+    import httpx
+
+    argv = _mcp_argv(sample_index, "--transport", "http", "--port", "0", "--max-sessions", "3", "--session-idle", "2")
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"serving on (http://\S+)", line)
+        assert match, f"no URL announced: {line!r}"
+        url = match.group(1)
+        with httpx.Client(timeout=60) as client:
+            opened = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(3)]
+            assert [r.status_code for r in opened] == [200, 200, 200], [r.text for r in opened]
+            ids = [r.headers["mcp-session-id"] for r in opened]
+            full = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+            assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+            time.sleep(4)  # past the idle time: nothing was in flight
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+            gone = client.post(url, json=ping, headers={**_HEADERS, "mcp-session-id": ids[0]})
+            assert gone.status_code == 404, gone.text
+            again = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(3)]
+            assert [r.status_code for r in again] == [200, 200, 200], [r.text for r in again]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_announced_socket_already_accepts_connections() -> None:
     """The URL is printed before uvicorn starts; a client connecting at once must queue, not be refused.
 
@@ -216,6 +263,9 @@ def test_arguments_over_the_operators_cap_are_refused(
     [
         (["mcp", "--port", "70000"], "--port 70000 is out of range"),
         (["mcp", "--host", " "], "--host is empty"),
+        (["mcp", "--max-sessions", "0"], "--max-sessions 0 is out of range"),
+        (["mcp", "--session-idle", "0"], "--session-idle 0 is out of range"),
+        (["mcp", "--session-idle", "nan"], "--session-idle nan is not a finite number"),
     ],
 )
 def test_bad_mcp_flags_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -564,11 +564,11 @@ def _flock() -> Any:
     return fcntl
 
 
-def _open_readers_file(root: Path) -> int | None:
-    """A descriptor of ``root/.readers`` (created when missing and the directory is writable), never
-    through a symbolic link; None when it cannot be opened."""
+def _open_readers_file(root: Path, *, create: bool) -> int | None:
+    """A descriptor of ``root/.readers`` (with ``create``: made when missing and the directory is
+    writable), never through a symbolic link; None when it cannot be opened."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for extra in (os.O_CREAT, 0):
+    for extra in (os.O_CREAT, 0) if create else (0,):
         try:
             return os.open(root / READERS, flags | extra, 0o644)
         except OSError:
@@ -580,7 +580,7 @@ def _open_readers_file(root: Path) -> int | None:
 def reading(root: Path) -> Iterator[bool]:
     """Hold ``root/.readers`` shared while a build is opened; yields whether the lock is held."""
     fcntl = _flock()
-    fd = _open_readers_file(root) if fcntl is not None and root.is_dir() else None
+    fd = _open_readers_file(root, create=True) if fcntl is not None and root.is_dir() else None
     if fd is None:
         yield False
         return
@@ -603,9 +603,11 @@ def no_readers(root: Path) -> Iterator[bool]:
     if fcntl is None:
         yield True
         return
-    fd = _open_readers_file(root)
+    fd = _open_readers_file(root, create=False)
     if fd is None:
-        yield True  # no file and none can be made: no reader can hold it either
+        # No file: no reader holds it, and one that makes it now reads CURRENT after this, which
+        # already names the new build (deletion follows the switch).
+        yield True
         return
     try:
         try:
