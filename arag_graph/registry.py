@@ -1,77 +1,97 @@
 """Every graph of the package by name, with its builder and its configuration class.
 
 The CLI (``arag ask --graph``), the evaluation runner and ``arag_graph/served/`` look graphs up here, so a
-variant is registered once. Builders are held by reference (jump-to-definition works from here and
-from ``arag_graph/served/``); this module sits above every graph family in the layer order for that reason.
+variant is registered once. Each graph family's ``graph.py`` lists its graphs (``GRAPHS``, of
+:class:`~arag_graph.run.spec.GraphSpec`) beside their builders; :data:`FAMILIES` is the one list of
+families, so adding a graph is its folder and one line here. The families are imported as modules,
+not named by strings, so the layer test sees every one; this module sits above them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
-from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
-from arag_graph.corag.graph import build_corag_graph
+from arag_graph.arag import graph as arag
+from arag_graph.baselines import graph as baselines
+from arag_graph.corag import graph as corag
 from arag_graph.core.errors import AragError
-from arag_graph.run import configuration as c
+from arag_graph.core.profiles import DEVIATIONS, Deviation, deviation_table
 from arag_graph.run.configuration import GraphContext
-from arag_graph.srag.graph import build_srag_graph
+from arag_graph.run.spec import GraphSpec
+from arag_graph.srag import graph as srag
 
 if TYPE_CHECKING:
     from langgraph_sdk.runtime import ServerRuntime
 
+__all__ = [
+    "FAMILIES",
+    "GRAPHS",
+    "GraphSpec",
+    "build_graph",
+    "check_setting_names",
+    "config_for",
+    "deviations",
+    "get_graph_spec",
+    "graph_names",
+    "profile_table",
+    "registered",
+    "served_graph",
+]
 
-@dataclass(frozen=True)
-class GraphSpec:
-    name: str
-    builder: Callable[..., Any]
-    """The graph's builder; it takes ``index``, ``model`` and ``checkpointer``."""
-    config: type[GraphContext]
-    """The graph's context schema (its Studio form)."""
-    description: str
-
-    def build(self, **kwargs: Any) -> Any:
-        return self.builder(**kwargs)
+FAMILIES: tuple[ModuleType, ...] = (
+    baselines,
+    arag,
+    corag,
+    srag,
+)
+"""Every graph family, by its graph module (each lists its graphs in ``GRAPHS``), in the order the
+CLI, the evaluation and the docs list them. A new family is a folder and a line here."""
 
 
-GRAPHS: dict[str, GraphSpec] = {
-    spec.name: spec
-    for spec in (
-        GraphSpec("direct", build_direct_graph, c.DirectContext, "Direct answer: no retrieval"),
-        GraphSpec(
-            "naive_rag",
-            build_naive_rag_graph,
-            c.NaiveRagContext,
-            "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
-        ),
-        GraphSpec(
-            "arag_naive",
-            build_arag_naive_graph,
-            c.AragNaiveContext,
-            "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
-        ),
-        GraphSpec(
-            "arag",
-            build_arag_graph,
-            c.AragContext,
-            "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
-        ),
-        GraphSpec(
-            "corag",
-            build_corag_graph,
-            c.CoragContext,
-            "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
-        ),
-        GraphSpec(
-            "srag",
-            build_srag_graph,
-            c.SragContext,
-            "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
-        ),
-    )
-}
+def _graphs(families: Iterable[ModuleType]) -> dict[str, GraphSpec]:
+    graphs: dict[str, GraphSpec] = {}
+    for family in families:
+        for spec in family.GRAPHS:
+            if spec.name in graphs:
+                raise AragError(f"two graphs are named {spec.name!r} ({family.__name__} and another family)")
+            graphs[spec.name] = spec
+    return graphs
+
+
+GRAPHS: dict[str, GraphSpec] = _graphs(FAMILIES)
+
+
+@contextlib.contextmanager
+def registered(*families: ModuleType) -> Iterator[None]:
+    """Graph families from outside the package (a plugin's, a test's toy), registered while the block runs.
+
+    Each is a module with ``GRAPHS``, as a family's ``graph.py`` is; the CLI run in the same process
+    (``arag ask``, ``arag eval``), :func:`served_graph` and :func:`config_for` find its graphs.
+    """
+    added = _graphs([*FAMILIES, *families])
+    new = {name: spec for name, spec in added.items() if name not in GRAPHS}
+    GRAPHS.update(new)
+    try:
+        yield
+    finally:
+        for name in new:
+            GRAPHS.pop(name, None)
+
+
+def deviations() -> tuple[Deviation, ...]:
+    """Every row of the paper profile: the shared ones, then each graph family's own, in registry order."""
+    rows = list(DEVIATIONS)
+    for spec in GRAPHS.values():
+        rows.extend(d for d in spec.config.paper_profile() if d not in rows)
+    return tuple(rows)
+
+
+def profile_table() -> str:
+    """The docs' table of the paper profile (``docs/guide/reproducing.md``), from :func:`deviations`."""
+    return deviation_table(deviations())
 
 
 def graph_names() -> list[str]:

@@ -33,7 +33,7 @@ from benchenv import DATA, RESULTS, ROOT, machine
 from arag_graph.evaluators.eval_index import prepare_index
 from arag_graph.evaluators.plan import EvalPlan
 from arag_graph.evaluators.retrieval import evidence_scores
-from arag_graph.llm.offline import OfflinePolicy
+from arag_graph.offline.policy import OfflinePolicy
 from arag_graph.qa.datasets import Question, load_questions
 from arag_graph.qa.matching import answer_scores
 from arag_graph.registry import build_graph, config_for

@@ -45,8 +45,8 @@ from arag_graph.index.build import build_index
 from arag_graph.index.encoders import ENCODERS, SentenceEncoder, check_encoder, default_embeddings
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
-from arag_graph.llm.offline import salient_spans
 from arag_graph.llm.summarize import summary_writer
+from arag_graph.offline.rules import salient_spans
 from arag_graph.registry import config_for
 from arag_graph.retrievers.passages import retrieve_passages
 
@@ -510,7 +510,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         "## keyword_search(salient_spans(question), top_k=5)",
         "",
-        "Keywords: `arag_graph.llm.offline.salient_spans(question)` (quoted strings, capitalised names, years; at "
+        "Keywords: `arag_graph.offline.rules.salient_spans(question)` (quoted strings, capitalised names, years; at "
         f"most 4). {k['questions_without_keywords']} question(s) yield no keyword and count as recall 0 for both.",
         "",
         "| matching rule | recall@5 | some gold in top 5 |",

@@ -84,7 +84,7 @@ MODULES: dict[str, Target] = {
         select="tagged_sorted or copy_verified or verify_sentences or vector_fingerprints or multi_mib_file "
         "or opens_under_the_index_root or sentence_digest_covers or near_zero or devices_or_fail",
     ),
-    "evaluators/predictions.py": Target(
+    "arag_graph/evaluators/predictions.py": Target(
         ("tests/test_eval_safety.py",),
         select="out_must_be or refuses_a_link_at or the_lock_refuses or run_record_holds or names_every_changed "
         "or only_scored or fingerprint or resuming_into or rejected_file or the_writer",
@@ -117,7 +117,7 @@ MODULES: dict[str, Target] = {
         "or invalid_arguments",
         sample_index=True,
     ),
-    "arag_graph/llm/tool_artifacts.py": Target(
+    "arag_graph/core/artifacts.py": Target(
         ("tests/test_tool_artifacts.py", "tests/test_tools.py"),
         # hand-made tool messages and a three-document index, and the tools' own read set against the
         # run's index (a small split index; not the tests on the session's sample index)
@@ -143,9 +143,9 @@ MODULES: dict[str, Target] = {
         # not the three that start processes or build a directory corpus (minutes each on a loaded machine)
         select="not indexed_into_itself and not imports_without_fcntl and not loses_the_lock",
     ),
-    "arag_graph/index/build.py": Target(
+    "arag_graph/index/write.py": Target(
         ("tests/test_index_ownership.py", "tests/test_index.py", "tests/test_index_updates.py"),
-        functions=("_build_locked", "_switch", "_drop_build", "_write_failure"),
+        functions=("build_locked", "_switch", "_drop_build", "_write_failure"),
         # builds of a few documents with a cheap encoder: rebuilds over foreign, linked, damaged or
         # leftover contents, builds that fail or are interrupted, updates interrupted at every step.
         # Not the SIGKILLed rebuilds of tests/test_index.py: their subprocess cannot load mutmut's
@@ -349,16 +349,17 @@ _BUILD_2 = (
 
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
-    # arag_graph/llm/tool_artifacts.py
+    # arag_graph/core/artifacts.py
     **dict.fromkeys(
-        ("arag_graph.llm.tool_artifacts.x_read_in__mutmut_7", "arag_graph.llm.tool_artifacts.x_read_in__mutmut_9"),
+        ("arag_graph.core.artifacts.x_read_in__mutmut_7", "arag_graph.core.artifacts.x_read_in__mutmut_9"),
         "equivalent: without an index `content` is never read (`index is None or ...` decides first), so "
         "whether it holds the message's text, `''` or `'XXXX'` changes nothing",
     ),
-    "arag_graph.llm.tool_artifacts.x_read_in__mutmut_23": (
+    "arag_graph.core.artifacts.x_read_in__mutmut_23": (
         "equivalent: `read` is an ordered set (only its keys are returned), so the value stored changes nothing"
     ),
-    # arag_graph/index/build.py
+    # arag_graph/index/build.py (the last run), whose switch is arag_graph/index/write.py's since the split
+    # of issue 33 (`_build_locked` renamed `build_locked`, every body unchanged: the same mutants)
     "arag_graph.index.build.x__switch__mutmut_10": _BUILD_0,
     "arag_graph.index.build.x__switch__mutmut_39": _BUILD_0,
     "arag_graph.index.build.x__build_locked__mutmut_11": _BUILD_0,
@@ -367,6 +368,14 @@ REASONS: dict[str, str] = {
     "arag_graph.index.build.x__drop_build__mutmut_1": _BUILD_2,
     "arag_graph.index.build.x__drop_build__mutmut_21": _BUILD_2,
     "arag_graph.index.build.x__drop_build__mutmut_23": _BUILD_2,
+    "arag_graph.index.write.x__switch__mutmut_10": _BUILD_0,
+    "arag_graph.index.write.x__switch__mutmut_39": _BUILD_0,
+    "arag_graph.index.write.x_build_locked__mutmut_11": _BUILD_0,
+    "arag_graph.index.write.x_build_locked__mutmut_13": _BUILD_1,
+    "arag_graph.index.write.x_build_locked__mutmut_14": _BUILD_1,
+    "arag_graph.index.write.x__drop_build__mutmut_1": _BUILD_2,
+    "arag_graph.index.write.x__drop_build__mutmut_21": _BUILD_2,
+    "arag_graph.index.write.x__drop_build__mutmut_23": _BUILD_2,
     # helper i27n (issue 27 item 1): arag_graph/run/policy.py, then index/layout.py and index/integrity.py
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_6": _POLICY_0,
     "arag_graph.run.policy.xǁServingPolicyǁcheck_index_endpoint__mutmut_12": _POLICY_0,
@@ -569,12 +578,16 @@ REASONS: dict[str, str] = {
 
 # What happened after a module's last run (tests added against its survivors, not yet re-counted).
 MODULE_NOTES: dict[str, str] = {
-    "arag_graph/llm/tool_artifacts.py": (
+    "arag_graph/core/artifacts.py": (
         "The checked reader of a tool message's artifact (`artifact_of`) and the read set (`read_in`), the "
         "whole module, against unit tests on hand-made tool messages (tests/test_tool_artifacts.py: every "
         "field at its type and bounds, anything but a tool message's dict read as empty, the read set in "
         "order and, with the run's index, only chunks whose text the message holds) and the tools' read set "
         "against the run's own index. 98 of 101 killed (97%); the 3 left are equivalent (below)."
+    ),
+    "arag_graph/index/write.py": (
+        "The switch of index/build.py's last run (below), moved here unchanged by the split of issue 33 "
+        "(`_build_locked` is `build_locked` now); not run since."
     ),
     "arag_graph/index/build.py": (
         "Only the switch is mutated, split off from writing the build's files (`_write_build`, not mutated): "
@@ -615,7 +628,7 @@ MODULE_NOTES: dict[str, str] = {
         "chunk IDs cut to 40 characters in verify_sentences' line. 398 of 410 killed (97%); the 12 left are "
         "equivalent (below)."
     ),
-    "evaluators/predictions.py": (
+    "arag_graph/evaluators/predictions.py": (
         "Counted again after tests against the first run's 34 survivors (222 of 228): the 6 left are equivalent."
     ),
     "arag_graph/core/safety.py": (
@@ -662,11 +675,6 @@ def copy_repo(dest: Path) -> None:
             shutil.copy2(REPO / name, target)
 
 
-def installed(module: str) -> str:
-    """Where ``module`` sits in the installed package: ``evaluators/`` is installed as ``arag_graph.evaluators``."""
-    return f"arag_graph/{module}" if module.startswith("evaluators/") else module
-
-
 # Imported by mutmut's fork server before it forks a child per mutant (``forkserver_warmup = "import"``):
 # the sample index and its encoder, loaded once there, are in every child's memory (load_index's
 # per-process cache), so a mutant's test run neither loads the model nor opens the index again.
@@ -680,11 +688,6 @@ load_index(os.environ["ARAG_TEST_SAMPLE_INDEX"], cache=True).embeddings.model
 
 
 def configure(work: Path, module: str, tests: list[str], *, sample_index: bool = False) -> None:
-    if module != installed(module):
-        # Tests import arag_graph.evaluators, which the editable install maps to the working tree's
-        # evaluators/: mutmut's copy is only imported when it sits inside the mutated arag_graph.
-        shutil.copytree(work / "evaluators", work / "arag_graph" / "evaluators")
-        module = installed(module)
     source = module.split("/")[0] + "/"
     with (work / "pyproject.toml").open("a", encoding="utf-8") as fh:
         fh.write(
@@ -711,7 +714,7 @@ def configure(work: Path, module: str, tests: list[str], *, sample_index: bool =
 def run_module(module: str, max_children: int) -> dict[str, Any]:
     target = MODULES[module]
     tests = target.pytest_args()
-    patterns = target.patterns(installed(module))
+    patterns = target.patterns(module)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     with tempfile.TemporaryDirectory(prefix="arag-mutation-") as tmp:
         work = Path(tmp)
@@ -739,7 +742,7 @@ def run_module(module: str, max_children: int) -> dict[str, Any]:
         with log.open("w", encoding="utf-8") as fh:
             command = [mutmut, "run", "--max-children", str(max_children), *patterns]
             subprocess.run(command, cwd=work, stdout=fh, stderr=fh, env=env)
-        meta_path = work / "mutants" / f"{installed(module)}.meta"
+        meta_path = work / "mutants" / f"{module}.meta"
         codes: dict[str, int | None] = {}
         if meta_path.exists():
             codes = json.loads(meta_path.read_text())["exit_code_by_key"]

@@ -97,7 +97,7 @@ class FailingChatModel(GenericFakeChatModel):
 
 def requested_schema(kwargs: dict[str, Any]) -> str | None:
     """The schema a request asks for (``"Decomposition"``, ...), or None for a plain request."""
-    if kwargs.get("tool_choice") is None:
+    if kwargs.get("tool_choice") in (None, "auto"):  # "auto": the agent's turn, not a structured request
         return None
     for tool in kwargs.get("tools") or []:
         return getattr(tool, "__name__", None) or str(tool)

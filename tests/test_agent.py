@@ -15,9 +15,9 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
+from arag_graph.arag.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
 from arag_graph.core.errors import AragError
 from arag_graph.core.tokens import count_tokens
-from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION, agent_system_prompt
 from tests.scripted import FailingChatModel, ScriptedChatModel, calls, forever, scripted, tool_call
 from tests.stubs.openai_server import OpenAIStubServer, text
 from tests.stubs.openai_server import tool_call as stub_tool_call

@@ -21,6 +21,7 @@ from arag_graph.core.errors import ModelSpecError
 from arag_graph.evaluators import (
     context_precision,
     context_precision_evaluator,
+    context_precision_ragas,
     make_answer_relevance_evaluator,
     make_context_precision_evaluator,
     make_faithfulness_evaluator,
@@ -66,12 +67,23 @@ def step(tool: str, *ids: str, error: bool = False) -> dict[str, Any]:
 
 
 def test_context_precision_by_hand() -> None:
-    assert context_precision([True, True, False]) == 1.0  # every relevant chunk first
-    assert context_precision([False, True, True]) == pytest.approx((1 / 2 + 2 / 3) / 2)
-    assert context_precision([False, False, True]) == pytest.approx(1 / 3)
-    assert context_precision([True, False, False, False, True]) == pytest.approx((1 + 2 / 5) / 2)
+    # The ARAGOG paper's formula divides by K, the context's length (issue 35, defect 7) ...
+    assert context_precision([True, True, False]) == pytest.approx(2 / 3)
+    assert context_precision([True, True, False, False, False]) == pytest.approx(2 / 5)  # two hops in a top 5
+    assert context_precision([False, True, True]) == pytest.approx((1 / 2 + 2 / 3) / 3)
+    assert context_precision([False, False, True]) == pytest.approx(1 / 9)
+    assert context_precision([True, False, False, False, True]) == pytest.approx((1 + 2 / 5) / 5)
+    assert context_precision([True]) == 1.0
     assert context_precision([False, False]) == 0.0
     assert context_precision([]) == 0.0
+    # ... RAGAS's by the relevant chunks found.
+    assert context_precision_ragas([True, True, False]) == 1.0  # every relevant chunk first
+    assert context_precision_ragas([True, True, False, False, False]) == 1.0
+    assert context_precision_ragas([False, True, True]) == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert context_precision_ragas([False, False, True]) == pytest.approx(1 / 3)
+    assert context_precision_ragas([True, False, False, False, True]) == pytest.approx((1 + 2 / 5) / 2)
+    assert context_precision_ragas([False, False]) == 0.0
+    assert context_precision_ragas([]) == 0.0
 
 
 def test_ranking_follows_the_trajectory() -> None:
@@ -93,16 +105,20 @@ def test_ranking_follows_the_trajectory() -> None:
 def test_context_precision_from_gold_ids_needs_no_model() -> None:
     outputs = {"trajectory": [step("naive_rag", "4", "9", "1", "2", "8")]}
     result = context_precision_evaluator(outputs, {"answers": ["x"], "gold_chunk_ids": ["1", "2"]})
+    comment = "2 of 5 ranked chunks are gold"
     assert result == {
-        "key": "context_precision",
-        "score": pytest.approx((1 / 3 + 2 / 4) / 2),  # gold at ranks 3 and 4
-        "comment": "2 of 5 ranked chunks are gold",
+        "results": [  # gold at ranks 3 and 4 of 5
+            {"key": "context_precision", "score": pytest.approx((1 / 3 + 2 / 4) / 5), "comment": comment},
+            {"key": "context_precision_ragas", "score": pytest.approx((1 / 3 + 2 / 4) / 2), "comment": comment},
+        ]
     }
     # A run that retrieved nothing (Direct) has no context to rank; no gold and no judge: unavailable.
     nothing = context_precision_evaluator({"answer": "x"}, {"answers": ["x"], "gold_chunk_ids": ["1"]})
-    assert nothing["score"] is None and "retrieved nothing" in nothing["comment"]
+    assert [r["score"] for r in nothing["results"]] == [None, None]
+    assert "retrieved nothing" in nothing["results"][0]["comment"]
     no_gold = context_precision_evaluator(outputs, {"answers": ["x"], "gold_chunk_ids": []})
-    assert no_gold["score"] is None and "no judge" in no_gold["comment"]
+    assert [r["score"] for r in no_gold["results"]] == [None, None]
+    assert "no judge" in no_gold["results"][0]["comment"]
     assert make_context_precision_evaluator() is context_precision_evaluator
 
 
@@ -124,7 +140,11 @@ def test_context_precision_asks_the_judge_when_there_are_no_gold_ids() -> None:
     evaluator = make_context_precision_evaluator(judge_model(relevance), chunks)
     outputs = {"retrieved_chunks": ["4", "9", "1", "404"]}  # 404 is not in the index: not shown
     result = evaluator(outputs, {"answers": ["Paris"], "gold_chunk_ids": []}, {"question": "Capital of France?"})
-    assert result["score"] == pytest.approx((1 / 2 + 2 / 3) / 2)  # judged relevant at ranks 2 and 3
+    scores = {r["key"]: r["score"] for r in result["results"]}
+    assert scores == {  # judged relevant at ranks 2 and 3 of the 3 shown
+        "context_precision": pytest.approx((1 / 2 + 2 / 3) / 3),
+        "context_precision_ragas": pytest.approx((1 / 2 + 2 / 3) / 2),
+    }
     prompt = seen[0]
     assert "Capital of France?" in prompt and "<answer>\nParis\n</answer>" in prompt
     assert prompt.count("</passage_1>") == 1  # the chunk's own "</passage_1>" is escaped, not a tag
@@ -133,7 +153,7 @@ def test_context_precision_asks_the_judge_when_there_are_no_gold_ids() -> None:
     partial = make_context_precision_evaluator(
         judge_model(lambda s, p: {"verdicts": [{"passage": 1, "reason": "", "relevant": True}]}), chunks
     )
-    result = partial(outputs, {"answers": ["Paris"], "gold_chunk_ids": []}, {"question": "q"})
+    result = partial(outputs, {"answers": ["Paris"], "gold_chunk_ids": []}, {"question": "q"})["results"][0]
     assert result["score"] is None and "passage(s) [2, 3]" in result["comment"]
 
 
@@ -272,7 +292,7 @@ def test_faithfulness_unavailable_cases() -> None:
 
 
 def test_the_offline_policy_is_refused_as_the_judge_of_every_judged_metric(sample_index: Any) -> None:
-    from arag_graph.llm.offline import OfflinePolicy
+    from arag_graph.offline.policy import OfflinePolicy
 
     policy = OfflinePolicy(index=sample_index)
     with pytest.raises(ModelSpecError, match="offline is refused"):
@@ -313,8 +333,9 @@ def test_offline_eval_reports_context_precision_and_the_judged_metrics_unavailab
     for record in load_records(out):
         metrics = record["metrics"]
         gold = set(record["gold_chunk_ids"])
-        expected = context_precision([c in gold for c in ranked_chunks(record["prediction"])])
-        assert metrics["context_precision"] == pytest.approx(expected)
+        relevance = [c in gold for c in ranked_chunks(record["prediction"])]
+        assert metrics["context_precision"] == pytest.approx(context_precision(relevance))
+        assert metrics["context_precision_ragas"] == pytest.approx(context_precision_ragas(relevance))
         assert "answer_relevance" not in metrics and "faithfulness" not in metrics  # no judge: not computed
     row = table_row((out / "summary.md").read_text(encoding="utf-8"), "naive_rag")
     assert re.fullmatch(r"[01]\.\d{3}", row["context precision"])

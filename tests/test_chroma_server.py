@@ -243,7 +243,7 @@ def test_cli_search_against_the_server(
 def test_rebuild_swaps_collections_only_when_complete(
     chroma_server: ChromaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import arag_graph.index.build as index_module
+    import arag_graph.index.write as write_module
 
     out = tmp_path / "idx"
     url = chroma_server.url
@@ -269,7 +269,7 @@ def test_rebuild_swaps_collections_only_when_complete(
 
     second = write_corpus(tmp_path / "second.jsonl", [*PASSAGES, MORE])
     with monkeypatch.context() as patch, pytest.raises(RuntimeError, match="injected"):
-        patch.setattr(index_module.KeywordIndex, "from_chunks", failing_from_chunks)
+        patch.setattr(write_module.KeywordIndex, "from_chunks", failing_from_chunks)
         build_index(second, out, chroma_url=url, collection=prefix, progress=False)
     assert len(seen["collections"]) == 2 and old in seen["collections"]  # new one filled, old one live
     assert seen["active"] == old and seen["hits"] == ["curie"]

@@ -12,18 +12,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from arag_graph.arag.context import AragContext
+from arag_graph.baselines.context import NaiveRagContext
+from arag_graph.corag.context import CoragContext
 from arag_graph.core.errors import AragError
 from arag_graph.registry import GRAPHS, config_for
-from arag_graph.run.configuration import (
-    TOP_K_MAX,
-    AragContext,
-    ContextError,
-    CoragContext,
-    GraphContext,
-    NaiveRagContext,
-    SragContext,
-)
+from arag_graph.run.configuration import TOP_K_MAX, ContextError, GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy
+from arag_graph.srag.context import SragContext
 
 
 def test_text_values_from_forms_are_coerced() -> None:
@@ -570,16 +566,18 @@ def test_each_context_schema_has_a_typeddict_with_the_same_fields_and_types() ->
     """``context={...}`` is typed by ``<Schema>Dict`` (tests/test_typing.py): it must list exactly the
     schema's fields, with the same types, none required, or mypy would pass a mistake or refuse a
     right call."""
+    import sys
     import typing
 
-    from arag_graph.run import configuration
+    from arag_graph.run.configuration import RetrievalContext
 
-    schemas = [v for v in vars(configuration).values() if isinstance(v, type) and issubclass(v, GraphContext)]
+    # Every registered graph's schema, and the shared bases, each with its Dict in the same module.
+    schemas = {GraphContext, RetrievalContext, *(spec.config for spec in GRAPHS.values())}
     names = {s.__name__ for s in schemas}
     assert {"AragContext", "AragNaiveContext", "CoragContext", "SragContext", "NaiveRagContext"} <= names
     for schema in schemas:
-        settings = getattr(configuration, f"{schema.__name__}Dict", None)
-        assert settings is not None, f"{schema.__name__} has no {schema.__name__}Dict"
+        settings = getattr(sys.modules[schema.__module__], f"{schema.__name__}Dict", None)
+        assert settings is not None, f"{schema.__name__} has no {schema.__name__}Dict beside it"
         fields = {name: field.annotation for name, field in schema.model_fields.items()}
         assert typing.get_type_hints(settings) == fields, schema.__name__
         assert not settings.__required_keys__, schema.__name__

@@ -22,10 +22,10 @@ from arag_graph.corag.graph import (
     rank_passages,
     repeated_query,
 )
+from arag_graph.corag.model import ChatCorag, OfflineCorag
 from arag_graph.corag.rejection_sampling import progress_path, rejection_sample
 from arag_graph.core.errors import AragError
 from arag_graph.core.tokens import count_tokens
-from arag_graph.llm.backbone import ChatBackbone
 from arag_graph.qa.datasets import Question
 from arag_graph.retrievers.passages import Passage, retrieve
 from tests.scripted import (
@@ -188,7 +188,7 @@ def test_context_cap_keeps_the_best_that_fit() -> None:
 
 def test_by_default_the_answer_sees_the_whole_union() -> None:
     """CoRAG answers from the union of the chain's chunks: no cap unless one is configured."""
-    from arag_graph.run.configuration import CoragContext
+    from arag_graph.corag.context import CoragContext
 
     found = [_found(str(i), "word " * 1000) for i in range(15)]  # S=3 x top_k=5 chunks of 1,000 tokens
     chain = [{"chunk_ids": [str(i) for i in range(15)]}]
@@ -199,7 +199,7 @@ def test_by_default_the_answer_sees_the_whole_union() -> None:
 def test_prompts_are_free_text_written_for_a_model() -> None:
     """The prompts carry the passages as they are (paragraphs kept), the chain and what is missing."""
     found = [Passage(str(i), f"Title {i}", f"First part {i}.\n\nSecond part {i}.", 1.0) for i in range(3)]
-    backbone = ChatBackbone(ScriptedChatModel(messages=iter([])))
+    backbone = ChatCorag(ScriptedChatModel(messages=iter([])))
     check = backbone.sufficiency("Who is X?", found).input[0].text
     assert "Who is X?" in check and all(f"[chunk {i}]" in check and f"{i}.\n\nSecond part" in check for i in range(3))
     chain = [{"step": 1, "query": "Who is X?", "chunk_ids": ["0"], "new_chunk_ids": ["0"], "is_sufficient": False}]
@@ -209,13 +209,13 @@ def test_prompts_are_free_text_written_for_a_model() -> None:
 
 
 def test_the_offline_policy_answers_typed_requests_never_prompts() -> None:
-    from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
-    from arag_graph.llm.structured import Sufficiency
+    from arag_graph.corag.schemas import Sufficiency
+    from arag_graph.offline.policy import OfflinePolicy
 
     question = "Were Scott Derrickson and Ed Wood of the same nationality?"
     found = [Passage("1", "Ed Wood", "Ed Wood was an American filmmaker.\n\nHe was born in 1924.", 1.0)]
     policy = OfflinePolicy()
-    backbone = OfflineBackbone(policy)
+    backbone = OfflineCorag(policy)
     verdict, problem = backbone.sufficiency(question, found).invoke()
     assert problem is None and not verdict.is_sufficient and verdict.missing_info.startswith("Scott Derrickson")
     assert "Ed Wood" in verdict.reasoning

@@ -21,13 +21,15 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler, UsageMetadataCallbackHandler
 from langchain_openai import ChatOpenAI
 
+from arag_graph.corag.context import CoragContext
 from arag_graph.corag.graph import build_corag_graph, chain_penalty, step_penalty
+from arag_graph.corag.model import offline_reformulation, offline_sub_answer
+from arag_graph.corag.schemas import NO_RELEVANT_INFORMATION, SubAnswer
 from arag_graph.core.sentences import split_sentences
-from arag_graph.llm.offline import bridge_names, offline_reformulation, offline_sub_answer
-from arag_graph.llm.structured import NO_RELEVANT_INFORMATION, SubAnswer
+from arag_graph.offline.rules import bridge_names
 from arag_graph.registry import build_graph, config_for
 from arag_graph.retrievers.passages import Passage
-from arag_graph.run.configuration import ContextError, CoragContext
+from arag_graph.run.configuration import ContextError
 from tests import test_model_faults as faults
 from tests.fakes import sentinel_key
 from tests.scripted import ScriptedChatModel, requested_schema

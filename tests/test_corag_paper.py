@@ -14,8 +14,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.llm.likelihood import target_logprob
-from arag_graph.llm.structured import NO_RELEVANT_INFORMATION
+from arag_graph.corag.likelihood import target_logprob
+from arag_graph.corag.schemas import NO_RELEVANT_INFORMATION
 from arag_graph.registry import build_graph
 from tests import test_model_faults as faults
 from tests.fakes import sentinel_key

@@ -156,7 +156,7 @@ def test_the_baked_index_serves_the_graphs_and_no_request_builds_one(
     cache = tmp_path / "cache"
     monkeypatch.setenv("ARAG_CACHE_DIR", str(cache))
     monkeypatch.setenv("ARAG_INDEX", str(baked))
-    spec = importlib.util.spec_from_file_location("served_arag", REPO / "graphs" / "arag.py")
+    spec = importlib.util.spec_from_file_location("served_arag", REPO / "arag_graph" / "served" / "arag.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # as LangGraph Server loads the entry named in langgraph.json
@@ -172,7 +172,7 @@ DOCKERIGNORE_KEEPS = [
     "langgraph.json",
     "arag_graph/__init__.py",
     "arag_graph/data/sample/corpus.json",
-    "evaluators/runner.py",
+    "arag_graph/evaluators/runner.py",
     "arag_graph/served/arag.py",
 ]
 DOCKERIGNORE_DROPS = [

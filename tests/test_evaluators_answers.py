@@ -181,11 +181,60 @@ def test_evaluators_read_answers_list_or_answer_string() -> None:
     }
     assert exact_match_evaluator({"answer": "Paris"}, {"answer": "paris"})["score"] == 1.0
     assert f1_evaluator(outputs, {"answers": ["Paris"]}) == {"key": "f1", "score": 0.5, "comment": None}
-    assert [evaluator.__name__ for evaluator in ANSWER_EVALUATORS] == [
-        "contain_acc_evaluator",
-        "exact_match_evaluator",
-        "f1_evaluator",
-    ]
+    assert [evaluator.__name__ for evaluator in ANSWER_EVALUATORS] == ["contain_acc", "exact_match", "f1"]
+
+
+# --- which text each metric grades (issue 35, defect 1) -------------------------------------------
+#
+# The A-RAG paper's released evaluator scores the model's whole final message for Contain-Acc (and
+# gives it to its judge); EM and F1 are short-answer metrics. A long reply whose Answer: line is a
+# shorter form than the gold shows the difference.
+
+LONG_REPLY = {
+    "answer": "King",
+    "response": "It was directed by Stephen King, the author.\nAnswer: King [3]",
+    "citations": ["3"],
+    "retrieved_chunks": ["3", "7"],
+}
+
+
+def test_contain_acc_grades_the_whole_final_reply() -> None:
+    result = contain_acc_evaluator(LONG_REPLY, {"answers": ["Stephen King"]})
+    assert result["score"] == 1.0
+    # The short line alone would not contain the gold: the reply is what was read.
+    assert contain_match(LONG_REPLY["answer"], ["Stephen King"]) is False
+
+
+def test_exact_match_grades_the_short_answer() -> None:
+    reply = {**LONG_REPLY, "answer": "Stephen King", "response": "He was Stephen King.\nAnswer: Stephen King [3]"}
+    assert exact_match_evaluator(reply, {"answers": ["Stephen King"]})["score"] == 1.0
+    assert exact_match_evaluator(LONG_REPLY, {"answers": ["Stephen King"]})["score"] == 0.0
+
+
+def test_f1_grades_the_short_answer() -> None:
+    reply = {**LONG_REPLY, "answer": "Stephen King", "response": "It was directed by Stephen King, the author."}
+    assert f1_evaluator(reply, {"answers": ["Stephen King"]})["score"] == 1.0
+    assert f1_evaluator(LONG_REPLY, {"answers": ["Stephen King"]})["score"] == pytest.approx(2 / 3)
+
+
+def test_whole_reply_grading_drops_chunk_citations() -> None:
+    # "[3]" cites a chunk the run saw: its digit is no answer to "How many sequels?" (gold 3).
+    reply = {"answer": "two", "response": "There were two sequels.\nAnswer: two [3]", "citations": ["3"]}
+    assert contain_acc_evaluator(reply, {"answers": ["3"]})["score"] == 0.0
+    # A bracket that names no chunk the run saw is part of the reply.
+    reply = {"answer": "two", "response": "Two films [3 sequels in total].\nAnswer: two", "citations": []}
+    assert contain_acc_evaluator(reply, {"answers": ["3"]})["score"] == 1.0
+
+
+def test_failed_run_is_graded_on_its_answer_not_stray_text() -> None:
+    failed = {"answer": "", "response": "Let me search for Stephen King.", "error": "the model gave no answer"}
+    assert contain_acc_evaluator(failed, {"answers": ["Stephen King"]})["score"] == 0.0
+
+
+def test_answer_scores_of_reads_each_metrics_text() -> None:
+    from arag_graph.evaluators import answer_scores_of
+
+    assert answer_scores_of(LONG_REPLY, ["Stephen King"]) == {"contain_acc": 1.0, "exact_match": 0.0, "f1": 2 / 3}
 
 
 def test_evaluator_scores_missing_answer_as_wrong_and_says_why() -> None:

@@ -314,24 +314,48 @@ def _naive_judge() -> ScriptedChatModel:
 def test_default_evaluators_sets() -> None:
     names = [evaluator.__name__ for evaluator in default_evaluators()]
     assert names == [
-        "contain_acc_evaluator",
-        "exact_match_evaluator",
-        "f1_evaluator",
-        "evidence_recall_evaluator",
-        "read_recall_evaluator",
-        "evidence_precision_evaluator",
-        "context_precision_evaluator",  # from gold chunk ids: needs no model
-        "retrieved_tokens_evaluator",
-        "steps_evaluator",
-        "usage_evaluator",
+        "contain_acc",
+        "exact_match",
+        "f1",
+        "evidence_recall",
+        "read_recall",
+        "evidence_precision",
+        "context_precision",  # from gold chunk ids: needs no model
+        "retrieved_tokens",
+        "steps",
+        "usage",
     ]
     full = [evaluator.__name__ for evaluator in default_evaluators(embeddings=BagOfWords(), judge=_naive_judge())]
-    assert full == [*names, "answer_similarity_evaluator", "llm_acc_evaluator", "answer_relevance_evaluator"]
+    assert full == [*names, "answer_similarity", "llm_acc", "answer_relevance"]
     chunks = Chunks({"1": "Paris"})
     with_index = default_evaluators(embeddings=BagOfWords(), judge=_naive_judge(), chunks=chunks)
-    assert [evaluator.__name__ for evaluator in with_index] == [*full, "faithfulness_evaluator"]
+    assert [evaluator.__name__ for evaluator in with_index] == [*full, "faithfulness"]
     # Without a judge the index adds nothing: no metric is approximated without its model.
     assert [evaluator.__name__ for evaluator in default_evaluators(chunks=chunks)] == names
+
+
+def test_each_evaluator_has_one_name_everywhere() -> None:
+    """LangSmith named the library's evaluator runs ``contain_acc_evaluator`` (the function's name)
+    and the CLI ``contain_acc``: now the run (``langsmith.evaluate``'s wrapper), the CLI's name and a
+    one-key evaluator's feedback key are one word; the Python names keep working."""
+    from langsmith.evaluation.evaluator import run_evaluator
+
+    from arag_graph.evaluators import contain_acc_evaluator, make_context_precision_evaluator
+    from arag_graph.evaluators.scoring import evaluator_name
+
+    judge = _naive_judge()
+    chunks = Chunks({"1": "Paris"})
+    every = [*default_evaluators(embeddings=BagOfWords(), judge=judge, chunks=chunks)]
+    every.append(make_context_precision_evaluator(judge, chunks))
+    outputs = {"answer": "Paris", "read_chunks": ["1"], "retrieved_chunks": ["1"], "retrieved_tokens": 3, "steps": 1}
+    reference = {"answers": ["Paris"], "gold_chunk_ids": ["1"]}
+    for evaluator in every:
+        name = evaluator.__name__
+        assert name == evaluator_name(evaluator) and not name.endswith("_evaluator")
+        assert repr(run_evaluator(evaluator)) == f"<DynamicRunEvaluator {name}>"
+    for evaluator in every[:9]:  # the one-key evaluators that need no model
+        assert evaluator(outputs, reference)["key"] == evaluator.__name__
+    assert contain_acc_evaluator.__name__ == "contain_acc"
 
 
 def _keys(result: dict[str, Any]) -> dict[str, Any]:
@@ -384,7 +408,8 @@ def test_default_evaluators_called_like_the_runner() -> None:
         "cost_usd": pytest.approx((1000 * 0.15 + 100 * 0.60) / 1e6),
         "answer_similarity": pytest.approx(1.0),  # "it is paris" keeps only "paris" in the vocabulary
         "llm_acc": 1.0,
-        "context_precision": 1.0,  # gold 1 and 2 are the first two of the ranked chunks 1, 2, 7, 9
+        "context_precision": 0.5,  # gold 1 and 2 are the first two of the ranked chunks 1, 2, 7, 9: 2/K
+        "context_precision_ragas": 1.0,  # ... and every relevant chunk comes first
         "answer_relevance": None,  # without the question asked (inputs) there is nothing to compare
     }
 
@@ -458,7 +483,8 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "cost_usd": pytest.approx(0.00021),
         "answer_similarity": pytest.approx(1.0),
         "llm_acc": 1.0,
-        "context_precision": 1.0,
+        "context_precision": 0.5,
+        "context_precision_ragas": 1.0,
         "answer_relevance": pytest.approx(ANSWER_RELEVANCE),
         "faithfulness": 1.0,  # the one claim "It is Paris" is in passage 2
     }
@@ -477,6 +503,7 @@ def test_langsmith_evaluate_with_all_default_evaluators(
         "answer_similarity": 0.0,
         "llm_acc": 0.0,
         "context_precision": None,  # the failed run retrieved nothing: no context to rank
+        "context_precision_ragas": None,
         "answer_relevance": 0.0,  # an empty answer addresses nothing, decided without a call
         "faithfulness": None,  # an empty answer makes no claim to check
     }

@@ -86,6 +86,38 @@ def test_the_header_limit_is_recorded_and_checked(tmp_path: Path, capsys: pytest
     assert "header length" in assert_one_error_line(code, out, err) and code == 2
 
 
+def test_aragog_style_headers_are_written_as_the_paper_writes_them(tmp_path: Path) -> None:
+    """Issue 35, defect 11: ARAGOG's CCH is ``[Document: T, Section: S]`` on each chunk, not ``T > S`` on
+    each sentence; ``header_style="aragog"`` writes that (the section where the chunk starts)."""
+    from arag_graph.core.chunking import chunk_documents
+
+    chunks = chunk_documents(load_corpus(md_corpus(tmp_path)))
+    documents, texts = sentence_inputs(chunks, "aragog")
+    by_sentence = dict(zip(documents, texts, strict=True))
+    assert by_sentence["Keepers lived on the rock for months."] == (
+        "[Document: Lighthouse keeping] Keepers lived on the rock for months."
+    )
+    # One header per chunk: the guide is one chunk, so its later sections do not change the header.
+    assert by_sentence["The lamp burned paraffin."] == "[Document: Lighthouse keeping] The lamp burned paraffin."
+    assert all(t.startswith("[Document: ") for t in texts)
+    assert dict(zip(*sentence_inputs(chunks, True), strict=True))["The lamp burned paraffin."] == (
+        "Lighthouse keeping > Lamps: The lamp burned paraffin."
+    )
+    (header,) = set(next(sentence_headers([chunks[0]], limit=12, style="aragog")))
+    assert header == "[Document: Lighthouse]"  # the title cut at a word, within the bound
+
+    index = build_index(
+        [SourceDocument("It was built of granite. Its light is white.", id="t", title="Skerryvore")],
+        tmp_path / "i",
+        embeddings=WordHashEmbeddings(),
+        contextual_headers=True,
+        header_style="aragog",
+    )
+    assert (index.manifest.header_style, index.manifest.embedded_headers) == ("aragog", "aragog")
+    with pytest.raises(AragError, match="unknown header style"):
+        build_index([SourceDocument("x.", id="x")], tmp_path / "j", embeddings=WordHashEmbeddings(), header_style="x")
+
+
 def test_snippets_never_show_headers_and_bm25_matches_titles(tmp_path: Path) -> None:
     docs = [
         SourceDocument("It was built of granite in 1850. Its light is white.", id="tower.md", title="Skerryvore"),

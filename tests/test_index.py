@@ -161,6 +161,36 @@ def test_an_empty_corpus_is_refused_before_anything_is_written(tmp_path: Path) -
     assert not (tmp_path / "index").exists()
 
 
+def test_a_misspelt_setting_is_refused_in_one_line_before_anything_is_written(tmp_path: Path) -> None:
+    """The settings are keyword parameters (issue 37): ``progres=True`` is a type error
+    (tests/typed_rejected/build_mistakes.py) and, at run time, Python's one-line TypeError naming it."""
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
+    with pytest.raises(TypeError) as caught:
+        build_index(documents, tmp_path / "index", embeddings=NamedFakeEmbeddings(), progres=True)  # type: ignore[call-arg]
+    assert "'progres'" in one_line(caught.value)
+    assert not (tmp_path / "index").exists()
+
+
+def test_build_index_takes_every_build_option_by_name_and_none_keeps_the_options_value(tmp_path: Path) -> None:
+    """One keyword parameter per BuildOptions field, so a field added there cannot be missed here; a
+    setting given replaces the one in ``options``, one left None keeps it."""
+    import dataclasses
+    import inspect
+
+    from arag_graph.index.build import BuildOptions
+
+    parameters = inspect.signature(build_index).parameters
+    for field in dataclasses.fields(BuildOptions):
+        assert parameters[field.name].kind is inspect.Parameter.KEYWORD_ONLY, field.name
+        assert parameters[field.name].default is None, field.name
+    documents = [SourceDocument(x, id=i, title=t) for i, t, x in PASSAGES]
+    options = BuildOptions(chunk_size=200, keyword_match="substring")
+    index = build_index(
+        documents, tmp_path / "index", options, embeddings=NamedFakeEmbeddings(), chunk_size=300, progress=False
+    )
+    assert (index.manifest.chunk_size, index.manifest.keyword_match) == (300, "substring")
+
+
 # --------------------------------------------------------------------------------------------
 # What is on disk
 
@@ -245,6 +275,14 @@ def test_a_fake_embeddings_index_works_end_to_end(fake_index: HierarchicalIndex)
     assert hit.chunk_id == "nile" and hit.score == pytest.approx(1.0, abs=1e-5)
     assert sentence in hit.snippets
     assert [h.chunk_id for h in index.keyword_search(["Paris"], 5)] == ["eiffel"]
+
+
+def test_keyword_search_takes_a_string_as_one_keyword(fake_index: HierarchicalIndex) -> None:
+    """A ``str`` is a ``Sequence[str]``: the library once searched "Eiffel Tower"'s single characters
+    and returned every chunk. A string is one keyword, as the ``keyword_search`` tool takes it."""
+    as_string = fake_index.keyword_search("Eiffel Tower", 5)
+    assert as_string == fake_index.keyword_search(["Eiffel Tower"], 5)
+    assert [h.chunk_id for h in as_string] == ["eiffel"]
 
 
 def test_loading_with_another_embedding_model_fails_in_one_line(fake_index: HierarchicalIndex) -> None:

@@ -794,7 +794,7 @@ def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
 ) -> None:
     import errno
 
-    from arag_graph.index import build as build_module
+    from arag_graph.index import write as write_module
 
     root = tmp_path / "index"
     build_dir = root / BUILDS / BUILD
@@ -823,16 +823,16 @@ def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
         calls.append(("connect", config, kwargs))
         return Collection(config["collection"])
 
-    read_index_bytes = build_module.read_index_bytes
+    read_index_bytes = write_module.read_index_bytes
 
     def failing_read(root: Path, path: Path) -> bytes:  # a disk error reading it: no file fails on demand
         if files.get(path.name) == "EIO":
             raise OSError(errno.EIO, "Input/output error")
         return read_index_bytes(root, path)
 
-    monkeypatch.setattr(build_module, "connect_sentence_store", connect)
-    monkeypatch.setattr(build_module, "read_index_bytes", failing_read)
-    build_module._drop_build(build_dir, 7.5)
+    monkeypatch.setattr(write_module, "connect_sentence_store", connect)
+    monkeypatch.setattr(write_module, "read_index_bytes", failing_read)
+    write_module._drop_build(build_dir, 7.5)
     assert calls == expected
     assert not build_dir.exists() and not build_dir.is_symlink()  # the directory goes regardless
     assert outside.exists()
@@ -841,7 +841,7 @@ def test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other(
 def test_a_rebuild_drops_a_leftover_builds_collection_with_the_chroma_timeout_it_was_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arag_graph.index import build as build_module
+    from arag_graph.index import write as write_module
 
     index = tmp_path / "index"
     build(index)
@@ -861,7 +861,7 @@ def test_a_rebuild_drops_a_leftover_builds_collection_with_the_chroma_timeout_it
         calls.append((config["collection"], where.name, kwargs))
         return Collection()
 
-    monkeypatch.setattr(build_module, "connect_sentence_store", connect)
+    monkeypatch.setattr(write_module, "connect_sentence_store", connect)
     build_index(DOCS, index, embeddings=NamedFakeEmbeddings(), progress=False, chroma_timeout=7.5)
     assert calls == [(f"p-{leftover}", leftover, {"create": False, "timeout": 7.5}), "drop"]
     assert builds_of(index) == [current_of(index)] == recorded(index)

@@ -161,6 +161,21 @@ def test_question_comes_from_inputs_else_outputs() -> None:
     assert questions == ["From inputs?", "From outputs?", "(not given)"]
 
 
+def test_judge_grades_the_whole_final_reply() -> None:
+    # Issue 35, defect 1: the released evaluator gives its judge the whole final message.
+    judge = naive_judge()
+    outputs = {
+        "answer": "King",
+        "response": "It was directed by Stephen King, the author.\nAnswer: King [3]",
+        "citations": ["3"],
+    }
+    result = make_llm_acc_evaluator(judge)(outputs, {"answers": ["Stephen King"]}, {"question": "Who directed it?"})
+    prediction = blocks(_prompt_text(judge.log[0]["messages"]))["prediction"]
+    assert "It was directed by Stephen King, the author." in prediction
+    assert "[3]" not in prediction  # the citation is ours, not part of the answer
+    assert result["score"] == 1.0
+
+
 # --- deterministic pre-check ---------------------------------------------------------------------------
 
 
@@ -260,7 +275,7 @@ def test_offline_judge_is_refused(spec: str, no_credentials: None) -> None:
 
 
 def test_offline_policy_instance_is_refused() -> None:
-    from arag_graph.llm.offline import OfflinePolicy
+    from arag_graph.offline.policy import OfflinePolicy
 
     with pytest.raises(ModelSpecError, match="refused"):
         make_llm_acc_evaluator(OfflinePolicy())

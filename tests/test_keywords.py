@@ -463,7 +463,7 @@ def test_updating_a_real_corpus_equals_a_rebuild_and_answers_the_same(mode: str)
 
 
 def test_an_update_tokenizes_only_the_chunks_whose_text_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
-    from arag_graph.index import keywords as module
+    from arag_graph.index import keyword_scan as module
 
     before = make_chunks(CORPORA["real"][:200])
     index = KeywordIndex.from_chunks(before)

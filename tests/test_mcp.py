@@ -290,3 +290,102 @@ def test_the_toolkit_gives_the_tools_of_an_index(sample_index: HierarchicalIndex
     found = by_path[0].invoke({"keywords": ["Maximum Overdrive"], "top_k": 1})
     chunk = sample_index.get_chunk("0")
     assert chunk is not None and chunk.text in found  # whole chunks when chunk_read is left out
+
+
+# ---------------------------------------------------------------------------------------------
+# What each tool declares, the tool prefix, and a quiet normal disconnect (issue 37)
+
+
+def _in_memory(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, list[Any]]:
+    """List the tools and make ``calls`` with the SDK's client over in-memory streams."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    async def run() -> tuple[Any, list[Any]]:
+        async with create_connected_server_and_client_session(server) as client:
+            listed = await client.list_tools()
+            return listed, [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(asyncio.wait_for(run(), 120))
+
+
+def test_each_tool_declares_its_output_schema_and_annotations(sample_index: HierarchicalIndex) -> None:
+    import jsonschema
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer
+
+    server = RetrievalToolServer(sample_index).mcp_server()
+    calls = [
+        ("keyword_search", {"keywords": "Maximum Overdrive"}),
+        ("semantic_search", {"query": "who directed Maximum Overdrive", "top_k": 2}),
+        ("chunk_read", {"chunk_ids": ["0"]}),
+        ("chunk_read", {"ids": ["0"]}),  # refused before the tool runs: still structured
+    ]
+    listed, results = _in_memory(server, calls)
+    assert [t.name for t in listed.tools] == list(ALL_TOOLS)
+    for tool in listed.tools:
+        assert tool.outputSchema is not None
+        assert set(tool.outputSchema["required"]) == {"tokens", "chunk_ids", "read", "error"}
+        assert tool.annotations is not None
+        assert tool.annotations.readOnlyHint is True and tool.annotations.idempotentHint is True
+        assert tool.annotations.destructiveHint is False and tool.annotations.openWorldHint is False
+    schema = listed.tools[0].outputSchema
+    for result in results:  # the client checks non-error results itself; errors are checked here
+        jsonschema.validate(result.structuredContent, schema)
+    search, semantic, read, refused = results
+    assert not search.isError and search.structuredContent["chunk_ids"][0] == "0"
+    assert len(semantic.structuredContent["chunk_ids"]) == 2 and semantic.structuredContent["tokens"] > 0
+    assert read.structuredContent["read"] == ["0"]
+    assert refused.isError and refused.structuredContent["error"] is True
+
+
+def test_a_tool_prefix_names_every_tool(sample_index: HierarchicalIndex) -> None:
+    from arag_graph.core.errors import AragError
+    from arag_graph.tools.mcp_server import RetrievalToolServer
+
+    server = RetrievalToolServer(sample_index, prefix="papers_")
+    calls = [("papers_chunk_read", {"chunk_ids": ["0"]}), ("chunk_read", {"chunk_ids": ["0"]})]
+    listed, (read, unprefixed) = _in_memory(server.mcp_server(), calls)
+    assert [t.name for t in listed.tools] == [f"papers_{name}" for name in ALL_TOOLS]
+    descriptions = " ".join(t.description or "" for t in listed.tools)
+    assert "papers_chunk_read" in descriptions and not re.search(r"(?<!papers_)\bchunk_read\b", descriptions)
+    chunk = sample_index.get_chunk("0")
+    assert chunk is not None and not read.isError and chunk.text in _text(read)
+    assert unprefixed.isError and "the tools are papers_keyword_search, papers_semantic_search" in _text(unprefixed)
+    with pytest.raises(AragError, match=r"tool prefix 'a b' must be at most 64 letters") as caught:
+        RetrievalToolServer(sample_index, prefix="a b")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_normal_disconnect_logs_no_error(sample_index: HierarchicalIndex, caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK logged ``Error in standalone SSE writer`` (``arag: error: ...`` on the server's stderr)
+    each time an HTTP client ended its session normally."""
+    import logging
+    import threading
+    import time
+
+    import uvicorn
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, http_app, listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = http_app(RetrievalToolServer(sample_index).mcp_server())
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+
+    async def session() -> bool:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamable_http_client(url) as (read, write, _), ClientSession(read, write) as client:
+            await client.initialize()
+            return (await client.call_tool("keyword_search", {"keywords": ["Maximum Overdrive"]})).isError
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert asyncio.run(asyncio.wait_for(session(), 120)) is False
+            time.sleep(1.0)  # the server closes the session's streams after the client has gone
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors

@@ -1,17 +1,24 @@
-"""What the model sees, per graph and variant: golden files and invariants over them.
+"""What the model sees, per graph, variant and profile: golden files and invariants over them.
 
 Every graph and variant (A-RAG full, Naive, each "w/o" tool set, HyDE on and off; naive_rag with
 each retriever; CoRAG greedy, best-of-N and tree; SRAG and its ablations; Direct) answers one
-two-hop question on a small fixed index with a scripted chat model that records every request it
-receives: the tool schemas it was bound with (names, descriptions, argument schemas), the
-structured-output schema asked for, and each message list (system and user prompts, tool calls and
-tool results, in order). The record of each variant is kept in ``tests/golden/surface/<name>.json``
-and compared here, so any change to what a model sees shows in a diff and is reviewed like code.
+two-hop question on a small fixed index, under the package profile and under the paper profile (on
+an index built with each), through ``ChatOpenAI`` against an OpenAI-compatible stand-in that replies
+by rule and records every HTTP request. The model is made as ``arag eval`` makes it (its spec and the
+run's sampling settings), so the record holds what a real endpoint receives: each request's kind
+(agent step, structured output, logprob scoring, text) and every parameter (output limit,
+temperature, logprobs, tool choice, parallel tool calls), the tool schemas (names, descriptions,
+argument schemas), the structured-output schemas, and each message list in order. The judged
+metrics' requests and DSI's model-written summaries are recorded too. Each record is kept in
+``tests/golden/surface/<profile>/<name>.json`` and compared here, so any change to what a model sees
+under either profile shows in a diff and is reviewed like code (issue 35, defect 12: the record of
+a scripted model left out request parameters and CoRAG's logprob requests, and the paper profile's
+prompts went unseen).
 
 Regenerate after an intended change with ``ARAG_UPDATE_GOLDEN=1`` (see CONTRIBUTING.md), then read
 the diff. Nondeterministic parts are normalised: tool-call IDs are numbered per file in order of
 appearance, search scores are replaced by ``<score>`` (floating-point output of the encoder, not
-wording), and the index's temporary path by ``<index>``.
+wording), the index's temporary path by ``<index>`` and the stand-in's URL by ``<endpoint>``.
 
 The invariants hold over every record: a text the model receives names only tools it is bound
 with (defect 1 of issue 24: A-RAG (Naive) and "w/o chunk_read" were told to use chunk_read); no
@@ -24,21 +31,27 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field
 
 from arag_graph.core.documents import SourceDocument
-from arag_graph.index.build import build_index
+from arag_graph.index.build import BuildOptions, build_index
 from arag_graph.llm.summarize import summary_writer
 from arag_graph.registry import build_graph
-from tests.fakes import WordHashEmbeddings
-from tests.scripted import ScriptedChatModel, calls, tool_call
+from tests.fakes import WordHashEmbeddings, sentinel_key
+from tests.stubs._http import RecordedRequest
+from tests.stubs.openai_server import (
+    OpenAIStubServer,
+    Reply,
+    TokenLogprob,
+    forget_pooled_openai_clients,
+    text,
+    with_logprobs,
+)
+from tests.stubs.openai_server import tool_call as stub_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -112,10 +125,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# The recording model
+# The recording endpoint: an OpenAI-compatible stand-in that replies by rule
 
 
-def _structured_fields(schema: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def _structured_fields(schema: str) -> dict[str, Any]:
     """A plausible structured reply per schema, the same whatever the call (the record stays stable)."""
     if schema == "Sufficiency":
         return {"reasoning": "Stephen King directed it.", "is_sufficient": False, "missing_info": "where he was born"}
@@ -138,141 +151,342 @@ def _structured_fields(schema: str, messages: Sequence[BaseMessage]) -> dict[str
         return {"queries": ["Maximum Overdrive director", "who made Maximum Overdrive"]}
     if schema == "PassageRatings":
         return {"ratings": [{"passage": 1, "relevance": 0.2}, {"passage": 2, "relevance": 0.9}]}
+    if schema == "JudgeVerdict":
+        return {"reason": "It names Maine, the gold answer.", "correct": True}
+    if schema == "PassageRelevance":
+        return {"verdicts": [{"passage": 1, "reason": "names the birthplace", "relevant": True}]}
+    if schema == "Claims":
+        return {"claims": ["Stephen King was born in Maine."]}
+    if schema == "ClaimVerdicts":
+        return {"verdicts": [{"claim": 1, "reason": "passage 1 says so", "supported": True}]}
+    if schema == "GeneratedQuestions":
+        return {"questions": ["Where was Stephen King born?", "In which state was he born?", "Where is his home?"]}
     raise AssertionError(f"no scripted reply for the schema {schema}")
 
 
-def _agent_turn(messages: Sequence[BaseMessage], bound: list[str]) -> AIMessage:
+_CHUNK_IDS = re.compile(r"chunk ([A-Za-z0-9_#.-]+)")
+NO_INFORMATION_TOKENS = (
+    TokenLogprob("No", -2.3),
+    TokenLogprob(" relevant", -0.1),
+    TokenLogprob(" information", -0.1),
+    TokenLogprob(" found", -0.1),
+)
+
+
+def _agent_turn(messages: Sequence[dict[str, Any]], bound: list[str]) -> Reply:
     """Search, then read what the search showed (when chunk_read is bound), then answer."""
-    results = [m for m in messages if isinstance(m, ToolMessage)]
-    shown = [cid for m in results for cid in (m.artifact or {}).get("chunk_ids", [])] if results else []
+    results = [m for m in messages if m.get("role") == "tool"]
+    shown = [cid for m in results for cid in _CHUNK_IDS.findall(str(m.get("content") or ""))]
     if not results:
         if "keyword_search" in bound:
-            return calls(tool_call("keyword_search", keywords=["Maximum Overdrive"]))
-        return calls(tool_call("semantic_search", query="director of Maximum Overdrive"))
+            return stub_tool_call("keyword_search", {"keywords": ["Maximum Overdrive"]})
+        return stub_tool_call("semantic_search", {"query": "director of Maximum Overdrive"})
     if len(results) == 1 and "semantic_search" in bound:
-        return calls(tool_call("semantic_search", query="where was Stephen King born"))
+        return stub_tool_call("semantic_search", {"query": "where was Stephen King born"})
     if len(results) == 2 and "chunk_read" in bound and shown:
-        return calls(tool_call("chunk_read", chunk_ids=shown[:2]))
-    return AIMessage(f"Stephen King was born in Maine.\nAnswer: Maine [{', '.join(shown[:1])}]")
+        return stub_tool_call("chunk_read", {"chunk_ids": list(dict.fromkeys(shown))[:2]})
+    return text(f"Stephen King was born in Maine.\nAnswer: Maine [{', '.join(shown[:1])}]")
 
 
-class RecordingChatModel(ScriptedChatModel):
-    """A scripted model that keeps the full tool schemas it is bound with, and replies by rule."""
+def _schema_name(body: dict[str, Any]) -> str | None:
+    """The structured output a request asks for: its JSON schema's name, or the tool it forces."""
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        return str(response_format["json_schema"]["name"])
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        return str(choice.get("function", {}).get("name"))
+    if choice is not None and choice != "auto" and body.get("tools"):
+        return str(body["tools"][0]["function"]["name"])
+    return None
 
-    schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    structured: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        converted = [convert_to_openai_tool(t) for t in tools]
-        kept = self.structured if kwargs.get("tool_choice") is not None else self.schemas
-        for schema in converted:
-            kept[schema["function"]["name"]] = schema["function"]
-        return self.bind(tools=converted, **kwargs)
-
-
-def _reply(messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
-    names = [t["function"]["name"] for t in kwargs.get("tools") or []]
-    if kwargs.get("tool_choice") is not None:
-        return calls(tool_call(names[0], **_structured_fields(names[0], messages)))
+def respond(request: RecordedRequest) -> Reply:
+    body = request.json() or {}
+    schema = _schema_name(body)
+    if schema is not None:
+        fields = _structured_fields(schema)
+        if body.get("response_format"):
+            return text(json.dumps(fields))
+        return stub_tool_call(schema, fields)
+    if body.get("logprobs"):  # CoRAG's penalty: how likely "No relevant information found" is
+        return with_logprobs("No relevant information found", NO_INFORMATION_TOKENS)
+    names = [t["function"]["name"] for t in body.get("tools") or []]
     if names:
-        return _agent_turn(messages, names)
-    if "encyclopedia-style paragraph" in messages[-1].text:
-        return AIMessage("Maximum Overdrive was directed by Stephen King, who was born in Portland, Maine.")
-    return AIMessage("The passages say Stephen King was born in Maine.\nAnswer: Maine [king]")
+        return _agent_turn(body["messages"], names)
+    if "encyclopedia-style paragraph" in str(body["messages"][-1].get("content")):
+        return text("Maximum Overdrive was directed by Stephen King, who was born in Portland, Maine.")
+    if "Summarise this document" in str(body["messages"][-1].get("content")):
+        return text("A short summary of the document.")
+    return text("The passages say Stephen King was born in Maine.\nAnswer: Maine [king]")
 
 
 # ---------------------------------------------------------------------------------------------
 # Recording and normalising
 
+_BODY_PARTS = ("messages", "tools", "response_format")
+"""What a request's record shows apart from its parameters."""
 
-def _message(message: BaseMessage, ids: dict[str, str]) -> dict[str, Any]:
+
+def _content(value: Any) -> str:
+    if isinstance(value, list):  # content parts
+        return "".join(str(part.get("text", "")) for part in value if isinstance(part, dict))
+    return "" if value is None else str(value)
+
+
+def _message(message: dict[str, Any], ids: dict[str, str], names: dict[str, str]) -> dict[str, Any]:
     def number(raw: str) -> str:
         return ids.setdefault(raw, f"call-{len(ids) + 1}")
 
-    out: dict[str, Any] = {"role": message.type, "content": message.text}
-    if isinstance(message, AIMessage) and message.tool_calls:
+    for call in message.get("tool_calls") or []:
+        names[call.get("id") or ""] = call["function"]["name"]
+
+    out: dict[str, Any] = {"role": message.get("role"), "content": _content(message.get("content"))}
+    if message.get("tool_calls"):
         out["tool_calls"] = [
-            {"id": number(c["id"] or ""), "name": c["name"], "args": c["args"]} for c in message.tool_calls
+            {
+                "id": number(c.get("id") or ""),
+                "name": c["function"]["name"],
+                "args": json.loads(c["function"].get("arguments") or "{}"),
+            }
+            for c in message["tool_calls"]
         ]
-    if isinstance(message, ToolMessage):
-        out.update(name=message.name, tool_call_id=number(message.tool_call_id))
+    if message.get("role") == "tool":  # the wire names a tool result's call only: its tool from that call
+        out.update(
+            name=names.get(message.get("tool_call_id") or ""), tool_call_id=number(message.get("tool_call_id") or "")
+        )
     return out
 
 
-def _normalise(text: str, index_dir: str) -> str:
-    text = text.replace(index_dir, "<index>")
+def _kind(body: dict[str, Any]) -> str:
+    """What a request is, in words, so that a golden file reads as the list of calls a run makes."""
+    schema = _schema_name(body)
+    if schema is not None:
+        return f"structured: {schema}"
+    if body.get("logprobs"):
+        return "logprob scoring"
+    if body.get("tools"):
+        return "agent step (tools offered)"
+    return "text"
+
+
+def _normalise(text: str, index_dir: str, url: str) -> str:
+    text = text.replace(index_dir, "<index>").replace(url, "<endpoint>")
     return re.sub(r"score=-?\d+(\.\d+)?(e-?\d+)?", "score=<score>", text)
 
 
-def record_variant(name: str, index: Any) -> dict[str, Any]:
-    """Run one variant with the recording model; the record as the golden file holds it."""
-    graph_name, context = VARIANTS[name]
-    model = RecordingChatModel(messages=iter([]), reply=_reply)
-    graph = build_graph(graph_name, index=index, model=model)
-    out = graph.invoke({"question": QUESTION}, context=context, config={"max_concurrency": 1})
-    assert out.get("error") is None, out.get("error")
+def requests_record(bodies: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Each request as the golden file shows it (kind, every parameter, tools, messages), and the
+    full tool and structured-output schemas the model was shown."""
     ids: dict[str, str] = {}
-    requests = []
-    for entry in model.log:
-        kwargs = entry["kwargs"]
-        request: dict[str, Any] = {}
-        tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
-        if kwargs.get("tool_choice") is not None:
-            request["structured_output"] = tools[0]
-        elif tools:
-            request["tools"] = tools
-            request["parallel_tool_calls"] = kwargs.get("parallel_tool_calls")
-        request["messages"] = [_message(m, ids) for m in entry["messages"]]
+    names: dict[str, str] = {}
+    requests: list[dict[str, Any]] = []
+    tools: dict[str, Any] = {}
+    structured: dict[str, Any] = {}
+    for body in bodies:
+        request: dict[str, Any] = {"kind": _kind(body)}
+        request["parameters"] = {k: v for k, v in sorted(body.items()) if k not in _BODY_PARTS}
+        schema = _schema_name(body)
+        if body.get("response_format"):
+            request["structured_output"] = schema
+            structured[schema] = body["response_format"]["json_schema"]
+        for tool in body.get("tools") or []:
+            function = tool["function"]
+            if schema is not None and function["name"] == schema:
+                request["structured_output"] = schema
+                structured[schema] = function
+            else:
+                request.setdefault("tools", []).append(function["name"])
+                tools[function["name"]] = function
+        request["messages"] = [_message(m, ids, names) for m in body["messages"]]
         requests.append(request)
+    return requests, dict(sorted(tools.items())), dict(sorted(structured.items()))
+
+
+def record_variant(name: str, index: Any, server: OpenAIStubServer, profile: str) -> dict[str, Any]:
+    """Run one variant against the recording endpoint under ``profile``; the record as the golden file holds it.
+
+    The model is made from its spec with the run's sampling settings, as ``arag eval`` and ``arag ask``
+    make it, so every request parameter is the one a real endpoint would receive.
+    """
+    from arag_graph.llm.models import resolve_chat_model
+    from arag_graph.registry import config_for
+    from arag_graph.run.runtime import model_settings
+
+    graph_name, context = VARIANTS[name]
+    ctx = config_for(graph_name, model=MODEL, base_url=server.url, profile=profile, **context)
+    model = resolve_chat_model(MODEL, base_url=server.url, **model_settings(ctx), index=index)
+    graph = build_graph(graph_name, index=index, model=model)
+    before = len(server.completions)
+    out = graph.invoke({"question": QUESTION}, context=ctx, config={"max_concurrency": 1})
+    assert out.get("error") is None, out.get("error")
+    requests, tools, structured = requests_record([c.body for c in server.completions[before:]])
     record = {
         "graph": graph_name,
+        "profile": profile,
         "context": context,
         "question": QUESTION,
-        "bound_schemas": dict(sorted(model.schemas.items())),
-        "structured_output_schemas": dict(sorted(model.structured.items())),
+        "bound_schemas": tools,
+        "structured_output_schemas": structured,
         "requests": requests,
     }
-    return json.loads(_normalise(json.dumps(record, ensure_ascii=False), str(index.path)))
+    return json.loads(_normalise(json.dumps(record, ensure_ascii=False), str(index.path), server.url))
 
 
-@pytest.fixture(scope="module")
-def surface_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A small fixed index (a hashing encoder, no model download), with extractive summaries for DSI."""
-    return build_index(
-        DOCS,
-        tmp_path_factory.mktemp("surface") / "index",
+def record_evaluation(index: Any, server: OpenAIStubServer, profile: str) -> dict[str, Any]:
+    """The judged metrics' requests on one prediction: LLM-Acc, Context Precision without gold ids,
+    Faithfulness and Answer Relevance, with the judge the profile's evaluation uses."""
+    from arag_graph.core.profiles import eval_value
+    from arag_graph.evaluators import default_evaluators
+    from arag_graph.evaluators.judge import resolve_judge
+
+    judge = resolve_judge(eval_value(profile, "judge") or JUDGE, server.url)
+    prediction = {
+        "answer": "Maine",
+        "response": "Stephen King was born in Portland, Maine.\nAnswer: Maine [king]",
+        "citations": ["king"],
+        "retrieved_chunks": ["king", "overdrive"],
+        "read_chunks": ["king"],
+    }
+    reference = {"answers": ["Maine"], "gold_chunk_ids": []}  # no gold ids: the judge decides relevance
+    before = len(server.completions)
+    for evaluator in default_evaluators(embeddings=WordHashEmbeddings(), judge=judge, chunks=index):
+        try:
+            evaluator(outputs=prediction, reference_outputs=reference, inputs={"question": QUESTION})
+        except TypeError:  # an evaluator without inputs
+            evaluator(outputs=prediction, reference_outputs=reference)
+    requests, _, structured = requests_record([c.body for c in server.completions[before:]])
+    record = {"profile": profile, "structured_output_schemas": structured, "requests": requests}
+    return json.loads(_normalise(json.dumps(record, ensure_ascii=False), str(index.path), server.url))
+
+
+def record_summaries(server: OpenAIStubServer, profile: str, tmp: Path) -> dict[str, Any]:
+    """The requests of DSI's document summaries, written by a model when the index is built."""
+    before = len(server.completions)
+    build_index(
+        DOCS[:2],
+        tmp / f"summaries-{profile}",
+        BuildOptions.for_profile(profile),
         embeddings=WordHashEmbeddings(),
-        summaries=summary_writer("offline"),
+        summaries=summary_writer(MODEL, {"base_url": server.url}),
         progress=False,
     )
+    # Documents are summarised concurrently: in document order here, so the record stays stable.
+    bodies = sorted((c.body for c in server.completions[before:]), key=lambda b: json.dumps(b["messages"]))
+    requests, _, _ = requests_record(bodies)
+    return json.loads(_normalise(json.dumps({"profile": profile, "requests": requests}), str(tmp), server.url))
+
+
+Records = dict[str, dict[str, dict[str, Any]]]
+"""Each profile's records by variant (and ``evaluation``, ``summaries``)."""
+MODEL = "gpt-4o-mini"
+JUDGE = "gpt-5-mini"
+PROFILES = ("package", "paper")
+EXTRA = ("evaluation", "summaries")
+"""Golden files of each profile besides the variants: the judged metrics' requests, DSI's summaries."""
 
 
 @pytest.fixture(scope="module")
-def records(surface_index: Any) -> dict[str, dict[str, Any]]:
-    return {name: record_variant(name, surface_index) for name in VARIANTS}
+def endpoint() -> Iterator[OpenAIStubServer]:
+    """The recording endpoint, allowed as a run's base URL, with a key in the environment."""
+    forget_pooled_openai_clients()
+    saved = {name: os.environ.get(name) for name in ("ARAG_ALLOWED_BASE_URLS", "OPENAI_API_KEY")}
+    with OpenAIStubServer(models=(MODEL, JUDGE)) as server:
+        os.environ["ARAG_ALLOWED_BASE_URLS"] = server.url
+        os.environ["OPENAI_API_KEY"] = sentinel_key("surface")
+        server.script(respond)
+        try:
+            yield server
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    assert not server.errors, f"the OpenAI stand-in itself failed: {server.errors[0]}"
+
+
+@pytest.fixture(scope="module")
+def surface_indexes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A small fixed index per profile (a hashing encoder, no model download), with extractive
+    summaries for DSI: the package's (word-prefix keywords, headers) and the paper's (substring, bare)."""
+    return {
+        profile: build_index(
+            DOCS,
+            tmp_path_factory.mktemp(f"surface-{profile}") / "index",
+            BuildOptions.for_profile(profile),
+            embeddings=WordHashEmbeddings(),
+            summaries=summary_writer("offline"),
+            progress=False,
+        )
+        for profile in PROFILES
+    }
+
+
+@pytest.fixture(scope="module")
+def all_records(
+    surface_indexes: dict[str, Any], endpoint: OpenAIStubServer, tmp_path_factory: pytest.TempPathFactory
+) -> Records:
+    out: Records = {}
+    tmp = tmp_path_factory.mktemp("surface-extra")
+    for profile in PROFILES:
+        index = surface_indexes[profile]
+        out[profile] = {name: record_variant(name, index, endpoint, profile) for name in VARIANTS}
+        out[profile]["evaluation"] = record_evaluation(index, endpoint, profile)
+        out[profile]["summaries"] = record_summaries(endpoint, profile, tmp)
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(all_records: Records) -> dict[str, dict[str, Any]]:
+    """The package profile's records of the variants."""
+    return {name: all_records["package"][name] for name in VARIANTS}
 
 
 # ---------------------------------------------------------------------------------------------
 # Golden files
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
-def test_what_the_model_sees_matches_the_golden_file(name: str, records: dict[str, dict[str, Any]]) -> None:
-    path = GOLDEN / f"{name}.json"
-    text = json.dumps(records[name], ensure_ascii=False, indent=2) + "\n"
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", [*VARIANTS, *EXTRA])
+def test_what_the_model_sees_matches_the_golden_file(name: str, profile: str, all_records: Records) -> None:
+    path = GOLDEN / profile / f"{name}.json"
+    text = json.dumps(all_records[profile][name], ensure_ascii=False, indent=2) + "\n"
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return
     assert path.exists(), f"{path} is missing: run ARAG_UPDATE_GOLDEN=1 pytest {__file__} and review the new file"
     assert text == path.read_text(encoding="utf-8"), (
-        f"what the model sees in {name} changed: if intended, regenerate with ARAG_UPDATE_GOLDEN=1 and review the diff"
+        f"what the model sees in {profile}/{name} changed: if intended, regenerate with ARAG_UPDATE_GOLDEN=1 "
+        "and review the diff"
     )
 
 
 def test_every_golden_file_belongs_to_a_variant() -> None:
     """A variant renamed or removed leaves no stale golden file behind."""
-    assert {p.stem for p in GOLDEN.glob("*.json")} <= set(VARIANTS)
+    assert {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*.json")} <= {
+        f"{profile}/{name}.json" for profile in PROFILES for name in [*VARIANTS, *EXTRA]
+    }
+
+
+def test_every_request_states_its_parameters(all_records: Records) -> None:
+    """Issue 35, defect 12: the records hold every request parameter, so that a change to one shows.
+
+    The graphs' requests carry the run's output limit and temperature; CoRAG's penalty requests ask for
+    logprobs (a best-of-N run under either profile has them); the judge's requests name the judge."""
+    for profile, records in all_records.items():
+        for name, record in records.items():
+            for request in record["requests"]:
+                parameters = request["parameters"]
+                if name == "evaluation":
+                    assert parameters["model"] == JUDGE, (profile, name)
+                    continue
+                assert "max_completion_tokens" in parameters or "max_tokens" in parameters, (profile, name)
+                assert "temperature" in parameters, (profile, name)
+        kinds = [r["kind"] for r in records["corag-best_of_n"]["requests"]]
+        assert "logprob scoring" in kinds, profile
+        assert any(r["parameters"].get("logprobs") for r in records["corag-best_of_n"]["requests"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,9 +497,10 @@ def _named_tools(text: str) -> set[str]:
     return {name for name in TOOL_NAMES if re.search(rf"\b{name}\b", text)}
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_the_model_is_told_only_of_tools_it_has(name: str, records: dict[str, dict[str, Any]]) -> None:
-    record = records[name]
+def test_the_model_is_told_only_of_tools_it_has(name: str, profile: str, all_records: Records) -> None:
+    record = all_records[profile][name]
     ever_bound = {t for r in record["requests"] for t in r.get("tools", [])}
     for number, request in enumerate(record["requests"]):
         bound = set(request.get("tools", [])) or ever_bound  # a synthesis call sees the conversation's tools
@@ -297,19 +512,21 @@ def test_the_model_is_told_only_of_tools_it_has(name: str, records: dict[str, di
             assert named <= bound, f"{name}, request {number}: a {message['role']} message names {named - bound}"
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
-def test_every_prompt_placeholder_is_filled(name: str, records: dict[str, dict[str, Any]]) -> None:
-    for request in records[name]["requests"]:
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", [*VARIANTS, *EXTRA])
+def test_every_prompt_placeholder_is_filled(name: str, profile: str, all_records: Records) -> None:
+    for request in all_records[profile][name]["requests"]:
         for message in request["messages"]:
-            if message["role"] in ("system", "human"):
+            if message["role"] in ("system", "user"):
                 left = re.findall(r"\{[A-Za-z_][A-Za-z0-9_]*\}", message["content"])
                 assert not left, f"{name}: unfilled placeholder(s) {left} in a {message['role']} prompt"
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("name", [n for n, (graph, _) in VARIANTS.items() if graph in ("arag", "arag_naive")])
-def test_a_search_tool_returns_what_its_description_says(name: str, records: dict[str, dict[str, Any]]) -> None:
+def test_a_search_tool_returns_what_its_description_says(name: str, profile: str, all_records: Records) -> None:
     """Whole chunks when described so, snippets (one line per sentence, no chunk text) otherwise."""
-    record = records[name]
+    record = all_records[profile][name]
     chunk_texts = [d.text for d in DOCS]
     checked = 0
     for request in record["requests"]:

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessageChunk
 
+from arag_graph.arag.context import AragContext
 from arag_graph.arag.graph import build_arag_graph
+from arag_graph.arag.prompts import SYNTHESIS_INSTRUCTION
 from arag_graph.cli.main import main as cli_main
 from arag_graph.core.errors import ModelSpecError
 from arag_graph.llm import models
 from arag_graph.llm.models import resolve_chat_model
-from arag_graph.llm.prompts import SYNTHESIS_INSTRUCTION
-from arag_graph.run.configuration import AragContext
 from tests.fakes import sentinel_key
 from tests.stubs.openai_server import (
     ChatRequest,

@@ -59,11 +59,38 @@ def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
     assert "arag_graph/evaluators/report_template.html" in names  # the page of report.html
 
 
+def test_wheel_holds_every_package_of_the_sources(wheel: Path) -> None:
+    """pyproject.toml lists the packages by hand, so a new folder had to be added there too:
+    ``arag_graph.offline`` and ``arag_graph.tools`` were not, and the installed package failed to
+    import (``langgraph dev`` on an installed package, issue 37)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = [p.relative_to(REPO).as_posix() for p in (REPO / "arag_graph").rglob("__init__.py")]
+    missing = sorted(s.removesuffix("/__init__.py").replace("/", ".") for s in sources if s not in names)
+    assert not missing, f"packages missing from the wheel (add them to pyproject.toml's packages): {missing}"
+
+
 def _metadata(wheel: Path) -> Message:
     """The wheel's core metadata (METADATA of its .dist-info), parsed as the e-mail headers it is."""
     with zipfile.ZipFile(wheel) as zf:
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         return email.parser.Parser().parsestr(zf.read(name).decode("utf-8"))
+
+
+def test_every_package_folder_is_declared_for_the_wheel() -> None:
+    """A folder of ``arag_graph`` missing from ``packages`` in pyproject.toml would be left out of the
+    wheel (tools/ and offline/ were, after the moves of issue 33): every folder with an ``__init__.py``
+    must be listed."""
+    import tomllib
+
+    declared = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "arag_graph").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert folders - declared == set(), f"add {sorted(folders - declared)} to packages in pyproject.toml"
 
 
 def test_wheel_is_typed_and_described(wheel: Path) -> None:
@@ -116,7 +143,7 @@ def test_every_declared_dependency_is_imported(wheel: Path) -> None:
 
     required = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist") or []]
     runtime = {canonicalize_name(r.name) for r in required if r.marker is None}
-    imported = _imported_top_level(REPO / "arag_graph") | _imported_top_level(REPO / "evaluators")
+    imported = _imported_top_level(REPO / "arag_graph")
     provided_by: dict[str, set[str]] = {}
     for module, dists in importlib.metadata.packages_distributions().items():
         for dist in dists:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from arag_graph.core.errors import AragError
-from arag_graph.core.profiles import DEVIATIONS, deviation_table, index_values, run_values
+from arag_graph.core.profiles import index_values, run_values
 from arag_graph.index.build import BuildOptions
-from arag_graph.registry import config_for, get_graph_spec, graph_names
+from arag_graph.registry import config_for, deviations, get_graph_spec, graph_names, profile_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,32 +26,50 @@ def test_the_docs_table_is_the_modules_table() -> None:
     page = (REPO / "docs/guide/reproducing.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- profile-table:start -->\n(.*?)\n<!-- profile-table:end -->", page, re.S)
     assert found, "docs/guide/reproducing.md lost its profile table markers"
-    assert found.group(1) == deviation_table(), "regenerate the table: see the command above it in the page"
+    assert found.group(1) == profile_table(), "regenerate the table: see the command above it in the page"
 
 
 def test_every_deviation_says_what_differs_why_and_how_to_revert_it() -> None:
-    for d in DEVIATIONS:
+    listed = deviations()
+    for d in listed:
         assert d.paper_source and d.reason and d.switch, d.setting
-    table = deviation_table()
-    assert table.count("\n") == len(DEVIATIONS) + 1
-    differing = [d for d in DEVIATIONS if d.differs]
+    table = profile_table()
+    assert table.count("\n") == len(listed) + 1
+    differing = [d for d in listed if d.differs]
     # The differences come first, so the table's head is what a reproduction must know.
     rows = table.splitlines()[2:]
     assert [r.split("|")[1].strip(" `") for r in rows[: len(differing)]] == [d.setting for d in differing]
     assert {"keyword_match", "contextual_headers", "max_steps", "judge"} <= {d.setting for d in differing}
 
 
+def test_a_familys_rows_name_its_schemas_by_class_and_reach_only_them() -> None:
+    """A family's rows sit beside its schema and name it by class (an import the layer test sees, not a
+    string); each schema a row names lists the row, and a row reaches no other schema."""
+    from arag_graph.core.profiles import Deviation
+
+    configs = {get_graph_spec(name).config for name in graph_names()}
+    for d in deviations():
+        for schema in d.contexts:
+            assert isinstance(schema, type) and schema in configs, (d.setting, schema)
+            assert d in schema.paper_profile(), (d.setting, schema.__name__)
+    arag, corag = get_graph_spec("arag").config, get_graph_spec("corag").config
+    row = Deviation("max_steps", "run", 15, 7, "planted", "planted", "planted", contexts=(arag,))
+    assert run_values("paper", arag, [row]) == {"max_steps": 7}
+    assert run_values("paper", corag, [row]) == {}  # CoRAG has max_steps too, but the row names A-RAG
+    assert run_values("package", arag, [row]) == {}
+
+
 def test_run_settings_name_fields_the_schemas_have() -> None:
     """Every run-scope setting the profile switches is a field of some graph's context schema."""
     fields = {f for name in graph_names() for f in get_graph_spec(name).config.model_fields}
-    missing = {d.setting for d in DEVIATIONS if d.scope == "run" and d.setting not in fields}
+    missing = {d.setting for d in deviations() if d.scope == "run" and d.setting not in fields}
     assert missing == set(), f"no context schema has {sorted(missing)}: fix the row in arag_graph/core/profiles.py"
 
 
 @pytest.mark.parametrize("graph", ["arag", "arag_naive", "naive_rag", "corag", "srag", "direct"])
 def test_the_paper_profile_sets_each_graphs_paper_values_and_an_explicit_value_wins(graph: str) -> None:
     schema = get_graph_spec(graph).config
-    wanted = run_values("paper", schema.__name__, schema.model_fields)
+    wanted = run_values("paper", schema, schema.paper_profile())
     assert wanted, graph  # every graph has at least the pinned output limit and top-k
     paper = config_for(graph, profile="paper")
     package = config_for(graph)

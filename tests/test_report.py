@@ -150,6 +150,14 @@ def test_summary_partial_judge_cost_and_prediction_fallback() -> None:
     assert OFFLINE_LABEL not in text
 
 
+def test_summary_says_which_text_each_metric_graded() -> None:
+    text = summary_markdown([])
+    assert "Contain-Acc reads the whole final reply" in text
+    assert "LLM-Acc reads the whole final reply" in text
+    assert "EM reads the short answer" in text
+    assert "F1 reads the short answer" in text
+
+
 def test_summary_of_nothing() -> None:
     assert summarize([]) == []
 
@@ -162,11 +170,11 @@ def test_markdown_table(tmp_path: Path) -> None:
     text = paths[1].read_text(encoding="utf-8")
     header = (
         "| graph | setting | n | Contain-Acc (%) | EM (%) | F1 (%) | LLM-Acc (%) | evidence recall (%) "
-        "| evidence precision (%) | answer similarity | context precision | answer relevance | faithfulness "
-        "| retrieved tokens | steps | errors |"
+        "| evidence precision (%) | answer similarity | context precision | context precision (RAGAS) "
+        "| answer relevance | faithfulness | retrieved tokens | steps | errors |"
     )
     assert header in text
-    na3 = "unavailable | unavailable | unavailable"  # ARAGOG's metrics: no record has them
+    na3 = "unavailable | unavailable | unavailable | unavailable"  # ARAGOG's metrics: no record has them
     assert f"| arag | max_steps=5 | 2 | 50.0 | 50.0 | 75.0 | unavailable | 75.0 | 50.0 | 0.600 | {na3} | 2,000 | 5.0 | 1 |" in text  # fmt: skip  # noqa: E501
     assert f"| arag | max_steps=10 | 2 | 100.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 3,000 | 9.0 | 0 |" in text  # fmt: skip  # noqa: E501
     assert f"| naive_rag | default | 2 | 50.0 | 0.0 | 0.0 | unavailable | n/a | n/a | n/a | {na3} | 600 | 1.0 | 0 |" in text  # fmt: skip  # noqa: E501
@@ -353,14 +361,15 @@ def test_write_failures(tmp_path: Path) -> None:
 
 
 def test_aragog_columns_show_scores_and_coverage() -> None:
+    aragog = ("context_precision", "context_precision_ragas", "answer_relevance", "faithfulness")
     records = [
-        record("arag", {}, "q1", context_precision=1.0, answer_relevance=0.9, faithfulness=1.0),
-        record("arag", {}, "q2", context_precision=0.5, answer_relevance=0.7, faithfulness=None),
+        record("arag", {}, "q1", **dict(zip(aragog, (1.0, 1.0, 0.9, 1.0), strict=True))),
+        record("arag", {}, "q2", **dict(zip(aragog, (0.5, 0.7, 0.7, None), strict=True))),
     ]
     (row,) = summarize(records)
     assert (row["context_precision"], row["answer_relevance"], row["faithfulness"]) == (0.75, pytest.approx(0.8), 1.0)
     line = next(line for line in summary_markdown([row]).splitlines() if line.startswith("| arag |"))
-    assert "| 0.750 | 0.800 | 1.000 (1/2 scored) |" in line
+    assert "| 0.750 | 0.850 | 0.800 | 1.000 (1/2 scored) |" in line
 
 
 # --- plots: n per point, coinciding points kept apart (issue 13 item 12) -------------------------

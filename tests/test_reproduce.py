@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from arag_graph.evaluators import paper_tables as P
 from arag_graph.evaluators.predictions import PREDICTIONS
 from tests.cli_run import run_cli as run
 from tests.fakes import sentinel_key
@@ -205,6 +206,8 @@ def test_against_a_scripted_server_the_papers_judge_scores_llm_acc(
         "arag-effort",
         "arag-tokens",
         "aragog-grid",
+        "aragog-chunk-size",
+        "aragog-embeddings",
         "corag-decoding",
         "corag-chain-length",
         "srag-ablations",
@@ -229,7 +232,10 @@ def test_every_other_table_plans_checked_settings_and_labels_each_row(name: str,
         assert [labels[s.file_name] for s in settings] == [row.label for row in grid_rows("aragog")]
     entries = build_table(table, plan, [], "musique")
     markdown = table_markdown(table, entries, model="offline", dataset="musique", command="arag reproduce x")
-    assert len(table_rows(markdown)) == len(entries) == len(settings)
+    # A by-hops table has a row per setting and hop count (the paper's 2, 3 and 4 hops even without data).
+    assert len(table_rows(markdown)) == len(entries) == len(settings) * (4 if table.by_hops else 1)
+    assert f"Paper's setting (model, data, k): {P.SETTINGS[name]}." in markdown
+    assert all(entry["paper_setting"] == P.SETTINGS[name] for entry in entries)
     paper = {e["label"]: next(iter(e["paper"].values())) for e in entries}
     expected = {  # papers.md, on MuSiQue
         "srag-ablations": {
@@ -247,6 +253,76 @@ def test_every_other_table_plans_checked_settings_and_labels_each_row(name: str,
             "CoRAG S=5": 40.1,
         },
         "arag-tokens": {"Naive RAG": 5387, "A-RAG (Naive)": 56360, "A-RAG (Full)": 5663},
+        "srag-hops": {  # issue 35: the SRAG paper's hop table (standard RAG -> SRAG), overall F1 on "all"
+            "standard RAG, all": 0.312,
+            "standard RAG, 2 hops": 0.45,
+            "standard RAG, 3 hops": 0.28,
+            "standard RAG, 4 hops": 0.18,
+            "SRAG, all": 0.421,
+            "SRAG, 2 hops": 0.56,
+            "SRAG, 3 hops": 0.39,
+            "SRAG, 4 hops": 0.24,
+        },
+        "aragog-chunk-size": {
+            "chunks of 256 tokens": None,
+            "chunks of 512 tokens": "best of the sizes compared",
+            "chunks of 1024 tokens": None,
+        },
+        "aragog-embeddings": {"all-MiniLM-L6-v2 (packaged)": P.ARAGOG_EMBEDDINGS},
     }
     if name in expected:
         assert paper == expected[name]
+
+
+def test_corag_chain_length_shows_the_papers_s1_and_s2_on_hotpotqa(tmp_path: Path) -> None:
+    """Issue 35: the CoRAG paper gives HotpotQA EM 44.1 at S=1 and 51.3 at S=2; the table printed "—"."""
+    from arag_graph.evaluators.plan import with_profile
+    from arag_graph.evaluators.reproduce import TABLES, build_table
+    from arag_graph.index.sample import sample_questions_path
+
+    table = TABLES["corag-chain-length"]
+    plan = with_profile(table.plan(dataset=sample_questions_path(), out=tmp_path / "o", model="offline"))
+    paper = {e["label"]: next(iter(e["paper"].values())) for e in build_table(table, plan, [], "hotpotqa")}
+    assert paper == {"Naive RAG": 42.3, "CoRAG S=1": 44.1, "CoRAG S=2": 51.3, "CoRAG S=3": 55.8, "CoRAG S=5": 57.2}
+
+
+def test_aragog_is_described_as_the_papers_setting() -> None:
+    """Issue 35: ARAGOG's figures come from the Llama 2 technical report with 100 QA pairs."""
+    from arag_graph.evaluators.grid import grid_markdown
+
+    for shown in (P.SETTINGS["aragog-grid"], P.CITATIONS["aragog-chunk-size"], grid_markdown([], "offline")):
+        assert "GPT-3.5" not in shown and "AI papers" not in shown
+    assert "Llama 2 technical report with 100 QA pairs" in grid_markdown([], "offline")
+    assert "Llama 2 technical report with 100 QA pairs" in P.SETTINGS["aragog-grid"]
+
+
+def test_an_embedding_comparison_compares_the_given_encoder_with_the_packaged_one(tmp_path: Path) -> None:
+    from arag_graph.evaluators.plan import settings_for
+    from arag_graph.evaluators.reproduce import TABLES, _labels
+    from arag_graph.index.sample import sample_questions_path
+
+    table = TABLES["aragog-embeddings"]
+    plan = table.plan(dataset=sample_questions_path(), out=tmp_path / "o", model="offline", embedding="/m/qwen3")
+    assert sorted(s.index for s in settings_for(plan)) == ["", "embedding-packaged"]
+    assert sorted(_labels(table, plan).values()) == ["/m/qwen3", "all-MiniLM-L6-v2 (packaged)"]
+
+
+@pytest.mark.timeout(1800)  # three index builds of the slice and a question on each, on a loaded machine
+def test_aragog_chunk_size_runs_each_size_on_its_own_index(
+    hotpot_slice: tuple[Path, Path], paper_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: ARAGOG's chunk-size comparison is a table of its own, a row per chunk size."""
+    from arag_graph.evaluators.predictions import load_records
+
+    corpus, questions = hotpot_slice
+    out = tmp_path / "chunks"
+    argv = reproduce_args("aragog-chunk-size", questions, out, paper_index, "--model", "offline", "--limit", "1")
+    code, _, err = run([*argv, "--corpus", str(corpus)], capsys)
+    assert code == 0, err
+    rows = table_rows((out / "aragog-chunk-size.md").read_text(encoding="utf-8"))
+    assert [r["row"] for r in rows] == ["chunks of 256 tokens", "chunks of 512 tokens", "chunks of 1024 tokens"]
+    assert [r["paper's finding"] for r in rows] == ["—", "best of the sizes compared", "—"]
+    assert all(re.fullmatch(r"[01]\.\d{3}", r["Context Precision"]) for r in rows)
+    records = {r["setting_key"]: r for r in load_records(out)}
+    assert sorted(records) == ["index=chunks-1024", "index=chunks-256", "index=chunks-512"]
+    assert all(r["gold_chunk_ids"] for r in records.values())  # each index maps the gold passages to its chunks

@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 from langchain_openai import ChatOpenAI
 
+from arag_graph.baselines.context import NaiveRagContext
+from arag_graph.corag.context import CoragContext
 from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
-from arag_graph.llm.offline import offline_ratings, offline_rewrites
 from arag_graph.registry import build_graph, config_for
 from arag_graph.retrievers.passages import Passage, retrieve_passages
-from arag_graph.run.configuration import ContextError, CoragContext, NaiveRagContext, SragContext
+from arag_graph.run.configuration import ContextError
+from arag_graph.run.model import offline_ratings, offline_rewrites
+from arag_graph.srag.context import SragContext
 from tests import test_model_faults as faults
 from tests.fakes import WordHashEmbeddings, sentinel_key
 from tests.stubs._http import RecordedRequest

@@ -21,15 +21,22 @@ import pytest
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError, IndexNotFoundError
-from arag_graph.index import build as index_module
 from arag_graph.index import encoders as emb
+from arag_graph.index import sentence_vectors as vectors_module
 from arag_graph.index import text as text_module
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from arag_graph.index.sample import sample_corpus_path
-from arag_graph.index.sentencematrix import MATRIX_FILE, MatrixWriter, SentenceMatrix
+from arag_graph.index.sentencematrix import (
+    MATRIX_FILE,
+    DeviceMatrix,
+    MatrixWriter,
+    SentenceLayout,
+    SentenceMatrix,
+    top_rows,
+)
 from tests.cli_run import assert_one_error_line
 from tests.cli_run import run_cli as run
 from tests.conftest import data_file
@@ -284,8 +291,8 @@ def test_a_build_encodes_and_stores_one_block_at_a_time(
     block = 64
     monkeypatch.setattr(text_module, "BUILD_BLOCK", block)
     stored: list[int] = []
-    for cls in (index_module.MatrixWriter, index_module.SentenceStore):
-        method = "add" if cls is index_module.MatrixWriter else "add_rows"
+    for cls in (vectors_module.MatrixWriter, vectors_module.SentenceStore):
+        method = "add" if cls is vectors_module.MatrixWriter else "add_rows"
         original = getattr(cls, method)
 
         def spy(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
@@ -398,3 +405,151 @@ def test_an_int8_vector_never_depends_on_its_batch(sample_index: HierarchicalInd
     assert np.array_equal(whole, parts)
     for i in (0, 17, 123):
         assert np.array_equal(np.asarray(encoder.embed_documents([texts[i]])[0], dtype=np.float32), whole[i])
+
+
+# --------------------------------------------------------------------------------------------
+# Exact, position-independent scores; the same answers from a matrix on a GPU
+
+
+def unit(rng: np.random.Generator, rows: int, dim: int = 48) -> np.ndarray:
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_equal_sentences_score_equal_wherever_they_sit() -> None:
+    """A BLAS product scores the last rows of a matrix with another kernel than the rest, so a
+    sentence repeated there scored a last bit apart from its first copy and the tie fell to the
+    later row. Scores now come from a row's values alone: copies tie, and rank in row order."""
+    from arag_graph.core.documents import Chunk
+
+    rng = np.random.default_rng(7)
+    rows = 4099  # not a multiple of 4: three rows fall in the products' remainder
+    vectors = unit(rng, rows, 384)
+    copies = [0, 1, 2, 4097, 4098]
+    vectors[copies] = vectors[3]
+    chunks = [Chunk(id=f"c{i}", text="x", sentences=((0, 1),)) for i in range(rows)]
+    matrix = SentenceMatrix(vectors, SentenceLayout(chunks), {"mode": "matrix"})
+    for query in [vectors[3] + 0.3 * v for v in unit(rng, 20, 384)]:
+        found = matrix.query(query, 6)
+        assert [c for c, _, _ in found] == ["c0", "c1", "c2", "c3", "c4097", "c4098"]
+        assert len({s for _, _, s in found}) == 1
+
+
+def test_a_cut_through_a_tie_keeps_the_first_rows_of_the_tie() -> None:
+    """The top n in rank order, ties in row order, also where the n-th place falls inside a tie."""
+    rng = np.random.default_rng(3)
+    scores = rng.choice(np.array([0.1, 0.2, 0.3, 0.4, 0.5], dtype=np.float32), 1000)
+    reference = np.lexsort((np.arange(len(scores)), -scores))
+    for n in (1, 5, 150, 199, 200, 201, 555, 999, 1000, 1200):
+        assert top_rows(scores, n).tolist() == reference[:n].tolist()
+
+
+class DesignedEmbeddings(WordHashEmbeddings):
+    """Vectors from a pool of eight directions, so that many sentences are equal (exact ties) and
+    some differ from their direction by 1e-5 (closer than float16 can tell apart)."""
+
+    model_id = "test/designed-48"
+
+    def __init__(self) -> None:
+        super().__init__(48)
+        rng = np.random.default_rng(11)
+        self.pool = unit(rng, 8)
+        self.nudge = unit(rng, 8)
+
+    def _vector(self, text: str) -> list[float]:
+        import hashlib
+
+        digest = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest(), "little")
+        vector = self.pool[digest % 8].astype(np.float64)
+        if digest % 3 == 0:
+            vector = vector + 1e-5 * self.nudge[(digest // 8) % 8] * (1 + digest % 5)
+        return (vector / np.linalg.norm(vector)).tolist()
+
+
+@pytest.fixture(scope="module")
+def designed_index(tmp_path_factory: pytest.TempPathFactory) -> HierarchicalIndex:
+    docs = [
+        SourceDocument(
+            id=f"d{i}",
+            title=f"Document {i}",
+            text=" ".join(f"Sentence {j} of document {i} says {i * j % 7}." for j in range(1 + i % 6)),
+            metadata={"part": i % 3},
+        )
+        for i in range(80)
+    ]
+    root = tmp_path_factory.mktemp("designed") / "index"
+    build_index(docs, root, embeddings=DesignedEmbeddings(), progress=False)
+    return load_index(root, embeddings=DesignedEmbeddings(), device="cpu")
+
+
+def queries() -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    pool = DesignedEmbeddings().pool
+    return [*pool, *(pool[:4] + 1e-4 * unit(rng, 4)), *unit(rng, 12)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_matrix_on_a_device_answers_exactly_as_the_cpu_matrix(
+    designed_index: HierarchicalIndex, dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torch path (device "cpu" here; a GPU runs the same code) against the NumPy path: the same
+    chunks in the same order with the same scores and snippets, ties and near-ties included, with
+    and without a filter, and the same top sentences. float16 selects with a margin and ranks by
+    the exact scores, which is why it matches too."""
+    import torch
+
+    matrix = designed_index.sentences
+    assert type(matrix) is SentenceMatrix
+    on_device = HierarchicalIndex(
+        designed_index.path,
+        designed_index.manifest,
+        designed_index.store,
+        designed_index.keywords,
+        DeviceMatrix(matrix, "cpu", dtype),
+        designed_index.embeddings,
+        designed_index.build_dir,
+    )
+    assert on_device.sentences.tensors()[0].dtype == getattr(torch, dtype)
+    covered = 0
+    for vector in queries():
+        for top_k in (1, 3, 5, 12):
+            expected = [h.to_dict() for h in designed_index.semantic_search("q", top_k, query_vector=vector.tolist())]
+            found = [h.to_dict() for h in on_device.semantic_search("q", top_k, query_vector=vector.tolist())]
+            assert found == expected
+            kept = {"part": 1}
+            assert on_device.semantic_search("q", top_k, query_vector=vector.tolist(), metadata_filter=kept) == (
+                designed_index.semantic_search("q", top_k, query_vector=vector.tolist(), metadata_filter=kept)
+            )
+            covered += len({h["score"] for h in expected}) < len(expected)  # a tie among the chunks
+        for n in (1, 7, 40):
+            assert on_device.sentences.query(vector, n) == matrix.query(vector, n)
+    assert covered > 10  # the queries did meet ties
+
+
+def test_covering_is_a_prefix_of_the_full_ranking(designed_index: HierarchicalIndex) -> None:
+    matrix = designed_index.sentences
+    device = DeviceMatrix(matrix, "cpu", "float16")
+    total = matrix.count()
+    for vector in queries()[:10]:
+        full = matrix.query(vector, total)
+        for chunks, n in ((1, 1), (5, 50), (30, 10), (200, 1)):
+            prefix = device.covering(vector, chunks, n)
+            assert prefix == full[: len(prefix)] and len(prefix) >= min(n, total)
+            assert len({c for c, _, _ in prefix}) >= min(chunks, len({c for c, _, _ in full}))
+
+
+def test_an_index_on_a_gpu_searches_its_matrix_there(designed_index: HierarchicalIndex) -> None:
+    """The device is the index's run setting; the matrix moves there at the first search, in float16."""
+    index = HierarchicalIndex(
+        designed_index.path,
+        designed_index.manifest,
+        designed_index.store,
+        designed_index.keywords,
+        designed_index.sentences,
+        designed_index.embeddings,
+        designed_index.build_dir,
+        device="cuda:3",
+    )
+    assert isinstance(index.sentences, DeviceMatrix)
+    assert index.sentences.device == "cuda:3" and index.sentences.dtype == "float16"
+    assert type(designed_index.sentences) is SentenceMatrix

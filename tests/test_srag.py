@@ -20,8 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.structured import Decomposition, SubQuestion
 from arag_graph.srag.graph import build_srag_graph, plan_sub_questions, resolve_question, table_rows
+from arag_graph.srag.schemas import Decomposition, SubQuestion
 from tests.fakes import WordHashEmbeddings
 from tests.scripted import (
     FailingChatModel,
@@ -495,8 +495,8 @@ def test_table_rows_merge_sources_of_the_same_fact() -> None:
 
 
 def test_offline_rules_split_comparisons_and_score_triplets_with_their_subject() -> None:
-    from arag_graph.llm.offline import offline_decomposition, offline_route, offline_triplets
-    from arag_graph.llm.structured import Route
+    from arag_graph.srag.model import offline_decomposition, offline_route, offline_triplets
+    from arag_graph.srag.schemas import Route
 
     split = offline_decomposition("Are Christopher Nolan and Sathish Kalathil both film directors?")
     assert [q.question for q in split.sub_questions] == [

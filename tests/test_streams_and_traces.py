@@ -53,9 +53,9 @@ def test_agent_streams_each_tool_call_started_and_finished(sample_index: Any) ->
     events: list[dict[str, Any]] = []
     final: dict[str, Any] = {}
     for mode, chunk in graph.stream({"question": QUESTION}, stream_mode=["custom", "values"], context={"max_steps": 3}):
-        if mode == "custom":
+        if mode == "custom" and chunk["event"].startswith("tool_"):
             events.append(chunk)
-        else:
+        elif mode == "values":
             final = chunk
     ran = [m for m in final["messages"] if isinstance(m, ToolMessage)]
     assert [e["event"] for e in events] == ["tool_started", "tool_finished"] * len(ran)
@@ -89,6 +89,32 @@ def test_srag_streams_its_sub_questions_and_each_one_solved(sample_index: Any) -
     done = [e for e in events if e["event"] == "sub_question_done"]
     assert sorted(e["id"] for e in done) == sorted(planned)
     assert {e["id"]: e["chunk_ids"] for e in done} == {s["id"]: s["chunk_ids"] for s in out["sub_questions"]}
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_every_graph_streams_progress_and_ends_with_its_answer(name: str, sample_index: Any) -> None:
+    """Naive RAG and Direct sent no ``custom`` event at all: a UI showed nothing until the end. Every
+    graph now ends with ``answered``, and every retrieve-then-answer step says what it retrieved."""
+    graph = build_graph(name, index=sample_index, model="offline")
+    events: list[dict[str, Any]] = []
+    final: dict[str, Any] = {}
+    for mode, chunk in graph.stream({"question": QUESTION}, stream_mode=["custom", "values"], context={}):
+        if mode == "custom":
+            events.append(chunk)
+        else:
+            final = chunk
+    assert events and all(e["summary"] and "\n" not in e["summary"] for e in events)
+    assert events[-1]["event"] == "answered"
+    assert events[-1]["answer"] == final["answer"] and events[-1]["citations"] == final["citations"]
+    retrieved = [e for e in events if e["event"] == "retrieved"]
+    if name == "naive_rag":
+        assert [e["chunk_ids"] for e in retrieved] == [t["chunk_ids"] for t in final["trajectory"]]
+        assert (
+            retrieved[0]["summary"]
+            == f"retrieve: {len(retrieved[0]['chunk_ids'])} chunk(s), {retrieved[0]['tokens']} tokens"
+        )
+    if name == "direct":
+        assert [e["event"] for e in events] == ["answered"]
 
 
 def test_library_calls_draw_no_progress_bars(

@@ -17,24 +17,13 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from arag_graph.corag.schemas import Reformulation, SubAnswer, Sufficiency
 from arag_graph.evaluators.judge import JudgeVerdict
-from arag_graph.llm.structured import (
-    Decomposition,
-    ModelFacing,
-    PassageRating,
-    PassageRatings,
-    QueryRewrites,
-    Reformulation,
-    Route,
-    SubAnswer,
-    SubQuestion,
-    Sufficiency,
-    Triplet,
-    Triplets,
-    structured_call,
-)
+from arag_graph.llm.structured import ModelFacing, has_fallback, structured_call
+from arag_graph.run.schemas import PassageRating, PassageRatings, QueryRewrites
+from arag_graph.srag.schemas import Decomposition, Route, SubQuestion, Triplet, Triplets
 from tests.fakes import sentinel_key
-from tests.stubs.openai_server import OpenAIStubServer, text
+from tests.stubs.openai_server import OpenAIStubServer, Reply, text, tool_call
 
 EXAMPLES: list[BaseModel] = [
     Sufficiency(reasoning="Ed Wood was American.", is_sufficient=True, missing_info="", confidence=0.9),
@@ -68,7 +57,11 @@ def test_the_schema_sent_to_the_model_is_written_for_it_and_strict_mode_valid(
     openai_server.script([text(example.model_dump_json())])
     model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("schema"), max_retries=0)
 
-    value, problem = structured_call(model, schema_class, [HumanMessage("Q?")], question="Q?")
+    if has_fallback(schema_class):  # the graphs' schemas, asked through structured_call
+        value, problem = structured_call(model, schema_class, [HumanMessage("Q?")], question="Q?")
+    else:  # the judge's, asked the judge's own way
+        reply = model.with_structured_output(schema_class, include_raw=True).invoke([HumanMessage("Q?")])
+        value, problem = reply["parsed"], reply["parsing_error"]
 
     assert problem is None and value == example
     (request,) = openai_server.completions
@@ -100,20 +93,21 @@ def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:
 @pytest.mark.parametrize(
     ("replies", "expected", "problem_says"),
     [
-        (["not json", Reformulation(query="retried").model_dump_json()], "retried", None),
-        (["not json", "{}"], "Q?", "Field required"),
+        ([text("not json"), tool_call("Reformulation", {"query": "retried"})], "retried", None),
+        ([text("not json"), tool_call("Reformulation", {})], "Q?", "Field required"),
     ],
     ids=["second-attempt", "fallback"],
 )
 def test_sync_and_async_calls_share_one_retry_policy(
-    openai_server: OpenAIStubServer, mode: str, replies: list[str], expected: str, problem_says: str | None
+    openai_server: OpenAIStubServer, mode: str, replies: list[Reply], expected: str, problem_says: str | None
 ) -> None:
-    """One bad reply is retried once; two fall back to the schema's fallback with the last problem."""
+    """One bad reply is retried once, as a forced tool call (the form every OpenAI-compatible server
+    with tool calling takes); two fall back to the schema's fallback with the last problem."""
     import asyncio
 
     from arag_graph.llm.structured import astructured_call
 
-    openai_server.script([text(r) for r in replies])
+    openai_server.script(replies)
     model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("retry"), max_retries=0)
     call = {"question": "Q?"}
     if mode == "async":
@@ -122,3 +116,29 @@ def test_sync_and_async_calls_share_one_retry_policy(
         value, problem = structured_call(model, Reformulation, [HumanMessage("Q?")], **call)
     assert value.query == expected and len(openai_server.completions) == 2
     assert (problem is None) if problem_says is None else (problem_says in (problem or "")), problem
+
+
+GRAPH_SCHEMAS = [type(e) for e in EXAMPLES if not isinstance(e, JudgeVerdict)]
+
+
+@pytest.mark.parametrize("schema", GRAPH_SCHEMAS, ids=lambda s: s.__name__)
+def test_each_schema_a_graph_asks_for_carries_its_own_fallback(schema: type[ModelFacing]) -> None:
+    """No central table: the schema says what a run goes on with, and it is a valid value of the schema."""
+    assert has_fallback(schema), schema.__name__
+    value = schema.fallback("Q?")  # type: ignore[attr-defined]
+    assert isinstance(value, schema) and schema.model_validate(value.model_dump()) == value
+
+
+def test_a_schema_without_a_fallback_is_refused_before_any_request(openai_server: OpenAIStubServer) -> None:
+    """A new schema that forgets its fallback fails at once, not on the first bad reply in production."""
+    from pydantic import Field
+
+    class Planted(ModelFacing):
+        answer: str = Field(description="anything")
+
+    openai_server.script([text(Planted(answer="x").model_dump_json())])
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.url, api_key=sentinel_key("plant"), max_retries=0)
+    assert not has_fallback(Planted)
+    with pytest.raises(TypeError, match="Planted defines no fallback"):
+        structured_call(model, Planted, [HumanMessage("Q?")], question="Q?")
+    assert openai_server.completions == []

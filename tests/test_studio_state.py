@@ -113,3 +113,30 @@ def test_forking_from_a_checkpoint_runs_a_new_branch(sample_index: Any) -> None:
     # The original branch is still there, unchanged.
     history = list(graph.get_state_history(config))
     assert any(s.values.get("answer") == first["answer"] for s in history)
+
+
+# Every registered graph, and CoRAG in each decoding (their threads hold different state).
+VARIANTS = [(name, {}) for name in GRAPHS] + [
+    ("corag", {"decoding": "best_of_n", "n": 2}),
+    ("corag", {"decoding": "tree"}),
+]
+
+
+@pytest.mark.parametrize(("name", "context"), VARIANTS, ids=[f"{n}-{c.get('decoding', '')}" for n, c in VARIANTS])
+def test_update_state_as_every_node_then_continue(name: str, context: dict[str, Any], sample_index: Any) -> None:
+    """Studio offers every node of the graph to edit as, whether it ran on the thread or not (a greedy
+    CoRAG thread edited as ``collect`` was a KeyError in the edge's path map, HTTP 500 from the server).
+    Each edit forks the finished thread's last checkpoint; the run then goes on from the edit to the end."""
+    graph = _graph(name, sample_index)
+    config = {"configurable": {"thread_id": f"{name}-every-node-{context.get('decoding', '')}"}}
+    out = graph.invoke({"question": QUESTION}, config, context={"max_steps": 2, **context})
+    assert out.get("error") is None and out["answer"]
+    finished = graph.get_state(config).config
+    nodes = list(graph.builder.nodes)
+    assert len(nodes) >= 3
+    for node in nodes:
+        edited = graph.update_state(finished, {"answer": f"edited as {node}"}, as_node=node)
+        resumed = graph.invoke(None, edited, context={"max_steps": 2, **context})
+        assert resumed.get("error") is None, (node, resumed.get("error"))
+        assert resumed["answer"].strip(), node
+        assert not graph.get_state(config).next, node  # the continued run (the latest checkpoint) reached the end

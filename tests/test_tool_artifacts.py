@@ -1,4 +1,4 @@
-"""The one checked reader of a tool message's artifact, and the read set it gives (llm/tool_artifacts).
+"""The one checked reader of a tool message's artifact, and the read set it gives (core/artifacts).
 
 A served run's caller can send tool messages of its own, artifacts included, so every field is read
 as a known type within bounds, and a chunk counts as read only when the message holds its text. The
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from arag_graph.core.artifacts import artifact_of, read_in
 from arag_graph.core.documents import SourceDocument
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.tool_artifacts import artifact_of, read_in
 from tests.fakes import NamedFakeEmbeddings
 
 EMPTY = {"tokens": 0, "chunk_ids": [], "read": [], "args": {}, "error": False, "not_run": False}

@@ -23,10 +23,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from arag_graph.core.documents import SourceDocument
+from arag_graph.core.limits import TOP_K_MAX
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.run.configuration import TOP_K_MAX
 from arag_graph.tools.toolkit import (
     chunk_read,
     create_retrieval_tools,
@@ -219,12 +219,31 @@ def test_keyword_snippets_are_the_sentences_that_contain_a_keyword(sample_index:
         chunk = sample_index.get_chunk(hit.chunk_id)
         assert chunk is not None
         expected = [s for s in chunk.sentence_texts() if any(p.search(s.lower()) for p in patterns)]
-        # A chunk matched only through its title (contextual header) shows its first sentence.
-        assert list(hit.snippets) == (expected or chunk.sentence_texts()[:1]), hit.chunk_id
+        # A chunk matched only through its title (contextual header) shows its first sentence; at most
+        # five matching sentences per chunk, the first ones.
+        assert list(hit.snippets) == (expected[:5] or chunk.sentence_texts()[:1]), hit.chunk_id
         # With contextual headers (the default) the title counts too; snippets stay the chunk's own sentences.
         text = keyword_chunks([chunk], sample_index.manifest.header_max_chars)[0].text.lower()
         assert hit.score == sum(len(p.findall(text)) * len(k) for p, k in zip(patterns, keywords, strict=True))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_keyword_snippets_keep_at_most_five_sentences_per_chunk(tmp_path: Any) -> None:
+    # Issue 35, defect 5: the paper's released tool keeps at most five sentences per chunk; a common
+    # keyword otherwise shows nearly every sentence of a long chunk as its "snippet".
+    from arag_graph.index.hierarchical import KEYWORD_SNIPPET_SENTENCES
+
+    long = " ".join(f"The film number {i} was shot in reel {i}." for i in range(1, 9))
+    docs = [SourceDocument(long, id="reels", title="Reels"), SourceDocument("A film.", id="short", title="Short")]
+    index = build_index(docs, tmp_path / "i", embeddings=NamedFakeEmbeddings(), contextual_headers=False)
+    hit = next(h for h in index.keyword_search(["the", "film"], 5) if h.chunk_id == "reels")
+    assert KEYWORD_SNIPPET_SENTENCES == 5
+    assert list(hit.snippets) == [f"The film number {i} was shot in reel {i}." for i in range(1, 6)]
+    keyword_tool = next(t for t in create_retrieval_tools(index) if t.name == "keyword_search")
+    message = call(keyword_tool, keywords=["the", "film"])
+    assert "reel 5." in message.content and "reel 6." not in message.content
+    shown = [s for h in index.keyword_search(["the", "film"], 5) for s in h.snippets]
+    assert artifact(message)["tokens"] == sum(count_tokens(s) for s in shown)  # what the model got, no more
 
 
 def test_keyword_tokens_count_exactly_the_snippets_returned(
@@ -434,7 +453,7 @@ def test_the_read_set_is_checked_against_the_runs_own_index(split_index: Hierarc
     """C_read of a run is read from its conversation against the index the run chose (the tool's index
     source is called with the run's runtime): a chunk the run read is a notice the next time, while a
     tool message that claims a read without the chunk's text (a caller's forgery) marks nothing read."""
-    from arag_graph.llm.tool_artifacts import read_in
+    from arag_graph.core.artifacts import read_in
 
     def pick(runtime: Any) -> HierarchicalIndex:
         assert runtime.context == {"index": "split"}, runtime
@@ -667,3 +686,38 @@ def test_a_plain_string_input_is_one_argument_not_its_characters(sample_index: H
     assert chunk.startswith("[chunk 12]") and "[chunk 1]" not in chunk and "[chunk 2]" not in chunk
     assert "[chunk 13]" in read.invoke("12, 13")
     assert semantic.invoke("who directed Sinister").startswith("semantic_search('who directed Sinister')")
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools stand alone
+
+
+_STANDALONE_PROBE = """
+import json, sys
+from arag_graph.index.load import load_index
+index = load_index(sys.argv[1])  # what an app that has an index has imported already
+before = {m for m in sys.modules if m.startswith("arag_graph")}
+from arag_graph import create_retrieval_tools
+keyword, semantic, read = create_retrieval_tools(index)
+keyword.invoke({"keywords": ["Leland"]})
+semantic.invoke({"query": "films shot in Leland"})
+read.invoke({"chunk_ids": ["5"]})
+import arag_graph.tools.mcp_server
+print(json.dumps(sorted({m for m in sys.modules if m.startswith("arag_graph")} - before)))
+"""
+
+
+def test_the_tools_and_the_mcp_server_load_no_graph_model_or_run_layer(sample_index: HierarchicalIndex) -> None:
+    """An app that only wants the three tools (given its index) loads the tools, core and index: no run
+    layer, no model layer, no offline policy, no graph, no CLI (it was 28 modules, the run and llm
+    layers among them). Counted in a fresh interpreter, each tool called once, the MCP server imported."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _STANDALONE_PROBE, str(sample_index.path)], capture_output=True, text=True, check=True
+    )
+    added = json.loads(done.stdout.strip().splitlines()[-1])
+    layers = {name.split(".")[1] for name in added if name.count(".") >= 1}
+    assert layers <= {"core", "index", "tools"}, added
+    assert len(added) <= 15, added

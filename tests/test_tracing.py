@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from langsmith import Client, tracing_context
 
+from arag_graph.arag.context import AragContext
 from arag_graph.arag.graph import build_arag_graph
-from arag_graph.run.configuration import AragContext
 from arag_graph.run.policy import ServingPolicy
 from tests.fakes import sentinel_key, sentinel_langsmith_key
 from tests.stubs.langsmith_recorder import Ingest, LangSmithRecorder, RecordedRun

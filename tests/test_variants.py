@@ -23,13 +23,14 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from arag_graph.arag.context import ToolSet
 from arag_graph.cli.main import main
 from arag_graph.core.sentences import sentence_spans, split_sentences
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.registry import build_graph, get_graph_spec
-from arag_graph.run.configuration import GraphContext, ToolSet
+from arag_graph.run.configuration import GraphContext
 
 pytestmark = pytest.mark.integration
 

@@ -39,17 +39,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
+from arag_graph.arag.context import AgentContext, AragContext, AragContextDict, AragNaiveContext, AragNaiveContextDict
+from arag_graph.arag.model import arag_model
+from arag_graph.arag.prompts import agent_system_prompt
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.prompts import agent_system_prompt
-from arag_graph.run.configuration import (
-    AgentContext,
-    AragContext,
-    AragContextDict,
-    AragNaiveContext,
-    AragNaiveContextDict,
-)
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import (
@@ -63,6 +58,7 @@ from arag_graph.run.pipeline import (
     turn_steps,
 )
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_index, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState
 from arag_graph.tools.toolkit import (
     ALL_TOOLS,
@@ -188,7 +184,7 @@ def agent(
             **progress,
         }
 
-    step = run.backbone.agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
+    step = arag_model(run.model).agent(messages, available, bound.system_prompt(run, [t.name for t in available]))
     return Call(
         step,
         on_reply,
@@ -204,7 +200,7 @@ def synthesize(
     run = run_of(runtime, bound)
     closing = not_run_messages(state["messages"][-1], "the step budget is used up; answer now.")
     names = list(bound.available(run, tools))
-    step = run.backbone.synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
+    step = arag_model(run.model).synthesis([*state["messages"], *closing], bound.system_prompt(run, names))
     return Call(
         step,
         lambda reply: {"messages": [*closing, reply]},
@@ -259,7 +255,10 @@ def after_agent(state: AragState) -> str:
     reply = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
     calls = pending_tool_calls(reply)
     if not calls:
-        return "finish"
+        # A turn with neither a call nor text is no answer: ask for one, without tools, from what was
+        # gathered. llama-cpp-python's chatml-function-calling sends exactly this when the model
+        # chooses to answer (its grammar then allows only a function name or the end of the turn).
+        return "synthesize" if reply is not None and not reply.text.strip() else "finish"
     if _out_of_budget(state):
         return "synthesize"
     # Calls with unreadable arguments were answered by the agent node: the model tries again.
@@ -356,7 +355,7 @@ class ToolCallGuard:
         warning = None
         if self._wants_hyde(prepared, run):
             try:
-                passage = run.backbone.hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
+                passage = arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).invoke(_config(request))
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:  # HyDE refines the search; the query itself still works
                 warning = _hyde_failed(exc)
@@ -372,7 +371,9 @@ class ToolCallGuard:
         warning = None
         if self._wants_hyde(prepared, run):
             try:
-                passage = await run.backbone.hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                passage = (
+                    await arag_model(run.model).hyde(str(prepared.tool_call["args"]["query"])).ainvoke(_config(request))
+                )
                 prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
             except Exception as exc:
                 warning = _hyde_failed(exc)
@@ -533,3 +534,20 @@ def build_arag_naive_graph(
         index, model, tool_set="naive", context_schema=AragNaiveContext, name="arag_naive", checkpointer=checkpointer
     )
     return cast("RagGraph[AragNaiveContext | AragNaiveContextDict, AragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "arag_naive",
+        build_arag_naive_graph,
+        AragNaiveContext,
+        "A-RAG (Naive): the agent with one embedding search that returns whole chunks",
+    ),
+    GraphSpec(
+        "arag",
+        build_arag_graph,
+        AragContext,
+        "A-RAG: the agent with keyword_search, semantic_search and chunk_read (ablations in its config)",
+    ),
+)
+"""The agent's graphs, as the registry lists them."""

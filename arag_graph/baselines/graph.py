@@ -11,8 +11,6 @@ compare them directly: a retrieval counts as one step and its passages as retrie
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
@@ -21,23 +19,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
-from arag_graph.core.errors import BudgetExceeded
-from arag_graph.core.safety import describe_model_error
+from arag_graph.baselines.context import DirectContext, DirectContextDict, NaiveRagContext, NaiveRagContextDict
+from arag_graph.baselines.model import baseline_model
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import (
-    CoragContext,
-    DirectContext,
-    DirectContextDict,
-    NaiveRagContext,
-    NaiveRagContextDict,
-    RetrievalContext,
-)
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
-from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, run_of, traced_graph
+from arag_graph.run.retrieval import as_dict, hyde_vector, selection_functions
+from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState, question_of
-
-log = logging.getLogger(__name__)
 
 
 class NaiveRagState(RunState, total=False):
@@ -45,76 +35,6 @@ class NaiveRagState(RunState, total=False):
     """What was retrieved for the question (chunk id, title, text, score), shown in Studio."""
     warnings: list[str]
     """A HyDE call that failed (the question itself was searched), and the like."""
-
-
-def hyde_vector(
-    run: Run[NaiveRagContext | CoragContext], query: str, config: RunnableConfig | None
-) -> tuple[Sequence[float] | None, str | None]:
-    """HyDE's query vector for ``query`` when the run asks for it, and a warning when the model failed.
-
-    HyDE refines the search; on a model failure the query itself is searched and the run goes on.
-    """
-    if not run.ctx.hyde or run.ctx.retriever == "bm25":
-        return None, None  # BM25 has no query vector to replace
-    try:
-        passage = run.backbone.hyde(query).invoke({**(config or {}), "run_name": "hyde_model"})
-    except Exception as exc:
-        warning = f"HyDE failed, searched with the query itself ({describe_model_error(exc)})"
-        log.warning(warning)
-        return None, warning
-    return run.index.embeddings.embed_query(passage), None
-
-
-def selection_functions(
-    run: Run[RetrievalContext], config: RunnableConfig | None, warnings: list[str]
-) -> dict[str, Any]:
-    """The model's parts of ARAGOG's multi-query and rerank techniques, for ``retrieve_passages``.
-
-    The retrieval layer holds the rules (fusion, picking); the rewrites and ratings come from the
-    run's backbone (the chat model, or the offline policy's rules). A request that fails or falls
-    back leaves the query alone (no rewrites) or the retriever's order (no ratings), and says so in
-    ``warnings``: like HyDE, the techniques refine a search and never end a run.
-    """
-    config = config or {}
-
-    def ask(call: Any, run_name: str, fallback: str) -> Any:
-        """The structured reply of ``call``, or None with ``fallback`` and the reason in ``warnings``."""
-        try:
-            value, problem = call.invoke({**config, "run_name": run_name})
-        except BudgetExceeded:
-            raise
-        except Exception as exc:
-            value, problem = None, describe_model_error(exc)
-        if problem or value is None:
-            warnings.append(f"{fallback} ({problem})")
-            return None
-        return value
-
-    def rewrite(query: str, n: int) -> list[str]:
-        value = ask(
-            run.backbone.query_rewrites(query, n),
-            "multi_query",
-            "multi-query rewrites failed, searched with the query alone",
-        )
-        return list(value.queries) if value is not None else []
-
-    def rerank(query: str, found: Sequence[Passage]) -> list[float]:
-        value = ask(
-            run.backbone.passage_ratings(query, found), "rerank", "rerank ratings failed, kept the retriever's order"
-        )
-        if value is None:
-            return []
-        scores = [0.0] * len(found)
-        for rating in value.ratings:
-            if 1 <= rating.passage <= len(found):
-                scores[rating.passage - 1] = max(scores[rating.passage - 1], rating.relevance)
-        return scores
-
-    return {"rewrite": rewrite if run.ctx.multi_query else None, "rerank": rerank if run.ctx.rerank else None}
-
-
-def as_dict(p: Passage) -> dict[str, Any]:
-    return {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,12 +67,14 @@ def retrieve_once(
 def answer_from_passages(state: NaiveRagState, runtime: Runtime[NaiveRagContext], *, bound: Bound) -> Call:
     run = run_of(runtime, bound)
     found = [Passage(**p) for p in state.get("passages") or []]
-    return Call(run.backbone.answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model")
+    return Call(
+        baseline_model(run.model).answer(question_of(state), found), lambda r: {"messages": [r]}, name="answer_model"
+    )
 
 
 def answer_directly(state: RunState, runtime: Runtime[DirectContext], *, bound: Bound) -> Call:
     run = run_of(runtime, bound)
-    return Call(run.backbone.direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
+    return Call(baseline_model(run.model).direct(question_of(state)), lambda r: {"messages": [r]}, name="answer_model")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,3 +121,15 @@ def build_naive_rag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="naive_rag"), bound)
     return cast("RagGraph[NaiveRagContext | NaiveRagContextDict, NaiveRagOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec("direct", build_direct_graph, DirectContext, "Direct answer: no retrieval"),
+    GraphSpec(
+        "naive_rag",
+        build_naive_rag_graph,
+        NaiveRagContext,
+        "Naive RAG: one retrieval of top-k chunks (dense, BM25 or hybrid), then one answer",
+    ),
+)
+"""The baselines' graphs, as the registry lists them."""

@@ -205,6 +205,28 @@ def add_chroma_timeout(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_device(p: argparse.ArgumentParser) -> None:
+    """``--device``: on the commands that encode or search (index and its --update, search, ask, eval, mcp)."""
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="{auto,cpu,cuda,cuda:N,mps}",
+        help="where the embedding model and an exact index's sentence matrix run: auto (a GPU PyTorch sees, "
+        "else the CPU), cpu, cuda, cuda:N or mps; a setting of this run, never written into an index "
+        "(default $ARAG_DEVICE, else auto)",
+    )
+
+
+def apply_device(args: argparse.Namespace) -> None:
+    """Make ``--device`` this run's device: every index the process builds or loads, and the graphs
+    of a server it starts, read it from ``$ARAG_DEVICE`` (:func:`arag_graph.index.devices.check_device`)."""
+    value = getattr(args, "device", None)
+    if value is not None:
+        from arag_graph.index.devices import DEVICE_ENV, check_device
+
+        os.environ[DEVICE_ENV] = check_device(value)
+
+
 def add_profile(p: argparse.ArgumentParser, text: str) -> None:
     """``--profile package|paper`` (:mod:`arag_graph.core.profiles`); checked by the command, one line."""
     p.add_argument("--profile", default=None, metavar="{package,paper}", help=text)

@@ -35,10 +35,10 @@ def describe_step(update: dict[str, Any]) -> list[str]:
 def tool_result(message: Any) -> dict[str, Any] | None:
     """A tool message as a trajectory step (None for a call answered without running).
 
-    The artifact is read the one checked way (:func:`arag_graph.llm.tool_artifacts.artifact_of`):
+    The artifact is read the one checked way (:func:`arag_graph.core.artifacts.artifact_of`):
     the messages a run streams can hold a caller's own tool messages, whose artifacts say anything.
     """
-    from arag_graph.llm.tool_artifacts import artifact_of
+    from arag_graph.core.artifacts import artifact_of
 
     artifact = artifact_of(message)
     if artifact["not_run"]:
@@ -242,6 +242,7 @@ def _one_run_settings(values: dict[str, str], graph: str) -> dict[str, str]:
 def add_commands(sub: Any, common: dict[str, Any]) -> None:
     """``arag ask``: its arguments."""
     p = sub.add_parser("ask", help="answer a question with a graph (A-RAG by default)", **common)
+    cliargs.add_device(p)
     p.add_argument("question")
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     cliargs.listed(

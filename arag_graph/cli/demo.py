@@ -76,13 +76,13 @@ def demo_record(question: Any, state: dict[str, Any], evidence: Sequence[dict[st
     exactly what ``arag eval`` would of the same run.
     """
     from arag_graph.core.jsonl import finite, scrub
+    from arag_graph.evaluators.answers import answer_scores_of
     from arag_graph.evaluators.retrieval import evidence_scores
     from arag_graph.evaluators.runner import prediction_of
-    from arag_graph.qa.matching import answer_scores
 
     prediction = scrub(finite(prediction_of(state)))
     gold = [cid for e in evidence for cid in e["chunk_ids"]]
-    metrics: dict[str, Any] = answer_scores(str(prediction.get("answer") or ""), list(question.answers))
+    metrics: dict[str, Any] = answer_scores_of(prediction, list(question.answers))
     metrics |= evidence_scores(gold, prediction.get("read_chunks") or (), prediction.get("retrieved_chunks") or ())
     return {
         "question_id": question.id,

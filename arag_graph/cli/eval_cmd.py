@@ -105,6 +105,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from arag_graph.evaluators.reproduce import reproduce, reproduce_table
 
     texts = ("table", "dataset", "corpus", "index", "model", "base_url", "judge", "out", "format", "paper_dataset")
+    texts += ("embedding", "embedding_base_url")
     cliargs.require_utf8(cliargs.flags(args, *texts))
     table = reproduce_table(args.table)
     model, notice = choose_model_spec(args.model, args.base_url)
@@ -120,6 +121,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             paper_dataset=args.paper_dataset,
             progress=not args.quiet and sys.stderr.isatty(),
             on_checked=lambda: announce(notice),
+            embedding=args.embedding,
+            embedding_base_url=args.embedding_base_url,
             **_runner_args(args),
         )
     if args.json:
@@ -165,6 +168,7 @@ def _eval_command(sub: Any, common: dict[str, Any]) -> None:
     p = sub.add_parser(
         "eval", help="evaluate graphs on a QA dataset (resumable; LangSmith experiments with a key)", **common
     )
+    cliargs.add_device(p)
     p.add_argument("--dataset", required=True, help="questions file (HotpotQA, 2Wiki, MuSiQue or A-RAG format)")
     cliargs.listed(
         p.add_argument("--format", default=None, help="question format (default: detect)"), cliargs.question_formats
@@ -247,6 +251,7 @@ def _reproduce_command(sub: Any, common: dict[str, Any]) -> None:
     )
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--workers", type=int, default=1, help="questions run concurrently (default 1)")
+    cliargs.add_embedding(p)  # aragog-embeddings compares it with the packaged encoder
     cliargs.add_model_limits(p, judge=True)
     p.add_argument("--no-upload", action="store_true", help="stay local even when a LangSmith key is set")
     p.add_argument("--json", action="store_true", help="print the table's rows as one JSON object")

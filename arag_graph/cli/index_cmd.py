@@ -30,7 +30,7 @@ def _cmd_update(args: argparse.Namespace) -> int:
     defaults |= {"embedding": None, "embedding_base_url": None}
     defaults |= {"backend": "auto", "header_max_chars": HEADER_MAX_CHARS}
     # None: the profile decides, so any value given is a build setting (the index's own profile holds).
-    defaults |= {"keyword_match": None, "contextual_headers": None, "profile": None}
+    defaults |= {"keyword_match": None, "contextual_headers": None, "header_style": None, "profile": None}
     given = [name for name, default in defaults.items() if getattr(args, name) != default]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -71,6 +71,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         contextual_headers=args.contextual_headers,
         header_max_chars=args.header_max_chars,
+        header_style=args.header_style,
         keyword_match=args.keyword_match,
         chroma_url=args.chroma_url,
         collection=args.collection,
@@ -97,6 +98,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "embedding_model": m.embedding_model,
         "encoder": m.encoder,
         "contextual_headers": m.contextual_headers,
+        "header_style": m.header_style,
         "keyword_match": m.keyword_match,
         "profile": m.profile,
     }
@@ -226,6 +228,7 @@ def _index_command(sub: Any, common: dict[str, Any]) -> None:
     from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHARS
 
     p = sub.add_parser("index", help="build an index of a corpus", **common)
+    cliargs.add_device(p)
     p.add_argument(
         "corpus",
         nargs="+",
@@ -260,6 +263,13 @@ def _index_command(sub: Any, common: dict[str, Any]) -> None:
         type=int,
         default=HEADER_MAX_CHARS,
         help=f"longest contextual header, 'title > section' (default {HEADER_MAX_CHARS} characters)",
+    )
+    p.add_argument(
+        "--header-style",
+        choices=["path", "aragog"],
+        default=None,
+        help="how a contextual header is written: path ('title > section: sentence', the default) or aragog (the "
+        "ARAGOG paper's '[Document: title, Section: section]' per chunk, the default with --profile paper)",
     )
     p.add_argument(
         "--keyword-match",
@@ -325,6 +335,7 @@ def _search_command(sub: Any, common: dict[str, Any]) -> None:
     p.add_argument("--top-k", type=int, default=5, help="chunks to return, 1 to 20 (default 5)")
     p.add_argument("--json", action="store_true", help="print the hits as one JSON object")
     cliargs.add_chroma_timeout(p)
+    cliargs.add_device(p)
     p.set_defaults(func=cmd_search)
 
 

@@ -65,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         level = logs.level_of(args.verbose, args.quiet, logs.env_level())
         with logs.cli_logging(level, args.verbose):
+            cliargs.apply_device(args)
             return int(args.func(args) or 0)
     except AragError as exc:
         print(f"arag: error: {exc}", file=sys.stderr)

@@ -31,6 +31,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def add_commands(sub: Any, common: dict[str, Any]) -> None:
     """``arag mcp``: its arguments."""
     p = sub.add_parser("mcp", help="serve keyword_search, semantic_search and chunk_read over MCP", **common)
+    cliargs.add_device(p)
     p.add_argument("--index", default=None, help="index directory (default: the bundled sample index)")
     p.add_argument(
         "--transport",

@@ -47,20 +47,20 @@ o200k tokens for corpora of long chunks or models with small contexts.
 The penalty. The paper prefers the chain under which the model finds the sub-answer "No relevant
 information found" least likely given each step's documents. Where the endpoint returns token
 log-probabilities (OpenAI, vLLM and other OpenAI-compatible servers), best-of-N and the tree ask for
-them (:meth:`~arag_graph.llm.backbone.Backbone.no_information_logprob`) and a step's penalty is
+them (:meth:`~arag_graph.corag.model.CoragModel.no_information_logprob`) and a step's penalty is
 that probability, ``exp(logprob)`` (its log is kept as ``no_info_logprob``; scorer ``logprob``).
 Elsewhere (the offline policy, providers without logprobs, a failed scoring request, greedy
 decoding, or ``penalty="confidence"``) each sub-answer's structured confidence stands in
-(:class:`~arag_graph.llm.structured.SubAnswer`): the penalty is ``1 - confidence`` (1 for "No
+(:class:`~arag_graph.corag.schemas.SubAnswer`): the penalty is ``1 - confidence`` (1 for "No
 relevant information found"; scorer ``confidence``). A chain's penalty is the mean over its steps
 (:func:`chain_penalty`), and the run says which scorer it used (``penalty_scorer``).
 
-The sub-answer, the check and the reformulation are the backbone's typed requests
-(:class:`~arag_graph.llm.backbone.Backbone`). With a real model, a bad structured reply is retried once
+The sub-answer, the check and the reformulation are CoRAG's typed requests
+(:class:`~arag_graph.corag.model.CoragModel`). With a real model, a bad structured reply is retried once
 and then read as "No relevant information found" (sub-answer), "not sufficient" (check) or the
 question itself (reformulation, which then stops the chain as a loop); such fallbacks are listed in
 ``warnings``, never raised. The offline policy answers them with its documented rules
-(:mod:`arag_graph.llm.offline`), so the whole graph runs without a network. A sampled chain (``sample``
+(:mod:`arag_graph.corag.model`), so the whole graph runs without a network. A sampled chain (``sample``
 k > 0) asks its reformulations at its own temperature; the offline policy, which has none, varies
 its rule by k instead.
 """
@@ -83,18 +83,19 @@ from langgraph.managed import RemainingSteps
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import hyde_vector, selection_functions
+from arag_graph.corag.context import CoragContext
+from arag_graph.corag.model import corag_model
+from arag_graph.corag.prompts import verdict
+from arag_graph.corag.schemas import NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
 from arag_graph.core.tokens import count_tokens, decode, encode
-from arag_graph.llm.backbone import Step
 from arag_graph.llm.models import with_settings
-from arag_graph.llm.prompts import verdict
-from arag_graph.llm.structured import FALLBACKS, NO_RELEVANT_INFORMATION, Reformulation, SubAnswer, Sufficiency
+from arag_graph.llm.steps import Step
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages, rrf_scores
-from arag_graph.run.configuration import CoragContext
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import retrieval_update
-from arag_graph.run.runtime import Bound, Run, backbone_for, run_of
+from arag_graph.run.retrieval import hyde_vector, selection_functions
+from arag_graph.run.runtime import Bound, Run, run_of
 from arag_graph.run.state import RunState, TrajectoryStep, question_of, union
 
 __all__ = [
@@ -366,7 +367,7 @@ def _sampling(run: Run, temperature: float | None) -> Run:
     if temperature is None:
         return run
     model = with_settings(run.model, temperature=temperature)
-    return run if model is run.model else dataclasses.replace(run, model=model, backbone=backbone_for(model))
+    return run if model is run.model else dataclasses.replace(run, model=model)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,13 +378,36 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     """Step s: retrieve ``top_k`` chunks for ``q_s`` (only chunks new to the chain join the context),
     then the model's sub-answer from the step's documents."""
     run = run_of(runtime, bound)
-    ctx: CoragContext = run.ctx
-    chain = list(state.get("chain") or [])
-    known = list(state.get("passages") or [])
-    warnings = list(state.get("warnings") or [])
-    step = len(chain) + 1
+    step = len(state.get("chain") or []) + 1
     query = state.get("query") or question_of(state)
+    warnings = list(state.get("warnings") or [])
+    found, new, update = _retrieve(state, run, step, query, warnings)
+    update.update(_stop_after_retrieval(state, run.ctx, step, new))
 
+    def on_result(result: tuple[SubAnswer, str | None], logprob: float | None = None) -> dict[str, Any]:
+        value, problem = result
+        sub_answer = _one_line(value.answer) or NO_RELEVANT_INFORMATION
+        scored: dict[str, Any] = {"penalty": step_penalty(value), "scorer": "confidence"}
+        if logprob is not None:
+            scored = {"penalty": logprob_penalty(logprob), "scorer": "logprob", "no_info_logprob": round(logprob, 4)}
+        update["chain"][-1] = {**update["chain"][-1], "sub_answer": sub_answer, **scored}
+        update["trajectory"][-1] = {**update["trajectory"][-1], "sub_answer": sub_answer}
+        if problem:
+            note = f"step {step}: the sub-answer fell back to 'no relevant information' ({problem})"
+            update["warnings"] = [*warnings, note]
+        _announce_step(state, update["chain"][-1], len(new))
+        return update
+
+    return _sub_answer_call(run, query, found, on_result)
+
+
+def _retrieve(
+    state: ChainState, run: Run[CoragContext], step: int, query: str, warnings: list[str]
+) -> tuple[list[Passage], list[Passage], dict[str, Any]]:
+    """Step ``step``'s retrieval for ``query``: what it found, what is new to the chain, and the state
+    update (the step's trajectory entry and accounting, its unchecked link, the new passages)."""
+    ctx = run.ctx
+    known = list(state.get("passages") or [])
     vector, warning = hyde_vector(run, query, get_config())
     if warning:
         warnings.append(f"step {step}: {warning}")
@@ -392,9 +416,7 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
     )
     seen = {p["chunk_id"] for p in known}
     new = [p for p in found if p.chunk_id not in seen]
-
-    args: dict[str, Any] = {"query": query, **retrieval_args(run.index, ctx), "hyde": ctx.hyde}
-    args["step"] = step
+    args: dict[str, Any] = {"query": query, **retrieval_args(run.index, ctx), "hyde": ctx.hyde, "step": step}
     if state.get("id"):
         args["chain"] = state["id"]
     repeated = len(found) - len(new)
@@ -420,48 +442,50 @@ def retrieve_step(state: ChainState, runtime: Runtime[CoragContext], *, bound: B
         {"chunk_id": p.chunk_id, "title": p.title, "text": p.text, "score": p.score, "tokens": n, "step": step}
         for p, n in zip(new, token_counts, strict=True)
     ]
-    update.update(chain=[*chain, link], passages=[*known, *added], warnings=warnings)
+    update.update(chain=[*(state.get("chain") or []), link], passages=[*known, *added], warnings=warnings)
+    return found, new, update
 
+
+def _stop_after_retrieval(state: ChainState, ctx: CoragContext, step: int, new: Sequence[Passage]) -> dict[str, Any]:
+    """Why the chain stops right after step ``step``'s retrieval, if it does (before any check)."""
     cap = _cap(state, ctx)
     if step >= cap and not state.get("check_last"):
-        update.update(stop("step_cap", f"reached the step cap: {cap} retrieval(s)"))
-    elif not new and not ctx.fixed_length:
-        update.update(stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context"))
-    elif state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
-        update.update(stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more"))
+        return stop("step_cap", f"reached the step cap: {cap} retrieval(s)")
+    if not new and not ctx.fixed_length:
+        return stop("no_new_passages", f"step {step} retrieved no chunk that was not already in context")
+    if state.get("remaining_steps", 10**9) <= _SUPERSTEPS_PER_ROUND:
+        return stop("recursion_limit", f"stopped after step {step}: recursion_limit leaves no room for more")
+    return {}
 
-    def on_result(result: tuple[SubAnswer, str | None], logprob: float | None = None) -> dict[str, Any]:
-        value, problem = result
-        sub_answer = _one_line(value.answer) or NO_RELEVANT_INFORMATION
-        scored: dict[str, Any] = {"penalty": step_penalty(value), "scorer": "confidence"}
-        if logprob is not None:
-            scored = {"penalty": logprob_penalty(logprob), "scorer": "logprob", "no_info_logprob": round(logprob, 4)}
-        update["chain"][-1] = {**link, "sub_answer": sub_answer, **scored}
-        update["trajectory"][-1] = {**update["trajectory"][-1], "sub_answer": sub_answer}
-        if problem:
-            update["warnings"] = [
-                *warnings,
-                f"step {step}: the sub-answer fell back to 'no relevant information' ({problem})",
-            ]
-        chain_id = state.get("id") or ""
-        emit(
-            "chain_step",
-            f"{f'chain {chain_id} ' if chain_id else ''}step {step}: {query} -> {sub_answer} ({len(new)} new chunk(s))",
-            chain=chain_id,
-            step=step,
-            query=query,
-            chunk_ids=link["chunk_ids"],
-            sub_answer=sub_answer,
-        )
-        return update
 
+def _announce_step(state: ChainState, link: ChainStep, new: int) -> None:
+    """The ``chain_step`` event of a step whose sub-answer is in."""
+    chain_id = state.get("id") or ""
+    step, query, sub_answer = link["step"], link["query"], link["sub_answer"]
+    emit(
+        "chain_step",
+        f"{f'chain {chain_id} ' if chain_id else ''}step {step}: {query} -> {sub_answer} ({new} new chunk(s))",
+        chain=chain_id,
+        step=step,
+        query=query,
+        chunk_ids=link["chunk_ids"],
+        sub_answer=sub_answer,
+    )
+
+
+def _sub_answer_call(
+    run: Run[CoragContext], query: str, found: Sequence[Passage], on_result: Callable[..., dict[str, Any]]
+) -> Call | dict[str, Any]:
+    """The step's sub-answer (and, when chains are compared by the paper's penalty, its log-probability
+    request beside it); no model call when the retrieval found nothing."""
     if not found:  # nothing to read: no model call
-        return on_result((FALLBACKS[SubAnswer](query), None))  # type: ignore[arg-type]
-    sub = run.backbone.sub_answer(query, found)
-    on_error = lambda message: on_result((FALLBACKS[SubAnswer](query), message))  # type: ignore[arg-type]  # noqa: E731
-    if ctx.decoding == "greedy" or ctx.penalty == "confidence":  # greedy compares no chains
+        return on_result((SubAnswer.fallback(query), None))
+    model = corag_model(run.model)
+    sub = model.sub_answer(query, found)
+    on_error = lambda message: on_result((SubAnswer.fallback(query), message))  # noqa: E731
+    if run.ctx.decoding == "greedy" or run.ctx.penalty == "confidence":  # greedy compares no chains
         return Call(sub, on_result, name="sub_answer", on_error=on_error)
-    score = run.backbone.no_information_logprob(query, found)
+    score = model.no_information_logprob(query, found)
     both = RunnableParallel(
         sub_answer=RunnableLambda(lambda _: sub.input, name="sub_answer_input") | sub.runnable,
         logprob=RunnableLambda(lambda _: score.input, name="score_input") | score.runnable,
@@ -511,10 +535,10 @@ def check(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bound) ->
         return update
 
     return Call(
-        run.backbone.sufficiency(question, chain_context(state, run.ctx)),
+        corag_model(run.model).sufficiency(question, chain_context(state, run.ctx)),
         on_result,
         name="sufficiency_check",
-        on_error=lambda message: on_result((FALLBACKS[Sufficiency](question), message)),  # type: ignore[arg-type]
+        on_error=lambda message: on_result((Sufficiency.fallback(question), message)),
     )
 
 
@@ -545,10 +569,12 @@ def reformulate(state: ChainState, runtime: Runtime[CoragContext], *, bound: Bou
         return update
 
     return Call(
-        run.backbone.reformulation(question, chain_context(state, ctx), chain, missing, sample=state.get("sample", 0)),
+        corag_model(run.model).reformulation(
+            question, chain_context(state, ctx), chain, missing, sample=state.get("sample", 0)
+        ),
         on_result,
         name="reformulation",
-        on_error=lambda message: on_result((FALLBACKS[Reformulation](question), message)),  # type: ignore[arg-type]
+        on_error=lambda message: on_result((Reformulation.fallback(question), message)),
     )
 
 

@@ -32,7 +32,7 @@ Best-of-N and tree search, the paper's test-time scaling, run chains in the ``ch
 
 The penalty is the paper's where the endpoint returns token log-probabilities: the probability
 of the sub-answer "No relevant information found" given a step's documents
-(:mod:`arag_graph.llm.likelihood`). Elsewhere each step's sub-answer carries the model's structured
+(:mod:`arag_graph.corag.likelihood`). Elsewhere each step's sub-answer carries the model's structured
 confidence that the step's documents answer its query and a step's penalty is 1 minus it. A
 chain's penalty is the mean over its steps (:func:`~arag_graph.corag.chain.chain_penalty`), and
 ``penalty_scorer`` says which scorer the answering chain used (``logprob``, ``confidence`` or
@@ -50,7 +50,7 @@ all. ``trajectory`` lists every retrieval with its chain's ID (``args["chain"]``
 whose steps become ``chain``.
 
 Offline, the policy has no temperature: sampled chain k reformulates by a fixed variant k of its
-rule (:func:`arag_graph.llm.offline.offline_reformulation`), so every strategy runs deterministically,
+rule (:func:`arag_graph.corag.model.offline_reformulation`), so every strategy runs deterministically,
 and the run's ``notes`` say so. A model instance without a ``temperature`` field is used as it is
 (its chains may repeat), and a reasoning model takes no temperature; the run's ``warnings`` say so.
 
@@ -92,12 +92,14 @@ from arag_graph.corag.chain import (
     step_penalty,
     stop,
 )
+from arag_graph.corag.context import CoragContext, CoragContextDict
+from arag_graph.corag.model import corag_model
 from arag_graph.llm.models import supports_setting
-from arag_graph.llm.offline import OfflinePolicy
-from arag_graph.run.configuration import CoragContext, CoragContextDict
+from arag_graph.offline.policy import OfflinePolicy
 from arag_graph.run.nodes import Call, model_node
 from arag_graph.run.pipeline import finish, start_update
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, Run, model_label, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, question_of
 
 __all__ = [
@@ -290,7 +292,7 @@ def _sampling_notes(run: Run, ctx: CoragContext) -> tuple[list[str], list[str]]:
     if isinstance(run.model, OfflinePolicy):
         note = (
             f"offline policy: {ctx.decoding}'s chains are not sampled (the policy has no temperature); sampled chain "
-            "k reformulates by the policy's fixed variant k (arag_graph.llm.offline.offline_reformulation), so the "
+            "k reformulates by the policy's fixed variant k (arag_graph.corag.model.offline_reformulation), so the "
             "strategy runs deterministically"
         )
         return [note], []
@@ -334,9 +336,11 @@ def collect(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) 
     run = run_of(runtime, bound)
     ctx: CoragContext = run.ctx
     runs = list(state.get("runs") or [])
-    update = _accounting(runs)
     wave = state.get("wave", 1)
     this_wave = [r for r in runs if r.get("wave") == wave]
+    if not this_wave:  # no wave ran (a Studio edit as ``chain`` on a greedy thread): nothing to count
+        return {}
+    update = _accounting(runs)
     out_of_budget = next((r for r in this_wave if r.get("stop_reason") == "budget"), None)
     if out_of_budget is not None:
         # No further wave: the best chain so far is the partial result, the cap the run's error.
@@ -406,7 +410,7 @@ def answer(state: CoragState, runtime: Runtime[CoragContext], *, bound: Bound) -
     if not state.get("selected_chain"):  # greedy: the top-level chain is the answering one
         done["penalty_scorer"] = penalty_scorer(chain)
     return Call(
-        run.backbone.answer(question_of(state), found, chain),
+        corag_model(run.model).answer(question_of(state), found, chain),
         lambda reply: {"messages": [reply], **done},
         name="answer_model",
         on_error=lambda message: {"error": message, **done},
@@ -437,10 +441,24 @@ def build_corag_graph(
     builder.add_node("answer", model_node("answer", functools.partial(answer, bound=bound)))
     builder.add_node("finish", functools.partial(finish, bound=bound))
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", send_tasks, {"retrieve": "retrieve", "chain": "chain", "end": END})
+    # One map for both edges: a Studio edit may take either from any state (a greedy thread edited as
+    # ``collect`` goes on to ``retrieve``), and a value missing from the map is a KeyError in LangGraph.
+    waves = {"retrieve": "retrieve", "chain": "chain", "answer": "answer", "end": END}
+    builder.add_conditional_edges("start", send_tasks, waves)
     builder.add_edge("chain", "collect")
-    builder.add_conditional_edges("collect", send_tasks, {"chain": "chain", "answer": "answer", "end": END})
+    builder.add_conditional_edges("collect", send_tasks, waves)
     builder.add_edge("answer", "finish")
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="corag"), bound)
     return cast("RagGraph[CoragContext | CoragContextDict, CoragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "corag",
+        build_corag_graph,
+        CoragContext,
+        "CoRAG: chain of retrieval with sufficiency checks and query reformulation",
+    ),
+)
+"""CoRAG's graph, as the registry lists it."""

@@ -36,13 +36,13 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
+from arag_graph.corag.context import CoragContext
 from arag_graph.corag.graph import build_corag_graph
 from arag_graph.core.errors import AragError
 from arag_graph.core.jsonl import JsonLinesFile
 from arag_graph.llm.models import OFFLINE
 from arag_graph.qa.datasets import Question
 from arag_graph.qa.matching import contain_match, exact_match
-from arag_graph.run.configuration import CoragContext
 from arag_graph.run.runtime import IndexLike
 
 __all__ = ["MatchRule", "RejectionStats", "chain_record", "open_outputs", "progress_path", "rejection_sample"]
@@ -221,14 +221,7 @@ def rejection_sample(
             return_exceptions=True,
             context=cfg,
         )
-        kept: list[dict[str, Any]] = []
-        failed = 0
-        for sample, output in enumerate(outputs):
-            if isinstance(output, BaseException) or output.get("error"):
-                failed += 1
-                continue
-            if is_match(output.get("answer") or "", question.answers):
-                kept.append(chain_record(question, output, sample=sample, match=match, temperature=record_temperature))
+        kept, failed = _correct_chains(question, outputs, is_match, match=match, temperature=record_temperature)
         # Chains first, then the progress line: a crash in between leaves the question in the
         # output, which resuming also treats as done, so no chain is ever written twice.
         chains.add_many(kept)
@@ -241,6 +234,26 @@ def rejection_sample(
         if on_question is not None:
             on_question(question, len(kept), stats)
     return stats
+
+
+def _correct_chains(
+    question: Question,
+    outputs: Iterable[Any],
+    is_match: Callable[[str, Any], bool],
+    *,
+    match: MatchRule,
+    temperature: float | None,
+) -> tuple[list[dict[str, Any]], int]:
+    """The records of the sampled chains whose answer matches the gold answer, and how many runs failed."""
+    kept: list[dict[str, Any]] = []
+    failed = 0
+    for sample, output in enumerate(outputs):
+        if isinstance(output, BaseException) or output.get("error"):
+            failed += 1
+            continue
+        if is_match(output.get("answer") or "", question.answers):
+            kept.append(chain_record(question, output, sample=sample, match=match, temperature=temperature))
+    return kept, failed
 
 
 def _at_temperature(model: BaseChatModel | str, temperature: float, cfg: CoragContext) -> tuple[Any, bool]:

@@ -125,13 +125,31 @@ class _AsyncBackend(_Backend):
 
 
 @functools.cache
-def _transport_class(http: ModuleType, core: ModuleType, asynchronous: bool) -> type:
-    """``http``'s (httpx or httpx2) HTTP transport, with the deadline of each request kept.
+def _body_class(http: ModuleType, asynchronous: bool) -> type:
+    """``http``'s response body stream type, wrapped so that each chunk is read with the request's
+    deadline set (the transport stamps only while it reads the headers)."""
+    if asynchronous:
 
-    The pool's backend is a private attribute of httpcore's pools (``_network_backend``, given to
-    every connection it opens): the tests against drip servers fail if a release moves it.
-    """
-    base = http.AsyncHTTPTransport if asynchronous else http.HTTPTransport
+        class AsyncBody(http.AsyncByteStream):  # type: ignore[misc,name-defined]
+            def __init__(self, inner: Any, deadline: float | None) -> None:
+                self._inner, self._deadline = inner, deadline
+
+            async def __aiter__(self) -> AsyncIterator[bytes]:
+                chunks = self._inner.__aiter__()
+                while True:
+                    token = _DEADLINE.set(self._deadline)
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        return
+                    finally:
+                        _DEADLINE.reset(token)
+                    yield chunk
+
+            async def aclose(self) -> None:
+                await self._inner.aclose()
+
+        return AsyncBody
 
     class SyncBody(http.SyncByteStream):  # type: ignore[misc,name-defined]
         def __init__(self, inner: Any, deadline: float | None) -> None:
@@ -152,24 +170,18 @@ def _transport_class(http: ModuleType, core: ModuleType, asynchronous: bool) -> 
         def close(self) -> None:
             self._inner.close()
 
-    class AsyncBody(http.AsyncByteStream):  # type: ignore[misc,name-defined]
-        def __init__(self, inner: Any, deadline: float | None) -> None:
-            self._inner, self._deadline = inner, deadline
+    return SyncBody
 
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            chunks = self._inner.__aiter__()
-            while True:
-                token = _DEADLINE.set(self._deadline)
-                try:
-                    chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    return
-                finally:
-                    _DEADLINE.reset(token)
-                yield chunk
 
-        async def aclose(self) -> None:
-            await self._inner.aclose()
+@functools.cache
+def _transport_class(http: ModuleType, core: ModuleType, asynchronous: bool) -> type:
+    """``http``'s (httpx or httpx2) HTTP transport, with the deadline of each request kept.
+
+    The pool's backend is a private attribute of httpcore's pools (``_network_backend``, given to
+    every connection it opens): the tests against drip servers fail if a release moves it.
+    """
+    base = http.AsyncHTTPTransport if asynchronous else http.HTTPTransport
+    body = _body_class(http, asynchronous)
 
     def wrap_backend(transport: Any) -> None:
         pool = transport._pool
@@ -188,7 +200,7 @@ def _transport_class(http: ModuleType, core: ModuleType, asynchronous: bool) -> 
                 response = super().handle_request(request)
             finally:
                 _DEADLINE.reset(token)
-            response.stream = SyncBody(response.stream, deadline)
+            response.stream = body(response.stream, deadline)
             return response
 
     class Async(base):  # type: ignore[misc,valid-type]
@@ -203,7 +215,7 @@ def _transport_class(http: ModuleType, core: ModuleType, asynchronous: bool) -> 
                 response = await super().handle_async_request(request)
             finally:
                 _DEADLINE.reset(token)
-            response.stream = AsyncBody(response.stream, deadline)
+            response.stream = body(response.stream, deadline)
             return response
 
     made = Async if asynchronous else Sync

@@ -3,12 +3,14 @@
 The package's defaults differ from the papers where a measurement (or a clear cost) argued for it:
 word-prefix keyword matching answers from an inverted index, contextual headers help BM25 and
 keyword search, and so on. A reproduction needs the papers' behaviour instead, without hunting
-for the flags. :data:`DEVIATIONS` is the one list of those differences: for each setting, the
-package default, the paper's value, the reason the package differs, and the switch that reverts
-it by hand. ``--profile paper`` (``arag index``, ``ask``, ``eval``, ``reproduce``) and the
-``profile`` context field of every graph apply the paper's values from this list; nothing else
-in the package names them. ``docs/guide/reproducing.md``'s deviation table is generated from it
-(:func:`deviation_table`) and a test checks that the two are equal.
+for the flags. :data:`DEVIATIONS` and the rows each graph family keeps beside its context schema
+list those differences: for each setting, the package default, the paper's value, the reason the
+package differs, and the switch that reverts it by hand. ``--profile paper`` (``arag index``,
+``ask``, ``eval``, ``reproduce``) and the ``profile`` context field of every graph apply the
+paper's values from these rows; nothing else in the package names them.
+``docs/guide/reproducing.md``'s deviation table is generated from them (:func:`deviation_table` of
+:func:`arag_graph.registry.deviations`) and a test checks that the two are equal. A graph family's
+own rows sit beside its context schema and name it by class, which the layer test sees.
 
 Where a setting applies:
 
@@ -21,7 +23,8 @@ Where a setting applies:
 * ``none``: a difference no switch can revert here (a model the package cannot download, a
   fine-tuned model the paper trained); listed so the table is complete, never applied.
 
-A new setting that deviates from a paper gets its row here, in the same change that adds it.
+A new setting that deviates from a paper gets its row here (or, if one family has it, beside that
+family's context schema), in the same change that adds it.
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ from typing import Any, Literal
 from arag_graph.core.errors import AragError
 
 __all__ = [
+    "ARAGOG_PAPER",
+    "ARAG_PAPER",
+    "CORAG_PAPER",
     "DEFAULT_PROFILE",
     "DEVIATIONS",
     "PROFILES",
+    "SRAG_PAPER",
     "Deviation",
     "Profile",
     "check_profile",
@@ -69,8 +76,9 @@ class Deviation:
     """Why the package's default differs: the measurement or the cost that justified it."""
     switch: str
     """How to get the paper's behaviour by hand (besides ``--profile paper``)."""
-    contexts: tuple[str, ...] = ()
-    """run scope: the context schemas (class names) it applies to; empty: every schema with the field."""
+    contexts: tuple[type, ...] = ()
+    """run scope: the context schemas it applies to, by class (a family's own rows sit beside its schema,
+    ``arag/context.py``, ``corag/context.py``); empty: every schema with the field."""
 
     @property
     def differs(self) -> bool:
@@ -78,10 +86,10 @@ class Deviation:
         return self.package != self.paper
 
 
-_AG = "A-RAG (Du et al., 2026)"
-_CO = "CoRAG (Wang et al., 2025)"
-_SR = "SRAG (arXiv 2412.04235)"
-_AR = "ARAGOG (Blagaj et al., 2024)"
+ARAG_PAPER = "A-RAG (Du et al., 2026)"
+CORAG_PAPER = "CoRAG (Wang et al., 2025)"
+SRAG_PAPER = "SRAG (arXiv 2412.04235)"
+ARAGOG_PAPER = "ARAGOG (Blagaj et al., 2024)"
 
 DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(
@@ -89,7 +97,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="index",
         package="word",
         paper="substring",
-        paper_source=f"{_AG}, keyword_search: case-insensitive count(k, text) x len(k)",
+        paper_source=f"{ARAG_PAPER}, keyword_search: case-insensitive count(k, text) x len(k)",
         reason="word-prefix matching answers from an inverted index (about 1 ms at 200,000 passages instead of a "
         "scan) and finds the gold passages as often: keyword_search recall@5 0.50 (word) vs 0.49 (substring) "
         "on HotpotQA-100 (bench/results/quality.md)",
@@ -100,7 +108,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="index",
         package=True,
         paper=False,
-        paper_source=f"{_AG}, index: bare sentences embedded, keywords matched in the chunk text",
+        paper_source=f"{ARAG_PAPER}, index: bare sentences embedded, keywords matched in the chunk text",
         reason="titles help the lexical searches: on HotpotQA-100 keyword_search recall@5 0.605 vs 0.50 and "
         "BM25 0.755 vs 0.695 with headers, semantic_search unchanged at 0.765 (bench/results/quality.md)",
         switch="arag index --no-contextual-headers",
@@ -110,38 +118,17 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="none",
         package="all-MiniLM-L6-v2 (packaged)",
         paper="Qwen3-Embedding-0.6B",
-        paper_source=f"{_AG}, settings (the same encoder for every method)",
+        paper_source=f"{ARAG_PAPER}, settings (the same encoder for every method)",
         reason="the package ships a small encoder and never downloads one; recall@5 0.765 on HotpotQA-100 "
         "(bench/results/quality.md). The profile cannot switch it",
         switch="arag index --embedding PATH (a local Qwen3-Embedding-0.6B folder)",
-    ),
-    Deviation(
-        setting="max_steps",
-        scope="run",
-        package=15,
-        paper=20,
-        paper_source=f"{_AG}, test-time scaling: step caps 5 to 20 (our notes on it give no other cap; we take its "
-        "largest, where its accuracy was highest)",
-        reason="a cheaper cap for interactive use (a judgement, not a measurement)",
-        switch="--max-steps 20",
-        contexts=("AragContext", "AragNaiveContext"),
-    ),
-    Deviation(
-        setting="message_token_budget",
-        scope="run",
-        package=128_000,
-        paper=128_000,
-        paper_source=f"{_AG}, released code: a final answer is forced past a 128k-token history",
-        reason="same as the paper; pinned so that a later package default cannot move paper runs",
-        switch="--set message_token_budget=128000",
-        contexts=("AragContext", "AragNaiveContext"),
     ),
     Deviation(
         setting="max_tokens",
         scope="run",
         package=16_384,
         paper=16_384,
-        paper_source=f"{_AG}, settings: max_tokens >= 16384",
+        paper_source=f"{ARAG_PAPER}, settings: max_tokens >= 16384",
         reason="same as the paper; pinned for every graph",
         switch="--set max_tokens=16384",
     ),
@@ -150,7 +137,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="run",
         package=5,
         paper=5,
-        paper_source=f"{_AG}, settings: top-k = 5 for every method",
+        paper_source=f"{ARAG_PAPER}, settings: top-k = 5 for every method",
         reason="same as the paper; pinned for every graph",
         switch="--top-k 5",
     ),
@@ -159,7 +146,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="eval",
         package=None,
         paper="gpt-5-mini",
-        paper_source=f"{_AG}, evaluation: GPT-5-mini judges LLM-Acc for every method, after human verification",
+        paper_source=f"{ARAG_PAPER}, evaluation: GPT-5-mini judges LLM-Acc for every method, after human verification",
         reason="a judge costs a model call per question and needs a key, so none runs unless asked (LLM-Acc is "
         "then reported unavailable, never estimated); the paper profile uses the paper's judge whenever the "
         "model is not the offline policy",
@@ -170,7 +157,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="run",
         package=3,
         paper=3,
-        paper_source=f"{_AR}, sentence window: 3 sentences was best",
+        paper_source=f"{ARAGOG_PAPER}, sentence window: 3 sentences was best",
         reason="same as the paper; pinned",
         switch="--set window=3",
     ),
@@ -179,43 +166,25 @@ DEVIATIONS: tuple[Deviation, ...] = (
         scope="run",
         package=0.5,
         paper=0.5,
-        paper_source=f"{_AR}, auto-merging: default threshold 0.5",
+        paper_source=f"{ARAGOG_PAPER}, auto-merging: default threshold 0.5",
         reason="same as the paper; pinned",
         switch="--set merge_threshold=0.5",
-    ),
-    Deviation(
-        setting="loop_similarity",
-        scope="run",
-        package=0.9,
-        paper=1.0,
-        paper_source=f"{_CO}, practical requirements: stop when the same query comes again",
-        reason="a near-repeat (token Jaccard >= 0.9) retrieves nearly the same passages and costs a whole step; "
-        "a judgement, not a measurement",
-        switch="--set loop_similarity=1.0",
-        contexts=("CoragContext",),
-    ),
-    Deviation(
-        setting="fixed_length",
-        scope="run",
-        package=False,
-        paper=True,
-        paper_source=f"{_CO}, decoding: chains of a fixed length L are the test-time knob",
-        reason="stopping when the sufficiency check is satisfied saves retrievals and model calls on easy "
-        "questions (the method notes' stop rule)",
-        switch="--set fixed_length=true",
-        contexts=("CoragContext",),
     ),
     Deviation(
         setting="decomposer and triplet extractor",
         scope="none",
         package="zero-shot prompts",
         paper="fine-tuned models",
-        paper_source=f"{_SR}, method (its notes allow zero-shot prompting instead)",
-        reason="no fine-tuned model ships with the package; the prompts are in arag_graph/llm/prompts.py",
+        paper_source=f"{SRAG_PAPER}, method (its notes allow zero-shot prompting instead)",
+        reason="no fine-tuned model ships with the package; the prompts are in arag_graph/srag/prompts.py",
         switch="none (give a fine-tuned model with --model)",
     ),
 )
-"""Every setting the ``paper`` profile applies or pins, and the differences it cannot revert."""
+"""The settings the ``paper`` profile applies or pins for every graph, and the differences it cannot revert.
+
+A graph family's own rows (A-RAG's step cap, CoRAG's loop rule) live with its context schema, which
+names them in :meth:`~arag_graph.run.configuration.GraphContext.paper_profile`;
+:func:`arag_graph.registry.deviations` is the whole list, as the docs' table shows it."""
 
 
 def check_profile(profile: str | None, flag: str = "--profile") -> Profile:
@@ -235,15 +204,19 @@ def index_values(profile: str | None) -> dict[str, Any]:
     return {d.setting: d.paper for d in DEVIATIONS if d.scope == "index"}
 
 
-def run_values(profile: str | None, context: str, fields: Iterable[str]) -> dict[str, Any]:
-    """The context values the ``paper`` profile gives a schema (class name ``context``, ``fields``)."""
+def run_values(profile: str | None, schema: type, deviations: Iterable[Deviation] = DEVIATIONS) -> dict[str, Any]:
+    """The context values the ``paper`` profile gives ``schema`` (a context class) from ``deviations``.
+
+    A row applies when it is run-scoped, names one of the schema's fields and either names no
+    schema or names this class itself.
+    """
     if check_profile(profile) != "paper":
         return {}
-    names = set(fields)
+    names = set(getattr(schema, "model_fields", ()))
     return {
         d.setting: d.paper
-        for d in DEVIATIONS
-        if d.scope == "run" and d.setting in names and (not d.contexts or context in d.contexts)
+        for d in deviations
+        if d.scope == "run" and d.setting in names and (not d.contexts or schema in d.contexts)
     }
 
 
@@ -272,7 +245,7 @@ def deviation_table(deviations: Iterable[Deviation] = DEVIATIONS) -> str:
     for d in sorted(rows, key=lambda d: not d.differs):
         where = {"index": "index", "run": "run", "eval": "evaluation", "none": "not switchable"}[d.scope]
         if d.contexts:
-            where += " (" + ", ".join(d.contexts) + ")"
+            where += " (" + ", ".join(c.__name__ for c in d.contexts) + ")"
         cells = [
             f"`{d.setting}`",
             where,

@@ -144,6 +144,14 @@ def _seconds_waited(exc: BaseException) -> float | None:
     return float(read) if isinstance(read, (int, float)) else None
 
 
+_CONTEXT_OVERFLOW = re.compile(
+    r"maximum context length|context_length_exceeded|exceeds? (?:the )?(?:available )?context|context (?:window|size) "
+    r"(?:of|exceeded)|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+"""How OpenAI, llama.cpp (both servers), vLLM and Ollama say that a request was longer than the context."""
+
+
 def describe_model_error(exc: BaseException) -> str:
     """One line saying that the model failed, why, and what to check (no traceback, no secrets)."""
     if isinstance(exc, (BudgetExceeded, ReplyTooLarge)):  # the operator's caps say it in one line already
@@ -159,6 +167,13 @@ def describe_model_error(exc: BaseException) -> str:
             f"model call failed: timed out ({kind}: {detail}); the model server did not reply{within}: "
             "raise the limit with --model-timeout SECONDS (or $ARAG_MODEL_TIMEOUT, or the timeout setting) "
             "and --model-retries, or check that the server is up"
+        )
+    if _CONTEXT_OVERFLOW.search(detail):
+        # The request itself was too long for the model: retrying, or another key, cannot help.
+        return redact(
+            f"model call failed: the request does not fit the model's context window ({kind}: {detail[:200]}); "
+            "lower top_k, max_steps or message_token_budget, or serve the model with a larger context "
+            "(llama.cpp: --n_ctx; Ollama: num_ctx; vLLM: --max-model-len)"
         )
     if status == 401 or "api key" in detail.lower() or "authentication" in detail.lower():
         hint = "check the API key"

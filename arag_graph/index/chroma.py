@@ -546,8 +546,6 @@ def connect_sentence_store(
     checked against ``checksums`` (the build's record of its files, :func:`_private_copy`); one
     without that record is refused: rebuilt, it gets one.
     """
-    import chromadb
-
     root = root if root is not None else build_dir.parent.parent
     if not isinstance(config, dict):
         raise IndexDamagedError(root, f"the sentence store of {build_dir} is described by {type(config).__name__}")
@@ -564,52 +562,76 @@ def connect_sentence_store(
         where = url
         client = _http_client(url, chroma_timeout(timeout))
     elif mode == "persistent":
-        path = _store_path(config, build_dir, root)
-        where = str(path)
-        if not create and not path.is_dir():
-            raise IndexDamagedError(root, f"the sentence store {path} is missing")
-        if not create and not update:
-            from arag_graph.index.layout import check_index_tree
-
-            check_index_tree(root, path)  # Chroma opens its files by name: none of them may be a link
-            if checksums is None:
-                raise IndexMismatchError(
-                    f"{root}: its sentence store was built before arag checksummed Chroma's files, so it cannot "
-                    f"be checked before use; rebuild it with `arag index CORPUS --out {root}`"
-                )
-            copy = _private_copy(path, root, checksums)
-        try:
-            client = chromadb.PersistentClient(path=str(copy or path), settings=_settings())
-        except Exception as exc:
-            if create or update:
-                raise AragError(f"{path}: cannot create the sentence store ({type(exc).__name__}: {exc})") from None
-            raise IndexDamagedError(
-                root, f"the sentence store {path} cannot be opened ({type(exc).__name__}: {exc})"
-            ) from None
+        client, where, copy = _persistent_client(config, build_dir, root, create, update, checksums)
     else:
         raise IndexDamagedError(
             root, f"the manifest of {build_dir} names an unknown sentence-store mode {str(mode)[:40]!r}"
         )
     chroma_wait = chroma_timeout(timeout) if mode == "http" else None
-    try:
-        if create:
-            collection = client.create_collection(name, configuration={"hnsw": HNSW_CONFIG}, embedding_function=None)
-        else:
-            collection = client.get_collection(name, embedding_function=None)
-    except Exception as exc:
-        if mode == "http" and not _is_missing(exc):
-            raise _server_failure(where, exc, chroma_wait or DEFAULT_CHROMA_TIMEOUT, "open") from None
-        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        if create or update:
-            raise AragError(f"{where}: cannot open the sentence collection {name!r} to write it ({detail})") from None
-        raise IndexDamagedError(
-            root, f"the sentence collection {name!r} is unavailable in {where} ({detail})"
-        ) from None
     building = create or update
+    collection = _open_collection(client, name, where, root, create=create, building=building, wait=chroma_wait)
     store = SentenceStore(client, collection, config, where=where, root=None if building else root, timeout=chroma_wait)
     if copy is not None:
         weakref.finalize(store, shutil.rmtree, copy.parent, True)
     return store
+
+
+def _persistent_client(
+    config: dict[str, Any],
+    build_dir: Path,
+    root: Path,
+    create: bool,
+    update: bool,
+    checksums: Mapping[str, str] | None,
+) -> tuple[Any, str, Path | None]:
+    """Chroma's embedded client of a build's store, where it is, and the private copy it opened (None
+    for a build writing its own store): a store that is read is opened from a checked copy."""
+    import chromadb
+
+    path = _store_path(config, build_dir, root)
+    copy: Path | None = None
+    if not create and not path.is_dir():
+        raise IndexDamagedError(root, f"the sentence store {path} is missing")
+    if not create and not update:
+        from arag_graph.index.layout import check_index_tree
+
+        check_index_tree(root, path)  # Chroma opens its files by name: none of them may be a link
+        if checksums is None:
+            raise IndexMismatchError(
+                f"{root}: its sentence store was built before arag checksummed Chroma's files, so it cannot "
+                f"be checked before use; rebuild it with `arag index CORPUS --out {root}`"
+            )
+        copy = _private_copy(path, root, checksums)
+    try:
+        client = chromadb.PersistentClient(path=str(copy or path), settings=_settings())
+    except Exception as exc:
+        if create or update:
+            raise AragError(f"{path}: cannot create the sentence store ({type(exc).__name__}: {exc})") from None
+        raise IndexDamagedError(
+            root, f"the sentence store {path} cannot be opened ({type(exc).__name__}: {exc})"
+        ) from None
+    return client, str(path), copy
+
+
+def _open_collection(
+    client: Any, name: str, where: str, root: Path, *, create: bool, building: bool, wait: float | None
+) -> Any:
+    """The sentence collection ``name``, made with ``create``; a failure is the one-line error of a
+    server that does not answer (``wait``: a server's bound), of a build that cannot write
+    (``building``), or of the index's damage."""
+    try:
+        if create:
+            return client.create_collection(name, configuration={"hnsw": HNSW_CONFIG}, embedding_function=None)
+        return client.get_collection(name, embedding_function=None)
+    except Exception as exc:
+        if wait is not None and not _is_missing(exc):
+            raise _server_failure(where, exc, wait or DEFAULT_CHROMA_TIMEOUT, "open") from None
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        if building:
+            raise AragError(f"{where}: cannot open the sentence collection {name!r} to write it ({detail})") from None
+        raise IndexDamagedError(
+            root, f"the sentence collection {name!r} is unavailable in {where} ({detail})"
+        ) from None
 
 
 def _is_missing(exc: Exception) -> bool:

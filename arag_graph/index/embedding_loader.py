@@ -38,13 +38,14 @@ from arag_graph.index.embedding_spec import ENDPOINT_PREFIX, is_endpoint_spec, m
 from arag_graph.index.encoders import (
     DEFAULT_ENCODER,
     DEFAULT_MODEL_ID,
+    Encoder,
     OnnxSentenceEncoder,
     SentenceEncoder,
-    check_encoder,
     default_embeddings,
+    encoder_and_device,
 )
 
-LOCAL_ENCODER = "torch"
+LOCAL_ENCODER: Encoder = "torch"
 """The default backend of a model other than the packaged one: exporting an arbitrary architecture
 to ONNX is not guaranteed to work, torch runs them all (``--encoder onnx`` may still be asked for)."""
 
@@ -68,8 +69,12 @@ def resolve_embeddings(
     encoder: str | None = None,
     timeout: float | None = None,
     max_retries: int | None = None,
+    device: str | None = "cpu",
 ) -> Embeddings:
-    """The ``Embeddings`` a spec names (instances pass through), or a one-line :class:`ModelSpecError`."""
+    """The ``Embeddings`` a spec names (instances pass through), or a one-line :class:`ModelSpecError`.
+
+    ``device`` is where a local model runs (:func:`arag_graph.index.encoders.encoder_and_device`);
+    an endpoint or a given instance runs where it runs."""
     if isinstance(spec, Embeddings):
         if encoder is not None:
             raise AragError("give either embeddings= or encoder=, not both: encoder picks the default model's backend")
@@ -81,7 +86,7 @@ def resolve_embeddings(
             f"(got {text or 'the default model'!r})"
         )
     if not text or text == DEFAULT_MODEL_ID:
-        return default_embeddings(check_encoder(DEFAULT_ENCODER if encoder is None else encoder))
+        return default_embeddings(*encoder_and_device(encoder, device, DEFAULT_ENCODER))
     if is_endpoint_spec(text):
         if encoder is not None:
             raise ModelSpecError(f"--encoder runs a local model; {text!r} is embedded by its endpoint, drop --encoder")
@@ -89,9 +94,9 @@ def resolve_embeddings(
             text[len(ENDPOINT_PREFIX) :].strip(), base_url, *embedding_limits(timeout, max_retries)
         )
     path, model_id = local_model(text)
-    backend = check_encoder(LOCAL_ENCODER if encoder is None else encoder)
+    backend, where = encoder_and_device(encoder, device, LOCAL_ENCODER)
     if backend == "torch":
-        return SentenceEncoder(path, model_id=model_id)
+        return SentenceEncoder(path, model_id=model_id, device=where)
     return OnnxSentenceEncoder(path, model_id=model_id, quantized=backend == "onnx-int8")
 
 

@@ -43,6 +43,9 @@ from tokenizers import Tokenizer as FastTokenizer
 
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import AragError
+from arag_graph.index.devices import check_device, is_accelerator, resolve_device
+from arag_graph.index.tokenizing import fast_tokenizer as _fast_tokenizer
+from arag_graph.index.tokenizing import valid_utf8 as _valid_utf8
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -50,6 +53,10 @@ DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # batches of 16 cost about 4% less CPU time than 32 and 10% less than 64 on HotpotQA sentences
 # (larger batches lose to cache effects).
 DEFAULT_BATCH_SIZE = 16
+# On a GPU a batch costs about the same whatever its size up to hundreds of texts: what limits a
+# small model there is the Python work per batch (padding, kernel launches), so batches are large.
+ACCELERATOR_BATCH_SIZE = 512
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 Encoder = Literal["torch", "onnx", "onnx-int8"]
 ENCODERS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
@@ -66,9 +73,43 @@ def check_encoder(encoder: str) -> Encoder:
     return name  # type: ignore[return-value]
 
 
+def encoder_and_device(encoder: str | None, device: str | None, default: Encoder) -> tuple[Encoder, str]:
+    """The backend a local model runs on and its resolved device, from what the user asked for.
+
+    Only torch runs a model on a GPU (the ONNX encoders use ONNX Runtime's CPU provider), so a GPU
+    device with no encoder named takes the torch backend, and ``default`` (the manifest's or the
+    package's backend) is kept on the CPU. An ONNX encoder asked for by name runs on the CPU under
+    ``auto`` and is refused with an explicit GPU, which it would not use.
+    """
+    wanted = check_device(device)
+    if encoder is not None:
+        backend = check_encoder(encoder)
+        if backend == "torch":
+            return backend, resolve_device(wanted)
+        if wanted not in ("auto", "cpu"):
+            raise AragError(
+                f"the {backend} encoder runs on the CPU only; use encoder torch to encode on {wanted}, or device cpu"
+            )
+        return backend, "cpu"
+    resolved = resolve_device(wanted)
+    return ("torch", resolved) if is_accelerator(resolved) else (default, "cpu")
+
+
 PROMPTS_CONFIG = "config_sentence_transformers.json"
 _QUERY_PROMPT_NAMES = ("query",)
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+
+
+def check_dtype(dtype: str | None, device: str) -> str:
+    """The weights' precision on ``device``: ``auto`` is float16 on a CUDA GPU (the vectors stay within
+    cosine 0.9999 of float32 for MiniLM, at half the memory traffic) and float32 elsewhere."""
+    name = "auto" if dtype is None else str(dtype).strip().lower()
+    name = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}.get(name, name)
+    if name not in DTYPES:
+        raise AragError(f"unknown precision {dtype!r}; use one of {', '.join(DTYPES)}")
+    if name == "auto":
+        return "float16" if device.startswith("cuda") else "float32"
+    return name
 
 
 def read_prompts(model_path: str | os.PathLike[str] | None) -> dict[str, str]:
@@ -140,6 +181,16 @@ class SentenceEncoder(Embeddings):
     The model loads lazily (importing torch costs seconds), once, behind a lock so that concurrent
     graph runs share it. ``embed_query`` keeps an LRU cache: agents often repeat a query, and the
     same question is asked by several graphs in one evaluation.
+
+    ``device`` is where the model runs (:func:`arag_graph.index.devices.resolve_device`: ``auto``,
+    ``cpu``, ``cuda``, ``cuda:N``, ``mps``); it is resolved here, so ``self.device`` names the device
+    actually used. Every input tensor is moved there before the model sees it. ``dtype`` is the
+    weights' precision (:func:`check_dtype`: float16 on a CUDA GPU by default).
+
+    On the CPU, batches are small and run data-parallel (:meth:`encode`). On a GPU the texts are
+    *streamed* (:func:`arag_graph.index.streaming.encode_streamed`): a thread tokenizes and pads
+    large length-sorted batches while the GPU runs the previous ones. ``stream`` forces either way
+    (tests run the GPU's path on the CPU with it).
     """
 
     def __init__(
@@ -147,14 +198,20 @@ class SentenceEncoder(Embeddings):
         model_path: str | None = None,
         *,
         model_id: str | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        device: str = "cpu",
+        batch_size: int | None = None,
+        device: str | None = "cpu",
+        dtype: str | None = "auto",
+        stream: bool | None = None,
         query_cache_size: int = 2048,
     ) -> None:
         self.model_path = model_path
         self.model_id = model_id or (DEFAULT_MODEL_ID if model_path is None else model_path)
-        self.batch_size = batch_size
-        self.device = device
+        self.device = resolve_device(device)
+        self.dtype = check_dtype(dtype, self.device)
+        accelerator = is_accelerator(self.device)
+        self.batch_size = batch_size or (ACCELERATOR_BATCH_SIZE if accelerator else DEFAULT_BATCH_SIZE)
+        self.stream = accelerator if stream is None else bool(stream)
+        self._stream_tokenizer: tuple[Callable[[Sequence[str]], list[list[int]]], int] | None = None
         self._model: Any = None
         self._lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
@@ -194,8 +251,18 @@ class SentenceEncoder(Embeddings):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = _load_sentence_transformer(self.model_path, self.device)
+                    import torch
+
+                    # Always cast: a folder saved in float16 loads as float16 (transformers keeps the
+                    # checkpoint's precision), which the CPU runs slowly.
+                    model = _load_sentence_transformer(self.model_path, self.device)
+                    self._model = model.to(getattr(torch, self.dtype))
         return self._model
+
+    @property
+    def folder(self) -> str:
+        """The model's folder (the packaged model's when none was given)."""
+        return self.model_path or _default_model_path()
 
     @property
     def dimension(self) -> int:
@@ -215,7 +282,7 @@ class SentenceEncoder(Embeddings):
         # Fast tokenizers are not safe to call from several threads at once ("Already borrowed").
         with self._tokenizer_lock:
             encoded = model.tokenizer(
-                list(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
+                _valid_utf8(texts), add_special_tokens=True, truncation=True, max_length=int(model.max_seq_length)
             )
         return dict(encoded)
 
@@ -229,9 +296,13 @@ class SentenceEncoder(Embeddings):
                 padding=True,
                 return_tensors="pt",
             )
+        # Every input goes where the model's weights are: the tokenizer builds its tensors on the
+        # CPU, and a model on a GPU refuses them ("Expected all tensors to be on the same device").
+        device = self.model.device
+        inputs = {key: value.to(device) for key, value in features.items()}
         with torch.inference_mode():
-            vectors = self.model.forward(dict(features))["sentence_embedding"]
-            return torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy()
+            vectors = self.model.forward(inputs)["sentence_embedding"]
+            return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).cpu().numpy()
 
     @contextlib.contextmanager
     def _parallel(self) -> Iterator[int]:
@@ -260,6 +331,8 @@ class SentenceEncoder(Embeddings):
         processes share the cores); bench/results/build.md has the measured effect. ``on_batch(n)``
         is called after each batch with the number of texts it held, for progress bars.
         """
+        if self.stream and self.backend == "torch":
+            return self._encode_streamed(texts, on_batch)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
@@ -293,6 +366,12 @@ class SentenceEncoder(Embeddings):
                     if on_batch is not None:
                         on_batch(done)
         return out
+
+    # -- the GPU's path (arag_graph.index.streaming) -------------------------------------------
+    def _encode_streamed(self, texts: Sequence[str], on_batch: Callable[[int], None] | None) -> np.ndarray:
+        from arag_graph.index.streaming import encode_streamed
+
+        return encode_streamed(self, texts, on_batch)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(self.document_texts(texts)).tolist()
@@ -436,28 +515,6 @@ def _quantize_onnx(source: Path, target: Path) -> None:
             tmp.unlink()
 
 
-def _fast_tokenizer(model_path: str) -> tuple[FastTokenizer, int, int] | None:
-    """The model's Rust tokenizer set up as sentence-transformers uses it, without loading torch.
-
-    ``tokenizer.json`` carries a fixed padding and a truncation length of its own; the model's
-    ``sentence_bert_config.json`` gives the length sentence-transformers truncates to. ``None`` when
-    either file is missing, and the caller falls back to the model's transformers tokenizer.
-    """
-    root = Path(model_path)
-    try:
-        config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
-        max_length = int(config["max_seq_length"])
-        tokenizer = FastTokenizer.from_file(str(root / "tokenizer.json"))
-    except Exception:  # unreadable or missing files; tokenizers raises plain Exception
-        return None
-    padding = tokenizer.padding or {}
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
-    pad_token = str(padding.get("pad_token", "[PAD]"))
-    pad_id = tokenizer.token_to_id(pad_token)
-    return tokenizer, max_length, int(padding.get("pad_id", 0) if pad_id is None else pad_id)
-
-
 class OnnxSentenceEncoder(SentenceEncoder):
     """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
 
@@ -568,9 +625,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
 
     def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
         self._load()
-        # A lone surrogate (a model's or a caller's "\ud800" in JSON) is valid Python text but no
-        # UTF-8: the tokenizer raises TypeError on it. It stands for nothing, so it is replaced.
-        texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+        texts = _valid_utf8(texts)
         tokenizer = self._tokenizer
         with self._tokenizer_lock:
             if not isinstance(tokenizer, FastTokenizer):
@@ -601,15 +656,17 @@ class OnnxSentenceEncoder(SentenceEncoder):
         yield max(1, int(self.workers or 1))
 
 
-def default_embeddings(encoder: str = DEFAULT_ENCODER) -> SentenceEncoder:
-    """The process-wide default model on ``encoder`` (one copy in memory however many indexes use it)."""
-    return _default_encoder(check_encoder(encoder))
+def default_embeddings(encoder: str = DEFAULT_ENCODER, device: str | None = "cpu") -> SentenceEncoder:
+    """The process-wide default model on ``encoder`` and ``device`` (one copy in memory however many
+    indexes use it); see :func:`encoder_and_device` for which encoders run where."""
+    backend = check_encoder(encoder)
+    return _default_encoder(*encoder_and_device(backend, device, backend))
 
 
 @functools.cache
-def _default_encoder(encoder: Encoder) -> SentenceEncoder:
+def _default_encoder(encoder: Encoder, device: str) -> SentenceEncoder:
     if encoder == "torch":
-        return SentenceEncoder()
+        return SentenceEncoder(device=device)
     return OnnxSentenceEncoder(quantized=encoder == "onnx-int8")
 
 

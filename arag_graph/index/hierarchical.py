@@ -23,22 +23,25 @@ the checksums that keep a damaged index from answering are :mod:`arag_graph.inde
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from arag_graph.core.deprecation import warn_moved
 from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
-from arag_graph.index.encoders import check_vectors, embed_query
+from arag_graph.index.encoders import SentenceEncoder, check_vectors, embed_query, embed_texts
 from arag_graph.index.keywords import KeywordIndex
 from arag_graph.index.layout import load_index_array, open_index_file
 from arag_graph.index.manifest import Manifest
-from arag_graph.index.sentencematrix import SentenceLayout, SentenceMatrix
+from arag_graph.index.sentencematrix import DeviceMatrix, SentenceLayout, SentenceMatrix, unit_rows
 
 SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
 """Opens a build's sentence store when it is first needed (:attr:`HierarchicalIndex.sentences`)."""
@@ -46,6 +49,12 @@ SentenceOpener = Callable[[], "SentenceStore | SentenceMatrix"]
 SNIPPET_POOL = 3
 """semantic_search's snippets are a chunk's sentences among the query's top ``SNIPPET_POOL * top_k``
 (the A-RAG paper's tool)."""
+
+KEYWORD_SNIPPET_SENTENCES = 5
+"""keyword_search shows at most this many matching sentences per chunk, the first in chunk order, as
+the A-RAG paper's released tool does (both profiles): a common keyword matches most sentences of a
+long chunk, and a snippet that is the whole chunk defeats the point of snippets and inflates the
+retrieved tokens the paper compares. The chunk's full text is one chunk_read away."""
 
 
 class ChunkStore:
@@ -153,24 +162,28 @@ class HierarchicalIndex:
         build_dir: Path | None = None,
         *,
         updater: Callable[..., tuple[HierarchicalIndex, Any]] | None = None,
+        device: str | None = None,
     ) -> None:
         self.path = path
         self._updater = updater
-        """What changes the index on disk (:func:`arag_graph.index.build.update_index`), handed in by
+        """What changes the index on disk (:func:`arag_graph.index.update.update_index`), handed in by
         whoever built or loaded it, since the index itself sits below the build."""
         self.build_dir = build_dir
         """The build this index was loaded from (``path/builds/<build>``), for ``verify_index``."""
         self.manifest = manifest
         self.store = store
         self.keywords = keywords
+        self.embeddings = embeddings
+        self.device = device or (embeddings.device if isinstance(embeddings, SentenceEncoder) else "cpu")
+        """Where an exact index's sentence matrix is searched: a run setting (``load_index(device=)``,
+        by default the encoder's device), never written to the index."""
         self._sentences: SentenceStore | SentenceMatrix | None = None
         self._open_sentences: SentenceOpener | None = None
         if isinstance(sentences, (SentenceStore, SentenceMatrix)):
-            self._sentences = sentences
+            self._sentences = self._placed(sentences)
         else:
             self._open_sentences = sentences
         self._sentences_lock = threading.Lock()
-        self.embeddings = embeddings
 
     @property
     def sentences_opened(self) -> bool:
@@ -188,8 +201,14 @@ class HierarchicalIndex:
             with self._sentences_lock:  # an index is shared between threads: one copy, opened once
                 if self._sentences is None:
                     assert self._open_sentences is not None
-                    self._sentences = self._open_sentences()
+                    self._sentences = self._placed(self._open_sentences())
                 store = self._sentences
+        return store
+
+    def _placed(self, store: SentenceStore | SentenceMatrix) -> SentenceStore | SentenceMatrix:
+        """The matrix searched on this index's device when that is a GPU (:class:`DeviceMatrix`)."""
+        if self.device != "cpu" and type(store) is SentenceMatrix:
+            return DeviceMatrix(store, self.device)
         return store
 
     def __len__(self) -> int:
@@ -207,7 +226,7 @@ class HierarchicalIndex:
         :class:`~arag_graph.core.documents.SourceDocument`) without a rebuild; a document whose id
         the index holds replaces it. Returns the updated index; this one stays as it was (an index
         is a read-only snapshot that concurrent readers may hold). See
-        :func:`arag_graph.index.build.update_index` for how it is done safely and cheaply."""
+        :func:`arag_graph.index.update.update_index` for how it is done safely and cheaply."""
         return self._update(upsert=list(documents), progress=progress)
 
     def delete(self, ids: Iterable[str], *, progress: bool = False) -> HierarchicalIndex:
@@ -238,13 +257,29 @@ class HierarchicalIndex:
     def ids_for_title(self, title: str) -> list[str]:
         return self.store.ids_for_title(title)
 
+    # -- deprecated ---------------------------------------------------------------------------
+    def as_retriever(self, search_type: str = "semantic", k: int = 5, **kwargs: Any) -> Any:
+        """Deprecated (0.2.0; goes in 0.3.0): ``make_retriever(index, search_type, k=k)`` from
+        ``arag_graph``, or ``AragVectorStore(index).as_retriever()`` for a vector-store retriever.
+
+        The retriever lives above the index (:mod:`arag_graph.retrievers`), so this alias reaches it
+        through the package's lazy public name at call time, not by an import of this module.
+        """
+        warn_moved("HierarchicalIndex.as_retriever()", "arag_graph.make_retriever(index, search_type, k=k)")
+        make_retriever = importlib.import_module("arag_graph").make_retriever
+        return make_retriever(self, search_type, k, **kwargs)
+
     # -- searches ----------------------------------------------------------------------------
     def keyword_search(
-        self, keywords: Sequence[str], top_k: int = 5, *, metadata_filter: MetadataFilter | None = None
+        self, keywords: str | Sequence[str], top_k: int = 5, *, metadata_filter: MetadataFilter | None = None
     ) -> list[SearchHit]:
         """Chunks ranked by ``sum(count(k) * len(k))`` over the keywords (A-RAG's keyword score).
 
-        Snippets are the chunk's sentences that contain a matched keyword. A chunk that matched only
+        A string is one keyword, as the ``keyword_search`` tool takes it: ``"Two Dollar Radio"``
+        searches that phrase, not its single characters (a ``str`` is a ``Sequence[str]`` too).
+
+        Snippets are the chunk's sentences that contain a matched keyword, at most
+        :data:`KEYWORD_SNIPPET_SENTENCES` of them (the first, in chunk order). A chunk that matched only
         through its contextual header (its title or section, which keyword search also matches)
         shows its first sentence instead, so that the model has something to judge it by besides
         an ID (the title is on the hit's own line). With ``metadata_filter`` only chunks whose
@@ -252,13 +287,15 @@ class HierarchicalIndex:
         """
         wanted = check_filter(metadata_filter)
         # A filter ranks every matching chunk, then keeps the allowed ones: the top k of the allowed.
-        hits = self.keywords.search(list(keywords), len(self.store) if wanted else top_k)
+        words = [keywords] if isinstance(keywords, str) else list(keywords)
+        hits = self.keywords.search(words, len(self.store) if wanted else top_k)
         results = []
         for hit in hits:
             chunk = self.store.chunks[hit.chunk_index]
             if not matches_filter(chunk.metadata, wanted):
                 continue
-            snippets = self.keywords.snippets(chunk, list(hit.matched)) or _first_sentence(chunk)
+            matched = self.keywords.snippets(chunk, list(hit.matched))[:KEYWORD_SNIPPET_SENTENCES]
+            snippets = matched or _first_sentence(chunk)
             results.append(SearchHit(chunk.id, float(hit.score), tuple(snippets), chunk.title, metadata=chunk.metadata))
             if len(results) >= top_k:
                 break
@@ -282,6 +319,36 @@ class HierarchicalIndex:
         if n <= 0 or len(self.store) == 0:
             return []
         return self._nearest(self.query_vector(query, query_vector), n)
+
+    def sentence_vectors(self, sentences: Sequence[tuple[str, int]]) -> np.ndarray:
+        """The unit vectors of ``(chunk_id, position)`` sentences, in that order, as the index holds them.
+
+        For comparing hits with one another (maximal marginal relevance), not only with a query.
+        Stores that know their rows (the matrix, and Chroma collections of current builds) hand
+        back the stored vectors; a collection of an older build, whose records name their chunk in
+        metadata, has its sentences embedded again (without their contextual headers). A chunk or
+        position the index does not hold is the one-line :class:`AragError`.
+        """
+        rows: list[int] = []
+        for chunk_id, position in sentences:
+            chunk = self.store.get(chunk_id)
+            if chunk is None or not 0 <= position < len(chunk.sentences):
+                raise AragError(f"the index holds no sentence {position} of chunk {chunk_id[:40]!r}")
+            rows.append(self.store.position[chunk_id])
+        if not rows:
+            return np.zeros((0, self.manifest.embedding_dim), dtype=np.float32)
+        store = self.sentences
+        layout = store.layout
+        if layout is None:
+            texts = []
+            for chunk_id, position in sentences:
+                chunk = self.store.chunks[self.store.position[chunk_id]]
+                texts.append(chunk.text[slice(*chunk.sentences[position])])
+            return unit_rows(embed_texts(self.embeddings, texts, dimension=self.manifest.embedding_dim))
+        wanted = [int(layout.first[row]) + position for row, (_, position) in zip(rows, sentences, strict=True)]
+        if isinstance(store, SentenceMatrix):
+            return unit_rows(np.asarray(store.vectors[wanted], dtype=np.float32))
+        return unit_rows(store.vectors_of([int(i) for i in store.row_ids(wanted)]))
 
     def _nearest(self, vector: Sequence[float], n: int) -> list[tuple[str, int, float]]:
         """The sentence store's nearest records, each checked against the chunk it names.
@@ -336,8 +403,10 @@ class HierarchicalIndex:
         vector = self.query_vector(query, query_vector)
         total = self.manifest.sentences
         n = min(total, max(10 * top_k, 50))
+        # A matrix on a GPU finds, in one pass, as many sentences as hold the top_k best chunks.
+        covering = None if wanted else getattr(self.sentences, "covering", None)
         while True:
-            matches = self._nearest(vector, n)
+            matches = covering(vector, top_k, n) if covering else self._nearest(vector, n)
             best: dict[str, float] = {}
             positions: dict[str, list[int]] = {}
             kept = []  # the sentences of chunks the filter allows, best first: the snippet pool's source
@@ -349,7 +418,7 @@ class HierarchicalIndex:
                     best[chunk_id] = similarity
                     positions[chunk_id] = []
                 positions[chunk_id].append(position)
-            if len(best) >= top_k or n >= total:
+            if len(best) >= top_k or n >= total or covering:
                 break
             n = min(total, n * 4)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], self.store.position.get(kv[0], 0)))[:top_k]

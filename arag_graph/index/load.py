@@ -17,8 +17,8 @@ from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.errors import AragError, IndexDamagedError, IndexMismatchError, IndexNotFoundError
 from arag_graph.index import integrity
-from arag_graph.index.build import update_index
 from arag_graph.index.chroma import RECORD_IDS
+from arag_graph.index.devices import resolve_device
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.encoders import (
     DEFAULT_MODEL_ID,
@@ -28,6 +28,7 @@ from arag_graph.index.encoders import (
     default_embeddings,
     embedding_model_id,
     embedding_prompts,
+    encoder_and_device,
 )
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
@@ -35,8 +36,9 @@ from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read
 from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
+from arag_graph.index.update import update_index
 
-_LOADED: dict[tuple[str, str, str | None], HierarchicalIndex] = {}
+_LOADED: dict[tuple[str, str, str | None, str], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
 _P = ParamSpec("_P")
 LOAD_ATTEMPTS = 4
@@ -76,15 +78,18 @@ def _load_following_current(root: Path, load: Callable[[], HierarchicalIndex]) -
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None) -> Embeddings:
+def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None, device: str | None) -> Embeddings:
     """The model a manifest names, set up from its spec (no download), or a one-line mismatch error."""
+    from arag_graph.index.embedding_loader import LOCAL_ENCODER
     from arag_graph.index.embedding_spec import is_endpoint_spec
 
     try:
+        if is_endpoint_spec(manifest.embedding_model):
+            return resolve_embeddings(manifest.embedding_model, base_url=manifest.embedding_base_url)
+        recorded = check_encoder(manifest.encoder) if manifest.encoder else LOCAL_ENCODER
+        backend, where = encoder_and_device(encoder, device, recorded)
         return resolve_embeddings(
-            manifest.embedding_model,
-            base_url=manifest.embedding_base_url,
-            encoder=None if is_endpoint_spec(manifest.embedding_model) else encoder or manifest.encoder,
+            manifest.embedding_model, base_url=manifest.embedding_base_url, encoder=backend, device=where
         )
     except AragError as exc:
         raise IndexMismatchError(
@@ -103,6 +108,7 @@ def load_index(
     check_endpoint: Callable[[Manifest], None] | None = None,
     chroma_timeout: float | None = None,
     sentences_at_first_use: bool = False,
+    device: str | None = None,
 ) -> HierarchicalIndex:
     """Load the active build of the index at ``path``.
 
@@ -122,6 +128,7 @@ def load_index(
     has no use for a second one (:func:`arag_graph.index.sync.sync_index`).
 
     ``chroma_timeout`` bounds each wait for a Chroma server (default ``$ARAG_CHROMA_TIMEOUT`` or 60 s).
+    ``device`` (default auto, :mod:`arag_graph.index.devices`): where queries and an exact matrix run.
 
     Every file the build wrote is checked against the manifest's checksums, and the sentence
     store's size against the manifest (:func:`verify_index` checks every sentence record too); a
@@ -136,32 +143,57 @@ def load_index(
     build = read_current(root) if root.is_dir() else None
     if build is None:
         raise IndexNotFoundError(f"{root}: no index found; build one with `arag index CORPUS --out {root}`")
-    key = (str(root.resolve()), build, encoder)
-    if cache and embeddings is None:
-        with _LOADED_LOCK:
-            cached = _LOADED.get(key)
-        if cached is not None:
-            if check_endpoint is not None:
-                check_endpoint(cached.manifest)
-            return cached
+    key = (str(root.resolve()), build, encoder, where := resolve_device(device))
+    if cache and embeddings is None and (cached := _cached(key, check_endpoint)) is not None:
+        return cached
     build_dir = build_path(root, build)
     manifest = Manifest.from_file(build_dir / MANIFEST, root)
     if check_endpoint is not None:
         check_endpoint(manifest)
+    embeddings = _query_embeddings(root, manifest, embeddings, encoder, device)
+    store, keywords = _load_files(root, build_dir, manifest)
+    opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
+    parts = (root, manifest, store, keywords, opener if sentences_at_first_use else opener(), embeddings, build_dir)
+    index = HierarchicalIndex(*parts, updater=update_index, device=where)
+    if cache and not sentences_at_first_use:
+        with _LOADED_LOCK:
+            _LOADED[key] = index
+    return index
+
+
+def _cached(
+    key: tuple[str, str, str | None, str], check_endpoint: Callable[[Manifest], None] | None
+) -> HierarchicalIndex | None:
+    """The index this process loaded for ``key`` (index, build, encoder, device), checked again by
+    ``check_endpoint`` (a served run's policy may differ from the run that loaded it), or None."""
+    with _LOADED_LOCK:
+        cached = _LOADED.get(key)
+    if cached is not None and check_endpoint is not None:
+        check_endpoint(cached.manifest)
+    return cached
+
+
+def _query_embeddings(
+    root: Path, manifest: Manifest, embeddings: Embeddings | None, encoder: str | None, device: str | None
+) -> Embeddings:
+    """The model queries are embedded with: the one given (which must be the manifest's), else the one
+    the manifest names (the default model on ``encoder``'s or the recorded backend, on ``device``:
+    see :func:`~arag_graph.index.encoders.encoder_and_device`), with the prompts the passages were
+    embedded with; a one-line mismatch error otherwise."""
     if embeddings is None and manifest.embedding_model != DEFAULT_MODEL_ID:
-        embeddings = _manifest_embeddings(root, manifest, encoder)
+        embeddings = _manifest_embeddings(root, manifest, encoder, device)
         if isinstance(embeddings, SentenceEncoder):
             # Queries must meet the passages as they were embedded: with the recorded prompts, even when
             # the folder's configuration has changed since (or, for an older index, without any).
             embeddings.use_prompts(manifest.embedding_prompts)
     elif embeddings is None:
-        backend = encoder or manifest.encoder or "torch"
-        if backend not in ENCODERS:
+        recorded = manifest.encoder or "torch"
+        if encoder is None and recorded not in ENCODERS:
             raise IndexMismatchError(
-                f"{root}: index was built with encoder {backend!r}, unknown to this version; load it with "
+                f"{root}: index was built with encoder {recorded!r}, unknown to this version; load it with "
                 f"encoder='torch' or rebuild it"
             )
-        embeddings = default_embeddings(backend)
+        embeddings = default_embeddings(*encoder_and_device(encoder, device, recorded))  # type: ignore[arg-type]
         check = getattr(embeddings, "check_available", None)
         if callable(check):  # a missing optional package fails at load, not at the first query
             check()
@@ -178,14 +210,7 @@ def load_index(
             f"applies {embedding_prompts(embeddings) or 'none'}; load it with the same prompts (or let it set up "
             "the model from its manifest), or rebuild the index"
         )
-    store, keywords = _load_files(root, build_dir, manifest)
-    opener = functools.partial(open_sentences, root, manifest, build_dir, store.chunks, chroma_timeout)
-    sentences = opener if sentences_at_first_use else opener()
-    index = HierarchicalIndex(root, manifest, store, keywords, sentences, embeddings, build_dir, updater=update_index)
-    if cache and not sentences_at_first_use:
-        with _LOADED_LOCK:
-            _LOADED[key] = index
-    return index
+    return embeddings
 
 
 def _load_files(root: Path, build_dir: Path, manifest: Manifest) -> tuple[ChunkStore, KeywordIndex]:

@@ -33,6 +33,8 @@ KEYWORDS_DIR = "."
 SENTENCE_STORE = "sentences.json"
 
 KeywordMatch = Literal["word", "substring"]
+HeaderStyle = Literal["path", "aragog"]
+"""How contextual headers are written (:data:`arag_graph.index.text.HEADER_STYLES` describes both)."""
 SentenceBackend = Literal["auto", "matrix", "chroma"]
 SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
 
@@ -61,6 +63,15 @@ class Manifest:
     field were built with torch."""
     header_max_chars: int = 0
     """The bound on contextual chunk headers the sentences were embedded with (0: no headers)."""
+    header_style: HeaderStyle = "path"
+    """How the contextual headers were written (:data:`arag_graph.index.text.HEADER_STYLES`): ``path``
+    (``Title > Section: sentence``, and every index from before this field) or ``aragog``."""
+
+    @property
+    def embedded_headers(self) -> bool | HeaderStyle:
+        """What the sentences were embedded behind: False (bare), or the header style."""
+        return self.header_style if self.contextual_headers and self.header_max_chars > 0 else False
+
     embedding_prompts: dict[str, str] = field(default_factory=dict)
     """The query and document prompts the model's folder defined and the build applied
     (:func:`arag_graph.index.encoders.read_prompts`); queries are embedded with the recorded query

@@ -12,9 +12,16 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, bounded_header, chunk_header
+from arag_graph.index.manifest import HeaderStyle
 
 # Sentences encoded and stored per step of a build: the most vectors a build holds at once.
 BUILD_BLOCK = 4096
+
+HEADER_STYLES: tuple[HeaderStyle, ...] = ("path", "aragog")
+"""How a contextual header is written. ``path``: ``Title > Section`` per sentence, embedded as
+``header: sentence`` (the package's; a sentence carries the section it is in). ``aragog``: the ARAGOG
+paper's ``[Document: Title, Section: Section]``, one per chunk (the section where the chunk starts),
+embedded as ``header sentence`` before every sentence of the chunk."""
 
 
 _PIECE = re.compile(r"#\d+$")
@@ -31,10 +38,13 @@ def _is_markdown(chunk_id: str) -> bool:
     return _document_of(chunk_id).lower().endswith(".md")
 
 
-def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> Iterator[list[str]]:
-    """Per chunk, the contextual header of each of its sentences, as ARAGOG writes them: the
-    document title and, in Markdown documents, the heading of the section the sentence is in
-    (``"Title > Section"``), at most ``limit`` characters ('' when there is nothing to say).
+def sentence_headers(
+    chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS, style: HeaderStyle = "path"
+) -> Iterator[list[str]]:
+    """Per chunk, the contextual header of each of its sentences: the document title and, in Markdown
+    documents, the heading of the section the sentence is in (``"Title > Section"``), at most ``limit``
+    characters ('' when there is nothing to say). In the ``aragog`` style every sentence of a chunk gets
+    the chunk's header, ``[Document: Title, Section: Section]`` with the section where the chunk starts.
 
     A chunk that continues the previous chunk's document carries its section on.
     """
@@ -55,10 +65,23 @@ def sentence_headers(chunks: Sequence[Chunk], limit: int = HEADER_MAX_CHARS) -> 
             parts = [p for p in (c.title, section) if p]
             if len(parts) == 2 and parts[0].strip().lower() == parts[1].strip().lower():
                 parts = parts[:1]  # a Markdown file's first heading is its title
-            headers.append(bounded_header(" > ".join(parts), limit))
+            if style == "aragog":
+                headers.append(headers[0] if headers else _aragog_header(c.title, parts[1:], limit))
+            else:
+                headers.append(bounded_header(" > ".join(parts), limit))
         for _, heading in headings:  # headings after the last sentence start the next chunk's section
             section = heading
         yield headers
+
+
+def _aragog_header(title: str | None, section: Sequence[str], limit: int) -> str:
+    """``[Document: Title, Section: Section]`` (the parts there are); title and section together within
+    ``limit`` characters, the labels not counted."""
+    document = bounded_header(title or "", limit)
+    rest = bounded_header(section[0], limit - len(document)) if section and limit > len(document) else ""
+    named = [f"Document: {document}"] if document else []
+    named += [f"Section: {rest}"] if rest else []
+    return f"[{', '.join(named)}]" if named else ""
 
 
 class KeywordText(NamedTuple):
@@ -90,27 +113,34 @@ def keyword_chunks(chunks: Sequence[Chunk], header_max_chars: int) -> Sequence[C
 
 
 def sentence_blocks(
-    chunks: Sequence[Chunk], contextual_headers: bool, size: int | None = None, header_max_chars: int | None = None
+    chunks: Sequence[Chunk],
+    contextual_headers: bool | HeaderStyle,
+    size: int | None = None,
+    header_max_chars: int | None = None,
 ) -> Iterator[tuple[int, list[str], list[str]]]:
     """The sentences to store and the texts to embed for them, ``size`` (default :data:`BUILD_BLOCK`)
     at a time, in row order.
 
-    Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH)
-    the embedded text is ``"header: sentence"`` (:func:`sentence_headers`) while the stored
-    document stays the bare sentence, so snippets never show the header.
+    Yields ``(first row, sentences, texts to embed)``. With contextual chunk headers (ARAGOG's CCH;
+    ``contextual_headers`` True or a :data:`HeaderStyle`, True being ``path``) the embedded text is
+    ``"header: sentence"``, or ``"[Document: ...] sentence"`` in the ``aragog`` style
+    (:func:`sentence_headers`), while the stored document stays the bare sentence, so snippets never
+    show the header.
     """
     size = size or BUILD_BLOCK
     limit = HEADER_MAX_CHARS if header_max_chars is None else header_max_chars
+    style: HeaderStyle = contextual_headers if isinstance(contextual_headers, str) else "path"
+    joiner = " " if style == "aragog" else ": "
     documents: list[str] = []
     embedded: list[str] = []
     start = 0
-    headers = sentence_headers(chunks, limit) if contextual_headers and limit > 0 else None
+    headers = sentence_headers(chunks, limit, style) if contextual_headers and limit > 0 else None
     for c in chunks:
         own = next(headers) if headers is not None else None
         for n, (begin, end) in enumerate(c.sentences):
             sentence = c.text[begin:end]
             documents.append(sentence)
-            embedded.append(f"{own[n]}: {sentence}" if own and own[n] else sentence)
+            embedded.append(f"{own[n]}{joiner}{sentence}" if own and own[n] else sentence)
             if len(documents) >= size:
                 yield start, documents, embedded
                 start += len(documents)
@@ -120,7 +150,7 @@ def sentence_blocks(
 
 
 def sentence_inputs(
-    chunks: Sequence[Chunk], contextual_headers: bool, header_max_chars: int | None = None
+    chunks: Sequence[Chunk], contextual_headers: bool | HeaderStyle, header_max_chars: int | None = None
 ) -> tuple[list[str], list[str]]:
     """All sentences to store and all texts to embed (see :func:`sentence_blocks`) at once."""
     documents: list[str] = []

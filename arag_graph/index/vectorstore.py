@@ -3,10 +3,18 @@
 ``langchain_core.indexing.index(docs, record_manager, vector_store, cleanup="incremental",
 source_id_key="source")`` decides what changed with its record manager and calls
 ``add_documents`` and ``delete`` by document id; :class:`AragVectorStore` passes those to the
-index's own incremental update (:func:`arag_graph.index.build.update_index`), so every change is a
-complete, checksummed build switched to atomically. Searches are the index's sentence-level
-semantic search; each hit is one chunk, returned as a ``Document`` with its document's id and
-metadata (a document cut into several chunks can therefore answer more than once).
+index's own incremental update (:func:`arag_graph.index.update.update_index`), so every change is a
+complete, checksummed build switched to atomically.
+
+Searches are the index's sentence-level semantic search, one hit per document: a store holds
+documents by id (``get_by_ids``, ``delete``), so a search answers each document id once, with the
+text and score of its best chunk (a document cut into several chunks no longer answers twice).
+Maximal marginal relevance compares hits by their best sentences' stored vectors, the ones that
+scored them. Filters take Chroma's ``where`` dialect (:data:`arag_graph.core.documents.MetadataFilter`).
+
+Async searches await the query's embedding natively (``aembed_query``: the network call, for an
+embeddings endpoint) and run the in-process vector search in a worker thread; changes, which
+rebuild files on disk, run in a worker thread as a whole.
 
 The store holds the current index and replaces it whole after each change, so concurrent readers
 always search one consistent build.
@@ -15,16 +23,23 @@ always search one consistent build.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
+from arag_graph.core.documents import SearchHit, check_filter
 from arag_graph.core.errors import AragError
 from arag_graph.index.build import BuildOptions, build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -153,31 +168,168 @@ class AragVectorStore(VectorStore):
             found.append(Document(id=entry.id, page_content="\n\n".join(c.text for c in chunks), metadata=metadata))
         return found
 
+    def _hits(
+        self, index: HierarchicalIndex, vector: Sequence[float], k: int, filter: dict[str, Any] | None
+    ) -> list[tuple[str, SearchHit]]:
+        """The ``k`` best documents for ``vector``: each document's id and best chunk's hit, best first.
+
+        The index ranks chunks; several can be one document's, so the search widens until ``k``
+        documents are found or every chunk was ranked.
+        """
+        owner = self._entries(index)[1]
+        n = k
+        while True:
+            hits = index.semantic_search("", n, query_vector=vector, metadata_filter=filter)
+            best: dict[str, SearchHit] = {}
+            for hit in hits:
+                best.setdefault(owner.get(hit.chunk_id, hit.chunk_id), hit)
+            if len(best) >= k or len(hits) < n or n >= len(index):
+                return list(best.items())[:k]
+            n = min(len(index), n * 4)
+
+    def _document(self, index: HierarchicalIndex, doc_id: str, hit: SearchHit) -> Document | None:
+        chunk = index.get_chunk(hit.chunk_id)
+        if chunk is None:
+            return None
+        return Document(id=doc_id, page_content=chunk.text, metadata=dict(chunk.metadata or {}))
+
+    def similarity_search_with_score_by_vector(
+        self, embedding: Sequence[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` documents nearest to the vector ``embedding`` (a document scores its best
+        sentence's cosine similarity), only those whose metadata matches ``filter`` when given."""
+        index = self._index
+        check_filter(filter)
+        if index is None or k <= 0:
+            return []
+        vector = index.query_vector("", embedding)
+        found = (
+            (self._document(index, doc_id, hit), hit.score) for doc_id, hit in self._hits(index, vector, k, filter)
+        )
+        return [(doc, score) for doc, score in found if doc is not None]
+
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """The ``k`` chunks nearest to ``query`` (a chunk scores its best sentence's cosine
-        similarity), only those whose metadata matches ``filter`` when given."""
+        """The ``k`` documents nearest to ``query``; see :meth:`similarity_search_with_score_by_vector`."""
         index = self._index
+        check_filter(filter)
         if index is None or k <= 0:
             return []
-        owner = self._entries(index)[1]
-        hits = index.semantic_search(query, k, metadata_filter=filter)
-        out = []
-        for hit in hits:
-            chunk = index.get_chunk(hit.chunk_id)
-            if chunk is None:
-                continue
-            document = Document(
-                id=owner.get(chunk.id, chunk.id), page_content=chunk.text, metadata=dict(chunk.metadata or {})
-            )
-            out.append((document, hit.score))
-        return out
+        return self.similarity_search_with_score_by_vector(index.query_vector(query), k, filter)
 
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter=filter, **kwargs)]
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, filter=filter)]
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """``k`` documents among the ``fetch_k`` nearest to ``embedding``, picked one by one for
+        relevance to the query and difference from those already picked (``lambda_mult`` 1: relevance
+        only, 0: difference only). A document stands for its best chunk, compared by the stored
+        vector of that chunk's best sentence (the one that scored it)."""
+        if not 0.0 <= float(lambda_mult) <= 1.0:
+            raise AragError(f"lambda_mult must be between 0 and 1 (1: relevance only); got {lambda_mult}")
+        index = self._index
+        check_filter(filter)
+        if index is None or k <= 0:
+            return []
+        vector = np.asarray(index.query_vector("", embedding), dtype=np.float32)
+        found = self._hits(index, vector.tolist(), max(int(fetch_k), k), filter)
+        if not found:
+            return []
+        candidates = [self._best_sentence(index, vector, hit) for _, hit in found]
+        picked = maximal_marginal_relevance(vector, candidates, lambda_mult=float(lambda_mult), k=k)
+        documents = (self._document(index, *found[i]) for i in picked)
+        return [doc for doc in documents if doc is not None]
+
+    @staticmethod
+    def _best_sentence(index: HierarchicalIndex, query: np.ndarray, hit: SearchHit) -> list[float]:
+        """The stored vector of the sentence that scored ``hit``: the nearest to the query among the
+        hit's snippets (the chunk's best sentence is always among them)."""
+        positions = list(hit.positions) or [0]
+        vectors = index.sentence_vectors([(hit.chunk_id, p) for p in positions])
+        return vectors[int(np.argmax(vectors @ query))].tolist()
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search_by_vector` for the query's embedding."""
+        index = self._index
+        if index is None or k <= 0:
+            check_filter(filter)
+            return []
+        return self.max_marginal_relevance_search_by_vector(index.query_vector(query), k, fetch_k, lambda_mult, filter)
+
+    # -- async: the query's embedding awaited, the in-process search in a worker thread ---------
+    async def _aquery_vector(self, query: str) -> list[float]:
+        return list(await self._embedding.aembed_query(query))
+
+    async def asimilarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        check_filter(filter)
+        if self._index is None or k <= 0:
+            return []
+        vector = await self._aquery_vector(query)
+        return await run_in_executor(None, self.similarity_search_with_score_by_vector, vector, k, filter)
+
+    async def asimilarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, filter=filter)]
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return await run_in_executor(None, self.similarity_search_by_vector, embedding, k, filter)
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        check_filter(filter)
+        if self._index is None or k <= 0:
+            return []
+        vector = await self._aquery_vector(query)
+        return await self.amax_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, filter)
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return await run_in_executor(
+            None, self.max_marginal_relevance_search_by_vector, embedding, k, fetch_k, lambda_mult, filter
+        )
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Scores are cosine similarities in [-1, 1]; relevance maps them onto [0, 1]."""
@@ -194,9 +346,15 @@ class AragVectorStore(VectorStore):
         path: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> AragVectorStore:
-        """A store at ``path`` (required: the index directory) holding ``texts``."""
+        """A store holding ``texts``, its index at ``path``; without one, in a new temporary
+        directory removed when the store is garbage-collected or the process ends (as Chroma's
+        ``from_texts`` without a ``persist_directory`` keeps its collection in memory). Give ``path``
+        to keep the index."""
         if path is None:
-            raise AragError("AragVectorStore.from_texts needs path=DIR, the index directory to write")
-        store = cls(path=path, embedding=embedding, options=kwargs.get("options"))
+            path = Path(tempfile.mkdtemp(prefix="arag-vectorstore-")) / "index"
+            store = cls(path=path, embedding=embedding, options=kwargs.get("options"))
+            weakref.finalize(store, shutil.rmtree, str(path.parent), True)
+        else:
+            store = cls(path=path, embedding=embedding, options=kwargs.get("options"))
         store.add_texts(texts, metadatas, ids=ids)
         return store

@@ -3,7 +3,7 @@
 Three ways to give a model, in every graph, the CLI and the evaluation runner:
 
 - any ``BaseChatModel`` instance;
-- ``"offline"``: :class:`arag_graph.llm.offline.OfflinePolicy`, a deterministic no-LLM policy;
+- ``"offline"``: :class:`arag_graph.offline.policy.OfflinePolicy`, a deterministic no-LLM policy;
 - an OpenAI-compatible model name (``gpt-4o-mini``, ``openai:gpt-5-mini``), served by OpenAI or, with a
   base URL, by vLLM, Ollama, llama.cpp or LM Studio. Transient errors (429 with Retry-After, 5xx,
   timeouts) are retried with backoff by the OpenAI client underneath ``ChatOpenAI``;
@@ -45,7 +45,7 @@ from arag_graph.core.limits import (
     api_key_from_env,
     number_from_env,
 )
-from arag_graph.llm.offline import OfflinePolicy
+from arag_graph.offline.policy import OfflinePolicy
 
 if TYPE_CHECKING:
     from arag_graph.index.hierarchical import HierarchicalIndex

@@ -22,6 +22,9 @@ structured outputs parsed from a reply all carry ``***`` instead: one place for 
 from __future__ import annotations
 
 import functools
+import html
+import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -29,6 +32,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
 from arag_graph.core.jsonl import scrub
 from arag_graph.core.safety import StreamRedactor
@@ -56,7 +60,19 @@ def _cut_off(received: int) -> CutOffReplyError:
 
 
 class CompleteReplyChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` whose streamed replies either end properly or raise :class:`CutOffReplyError`."""
+    """``ChatOpenAI`` whose streamed replies either end properly or raise :class:`CutOffReplyError`.
+
+    It also sends an assistant turn that only called tools with empty text instead of ``null``: the
+    OpenAI API takes both, but llama-cpp-python's server refuses ``null`` (HTTP 500, a validation
+    error), which would end every agent run at its second turn.
+    """
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        for message in payload.get("messages") or []:
+            if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        return payload
 
     def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         ended, received = False, 0
@@ -77,12 +93,61 @@ class CompleteReplyChatOpenAI(ChatOpenAI):
             raise _cut_off(received)
 
 
+# HTML character references with their semicolon (``&#39;``, ``&lt;``, ``&amp;``), and a reference
+# that may still be arriving at the end of a streamed piece.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_ENTITY_START = re.compile(r"&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?$")
+
+
+def unescaped(value: Any) -> Any:
+    """``value`` with the HTML character references in its text decoded (``&#39;`` is ``'``).
+
+    llama-cpp-python's ``chatml-function-calling`` format renders prompts through a Jinja template
+    with HTML autoescaping, so the model reads ``Krilanovich&#39;s`` and ``&lt;`` and copies them
+    into its answers, search queries and structured fields. Decoded here, where every reply of a
+    model built from a name passes, the answer, the tools' arguments and the parsed outputs all
+    get plain text. Strings inside lists and mappings (a tool call's arguments) are decoded one by
+    one, never the JSON around them.
+    """
+    if isinstance(value, str):
+        return _ENTITY.sub(lambda m: html.unescape(m.group(0)), value) if "&" in value else value
+    if isinstance(value, list):
+        return [unescaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: unescaped(v) for k, v in value.items()}
+    return value
+
+
+def _decoded_text(text: str) -> str:
+    """A reply's text decoded; a JSON reply (structured output) value by value, so that a decoded
+    quote cannot end a JSON string early."""
+    if "&" not in text:
+        return text
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return unescaped(text)
+    return json.dumps(unescaped(parsed), ensure_ascii=False) if isinstance(parsed, (dict, list)) else text
+
+
 def redacted_message(message: BaseMessage) -> BaseMessage:
-    """A copy of ``message`` with secrets redacted from its text, tool calls and extra fields."""
-    update: dict[str, Any] = {"content": scrub(message.content), "additional_kwargs": scrub(message.additional_kwargs)}
+    """A copy of ``message`` with its text and tool-call arguments decoded (:func:`unescaped`), and
+    secrets redacted from its text, tool calls and extra fields (after decoding, so no secret hides
+    behind a character reference)."""
+    content = _decoded_text(message.content) if isinstance(message.content, str) else message.content
+    extra = dict(message.additional_kwargs)
+    parsed = extra.get("parsed")  # a JSON-schema reply as the OpenAI client parsed it
+    if isinstance(parsed, BaseModel):
+        extra["parsed"] = type(parsed).model_validate(unescaped(parsed.model_dump()))
+    elif isinstance(parsed, (dict, list)):
+        extra["parsed"] = unescaped(parsed)
+    update: dict[str, Any] = {"content": scrub(content), "additional_kwargs": scrub(extra)}
     for name in ("tool_calls", "invalid_tool_calls", "tool_call_chunks"):
         if getattr(message, name, None):
-            update[name] = scrub(getattr(message, name))
+            calls = getattr(message, name)
+            if name == "tool_calls":
+                calls = [{**c, "args": unescaped(c.get("args"))} for c in calls]
+            update[name] = scrub(calls)
     return message.model_copy(update=update)
 
 
@@ -92,12 +157,23 @@ class _ChunkRedactor:
     def __init__(self) -> None:
         self.text = StreamRedactor()
         self.args: dict[Any, StreamRedactor] = {}
+        self.partial = ""
+        """The end of the text so far when it may be a character reference still arriving."""
+
+    def _decoded(self, piece: str) -> str:
+        """``piece`` after what was held back, decoded (:func:`unescaped`), less a reference that may
+        still be arriving. (Tool-call arguments stream as JSON text: they are decoded once parsed.)"""
+        text = self.partial + piece
+        found = _ENTITY_START.search(text)
+        cut = found.start() if found else len(text)
+        self.partial = text[cut:]
+        return unescaped(text[:cut])
 
     def chunk(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
         message = chunk.message
         update: dict[str, Any] = {}
         if isinstance(message.content, str):
-            update["content"] = self.text.feed(message.content)
+            update["content"] = self.text.feed(self._decoded(message.content))
         else:  # content blocks (other providers): each block on its own
             update["content"] = scrub(message.content)
         sent: dict[Any, str] = {}
@@ -123,7 +199,8 @@ class _ChunkRedactor:
 
     def rest(self) -> ChatGenerationChunk | None:
         """What was held back, as one last chunk (None when nothing was)."""
-        text = self.text.flush()
+        text = self.text.feed(unescaped(self.partial)) + self.text.flush()
+        self.partial = ""
         args = {index: redactor.flush() for index, redactor in self.args.items()}
         args = {index: value for index, value in args.items() if value}
         if not text and not args:

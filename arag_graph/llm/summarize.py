@@ -58,6 +58,17 @@ __all__ = [
 # Document text shown to the summarising model, in characters: a summary needs the gist, and
 # very long documents would cost more than the rest of the index.
 _MAX_DOCUMENT_CHARS = 12_000
+
+SUMMARY_PROMPT = """\
+Summarise this document in two to four sentences for a search index: name its subject and the \
+main facts it states (people, places, dates, numbers), so that a question about any of them can \
+find it. Write only the summary.
+
+Document "{title}":
+{text}\
+"""
+"""The summarising model's request (ARAGOG's document summary index, written at index time)."""
+
 _FORMAT = 1
 
 
@@ -110,13 +121,14 @@ def resume_path(root: Path, model: str) -> Path:
     return cache_dir() / "summaries" / f"{key}.jsonl"
 
 
-def _model_summarizer(
-    model: str, base_url: str | None, timeout: float | None, max_retries: int | None
-) -> Callable[[str | None, str], tuple[str, dict[str, Any]]]:
+Summarizer = Callable[[str | None, str], tuple[str, dict[str, Any]]]
+"""(title, text) -> (summary, usage)."""
+
+
+def _model_summarizer(model: str, base_url: str | None, timeout: float | None, max_retries: int | None) -> Summarizer:
     """A function (title, text) -> (summary, usage) calling the chat model ``model``."""
     from arag_graph.core.tokens import count_tokens
     from arag_graph.llm.models import resolve_chat_model
-    from arag_graph.llm.prompts import SUMMARY_PROMPT
 
     chat: BaseChatModel = resolve_chat_model(
         model,
@@ -177,11 +189,6 @@ def write_summaries(
     A model that fails stops the pass with a one-line error; the summaries finished so far stay
     in the resume file for the rerun.
     """
-    from tqdm.auto import tqdm
-
-    from arag_graph.core.safety import describe_model_error
-    from arag_graph.index.encoders import embed_texts
-
     model = model.strip()
     if not model:
         raise AragError("--summaries needs a model: offline (extractive lead sentences) or a chat model name")
@@ -194,59 +201,82 @@ def write_summaries(
             if record.get("model") == model and isinstance(record.get("key"), str):
                 known.setdefault(record["key"], record)
     summarize = None if model == EXTRACTIVE else _model_summarizer(model, base_url, timeout, max_retries)
-
-    jobs: list[tuple[int, str, list[Chunk]]] = []
-    keys: list[str] = []
-    for n, ids in enumerate(groups.chunks):
-        members = [by_id[c] for c in ids]
-        key = _digest(model, members[0].title, _document_text(members))
-        keys.append(key)
-        if key not in known:
-            jobs.append((n, key, members))
+    documents = [[by_id[c] for c in ids] for ids in groups.chunks]
+    keys = [_digest(model, members[0].title, _document_text(members)) for members in documents]
+    jobs = [(n, key, documents[n]) for n, key in enumerate(keys) if key not in known]
 
     def run(job: tuple[int, str, list[Chunk]]) -> dict[str, Any]:
         n, key, members = job
-        if summarize is None:
-            summary, usage = extractive_summary(members), {"input_tokens": 0, "output_tokens": 0, "source": "none"}
-        else:
-            try:
-                summary, usage = summarize(members[0].title, _document_text(members))
-            except Exception as exc:
-                done = len(resume.keys)
-                raise AragError(
-                    f"summary of document {groups.keys[n][:60]!r} failed: {describe_model_error(exc)}; "
-                    f"{done} finished summaries are kept, rerun the same command to resume"
-                ) from None
+        summary, usage = _summary_of(members, summarize, groups.keys[n], resume)
         record = {"key": key, "document": groups.keys[n], "model": model, "summary": summary, "usage": usage}
         resume.add(record)
         return record
 
-    reused = len(groups) - len(jobs)
-    bar = tqdm(total=len(jobs), desc="summarising documents", unit="doc", disable=not progress, leave=False)
-    with bar, ThreadPoolExecutor(max_workers=max(1, workers if summarize is not None else 1)) as pool:
-        for record in pool.map(run, jobs):
-            known[record["key"]] = record
-            bar.update(1)
+    for record in _run_jobs(run, jobs, workers if summarize is not None else 1, progress):
+        known[record["key"]] = record
+    records = [
+        {
+            "document": groups.keys[n],
+            "chunk_ids": list(ids),
+            "title": by_id[ids[0]].title,
+            "summary": known[key]["summary"],
+            "key": key,
+            "model": model,
+            "usage": known[key].get("usage") or {},
+        }
+        for n, (key, ids) in enumerate(zip(keys, groups.chunks, strict=True))
+    ]
+    _store_summaries(build_dir, records, embeddings)
+    return SummaryPass([SUMMARIES, SUMMARY_VECTORS], _pass_info(model, records, reused=len(groups) - len(jobs)))
 
-    records = []
-    for n, (key, ids) in enumerate(zip(keys, groups.chunks, strict=True)):
-        done = known[key]
-        records.append(
-            {
-                "document": groups.keys[n],
-                "chunk_ids": list(ids),
-                "title": by_id[ids[0]].title,
-                "summary": done["summary"],
-                "key": key,
-                "model": model,
-                "usage": done.get("usage") or {},
-            }
-        )
+
+def _summary_of(
+    members: list[Chunk],
+    summarize: Callable[[str | None, str], tuple[str, dict[str, Any]]] | None,
+    document: str,
+    resume: Any,
+) -> tuple[str, dict[str, Any]]:
+    """One document's summary and its usage; a failed model call is a one-line error saying what is kept."""
+    from arag_graph.core.safety import describe_model_error
+
+    if summarize is None:
+        return extractive_summary(members), {"input_tokens": 0, "output_tokens": 0, "source": "none"}
+    try:
+        return summarize(members[0].title, _document_text(members))
+    except Exception as exc:
+        done = len(resume.keys)
+        raise AragError(
+            f"summary of document {document[:60]!r} failed: {describe_model_error(exc)}; "
+            f"{done} finished summaries are kept, rerun the same command to resume"
+        ) from None
+
+
+def _run_jobs(run: Callable[[Any], dict[str, Any]], jobs: Sequence[Any], workers: int, progress: bool) -> list[dict]:
+    """``run`` over ``jobs`` on ``workers`` threads, with a progress bar when asked; results in job order."""
+    from tqdm.auto import tqdm
+
+    results = []
+    bar = tqdm(total=len(jobs), desc="summarising documents", unit="doc", disable=not progress, leave=False)
+    with bar, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for record in pool.map(run, jobs):
+            results.append(record)
+            bar.update(1)
+    return results
+
+
+def _store_summaries(build_dir: Path, records: Sequence[dict[str, Any]], embeddings: Embeddings) -> None:
+    """The summaries and their vectors (title and summary embedded, normalised) into the build."""
+    from arag_graph.index.encoders import embed_texts
+
     texts = [f"{r['title']}: {r['summary']}" if r["title"] else r["summary"] for r in records]
     vectors = _normalized(embed_texts(embeddings, texts))
     replace_file(build_dir / SUMMARIES, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
     with (build_dir / SUMMARY_VECTORS).open("wb") as fh:
         np.save(fh, vectors.astype(np.float32), allow_pickle=False)
+
+
+def _pass_info(model: str, records: Sequence[dict[str, Any]], *, reused: int) -> dict[str, Any]:
+    """The manifest's entry for a summary pass: the model, the documents, the tokens it cost."""
     usage = [r["usage"] for r in records]
     info = {
         "model": model,
@@ -258,7 +288,7 @@ def write_summaries(
         "tokens_counted_locally": sum(1 for u in usage if u.get("source") == "o200k"),
     }
     info["described"] = describe(info)
-    return SummaryPass([SUMMARIES, SUMMARY_VECTORS], info)
+    return info
 
 
 def forget_progress(root: Path, model: str) -> None:

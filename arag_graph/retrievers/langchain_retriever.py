@@ -87,7 +87,9 @@ class IndexRetriever(BaseRetriever):
     """How many documents to return (fewer when the index has fewer matching chunks)."""
 
     metadata_filter: dict[str, Any] | None = None
-    """Only chunks whose document metadata has these values (a list: any of them); None: all chunks."""
+    """Only chunks whose document metadata matches this filter (Chroma's ``where`` dialect:
+    ``{"source": "a.pdf"}``, ``{"page": {"$gte": 3}}``, ``$and``/``$or``; see
+    :data:`arag_graph.core.documents.MetadataFilter`); None: all chunks."""
 
     @field_validator("metadata_filter", mode="before")
     @classmethod

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header
+from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header, window_text
 from arag_graph.retrievers import techniques
 from arag_graph.retrievers.automerge import MERGE_THRESHOLD, merge_leaves
 from arag_graph.retrievers.techniques import RRF_K, rrf_scores
@@ -157,26 +157,6 @@ def passages(index: HierarchicalIndex, hits: Sequence[SearchHit], window: int | 
             continue
         out.append(Passage(chunk.id, chunk.title, window_text(chunk, hit.positions, window), hit.score))
     return out
-
-
-def window_text(chunk: Chunk, positions: Iterable[int], window: int) -> str:
-    """The sentences at ``positions``, each centred in a window of ``window`` sentences; runs joined by " ... ".
-
-    ARAGOG's definition: the window counts sentences in total, ``start = pos - window // 2`` and
-    ``end = pos + window // 2 + 1``, so a window of 3 is the sentence with one neighbour on each side
-    and a window of 1 the sentence alone. Windows that meet or overlap are merged.
-    """
-    half = max(0, window) // 2
-    keep: set[int] = set()
-    for p in positions:
-        keep.update(range(max(0, p - half), min(len(chunk.sentences), p + half + 1)))
-    runs: list[list[int]] = []
-    for p in sorted(keep):
-        if runs and p == runs[-1][-1] + 1:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    return " ... ".join(chunk.text[chunk.sentences[r[0]][0] : chunk.sentences[r[-1]][1]] for r in runs)
 
 
 def sentence_windows(

@@ -18,7 +18,7 @@ LLM reranking
     are kept, best first (ties keep the retriever's order, :func:`rerank_by_scores`).
 
 This layer holds the rules and no model: the rewrites and the relevance ratings come from the
-graph's backbone (the chat model, or the offline policy's documented rules), handed in as
+graph's model (the chat model, or the offline policy's documented rules), handed in as
 functions by :func:`arag_graph.retrievers.passages.retrieve_passages`' callers.
 """
 

@@ -39,8 +39,6 @@ turn that into the run's one-line ``error`` and stop, keeping what the run found
 from __future__ import annotations
 
 import json
-import math
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,24 +50,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from arag_graph.core.errors import BudgetExceeded, ContextError, ReplyTooLarge
+from arag_graph.core.limits import DEFAULT_MAX_QUESTION_CHARS, cap_from_env
+from arag_graph.core.limits import max_question_chars as question_cap_from_env
 
 DEFAULT_MAX_MODEL_CALLS = 1000
-DEFAULT_MAX_QUESTION_CHARS = 20_000
 DEFAULT_MAX_REPLY_CHARS = 200_000
-
-
-def _env_number(name: str, default: float | None, *, integer: bool) -> float | None:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (integer and value != int(value)):
-        kind = "a whole number" if integer else "a number"
-        raise ContextError(f"${name}={text!r} is not usable; the operator sets {kind} >= 0 (0: no cap)")
-    return value if value > 0 else None
 
 
 @dataclass(frozen=True)
@@ -89,12 +74,12 @@ class Budget:
         """The caps as the environment sets them now; a bad value is refused in one line."""
 
         def whole(name: str, default: int | None) -> int | None:
-            value = _env_number(name, default, integer=True)
+            value = cap_from_env(name, default, integer=True)
             return None if value is None else int(value)
 
-        cost = _env_number("ARAG_MAX_COST_USD", None, integer=False)
-        price_in = _env_number("ARAG_PRICE_INPUT_PER_MTOK", None, integer=False)
-        price_out = _env_number("ARAG_PRICE_OUTPUT_PER_MTOK", None, integer=False)
+        cost = cap_from_env("ARAG_MAX_COST_USD", None, integer=False)
+        price_in = cap_from_env("ARAG_PRICE_INPUT_PER_MTOK", None, integer=False)
+        price_out = cap_from_env("ARAG_PRICE_OUTPUT_PER_MTOK", None, integer=False)
         if cost is not None and price_in is None and price_out is None:
             raise ContextError(
                 "$ARAG_MAX_COST_USD needs the model's prices: the operator sets ARAG_PRICE_INPUT_PER_MTOK and "
@@ -106,7 +91,7 @@ class Budget:
             max_cost_usd=cost,
             price_input_per_mtok=price_in or 0.0,
             price_output_per_mtok=price_out or 0.0,
-            max_question_chars=whole("ARAG_MAX_QUESTION_CHARS", DEFAULT_MAX_QUESTION_CHARS),
+            max_question_chars=question_cap_from_env(),
             max_reply_chars=whole("ARAG_MAX_REPLY_CHARS", DEFAULT_MAX_REPLY_CHARS),
         )
 

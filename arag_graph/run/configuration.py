@@ -1,4 +1,8 @@
-"""Run configuration: one pydantic context schema per graph, which LangGraph Studio renders as a form.
+"""Run configuration: the base of every graph's pydantic context schema, which LangGraph Studio renders as a form.
+
+Each graph family keeps its own schema in its folder (``arag/context.py``, ``corag/context.py``, ...),
+built on :class:`GraphContext` (the settings every graph has) or :class:`RetrievalContext` (the
+retriever and ARAGOG's techniques, shared by the one-shot graphs).
 
 Graphs read it as LangGraph *context* (``graph.invoke(inputs, context={...})``). LangGraph turns a
 mapping into the graph's schema before the first node runs, so a bad value fails there, once, with
@@ -22,18 +26,24 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from arag_graph.core.errors import AragError, ContextError
-from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, run_values
+from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
+from arag_graph.core.profiles import DEFAULT_PROFILE, DEVIATIONS, Deviation, Profile, run_values
 from arag_graph.retrievers.passages import Retriever
 from arag_graph.run.policy import RunChoice, ServingPolicy
 
-TOP_K_MIN, TOP_K_MAX = 1, 20
-"""One rule for ``top_k`` everywhere: configuration and the CLI refuse values outside it, tools called
-by a model clamp them into it."""
+__all__ = [
+    "TOP_K_MAX",
+    "TOP_K_MIN",
+    "ContextError",
+    "GraphContext",
+    "GraphContextDict",
+    "ReasoningEffort",
+    "RetrievalContext",
+    "RetrievalContextDict",
+    "UnknownContextKeyWarning",
+]
 
-ToolSet = Literal["full", "no_keyword_search", "no_semantic_search", "no_chunk_read"]
 ReasoningEffort = Literal["", "minimal", "low", "medium", "high"]
-Decoding = Literal["greedy", "best_of_n", "tree"]
-PenaltySetting = Literal["auto", "confidence"]
 
 
 def _one_line(error: ValidationError, schema: str) -> str:
@@ -142,13 +152,23 @@ class GraphContext(BaseModel):
             # The profile fills what the run leaves unset; a value given explicitly wins. An unknown
             # profile is left to the schema, which refuses it in one line.
             with contextlib.suppress(AragError):
-                data = {**run_values(data["profile"], type(self).__name__, type(self).model_fields), **data}
+                data = {**run_values(data["profile"], type(self), type(self).paper_profile()), **data}
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise ContextError(_one_line(exc, type(self).__name__)) from None
         self._trusted = _TRUSTING.get()
         self.choice()
+
+    @classmethod
+    def paper_profile(cls) -> tuple[Deviation, ...]:
+        """The rows of the paper profile this schema reads: the shared ones, and a family's own.
+
+        A family's schema adds the rows only it has (A-RAG's step cap, CoRAG's loop rule), each
+        naming the schemas it applies to by class (:attr:`~arag_graph.core.profiles.Deviation.contexts`);
+        :func:`arag_graph.registry.deviations` gathers every graph's rows for the docs' table.
+        """
+        return DEVIATIONS
 
     @classmethod
     def trusted(cls, **values: Any) -> Any:
@@ -233,115 +253,6 @@ class GraphContextDict(TypedDict, total=False):
     index_path: str
     top_k: int
     profile: Profile
-
-
-class AragContext(GraphContext):
-    """A-RAG: the agent with keyword_search, semantic_search and chunk_read (and the paper's ablations).
-
-    :class:`AragNaiveContext` has the same agent settings but fixes ``tools`` and ``snippet_window``
-    (as properties, so they are typed attributes of every agent context without being form fields).
-    """
-
-    max_steps: int = Field(
-        default=15,
-        ge=1,
-        le=500,
-        description="Step cap L: tool calls allowed before the agent must answer from what it has gathered.",
-    )
-    message_token_budget: int = Field(
-        default=128_000,
-        ge=1,
-        le=10_000_000,
-        description="Force the final answer once the conversation is longer than this many o200k tokens "
-        "(the paper's released code: 128k).",
-    )
-    tools: ToolSet = Field(
-        default="full",
-        description="Tool set: all three tools, or one of the paper's ablations (without chunk_read, searches "
-        "return whole chunks).",
-    )
-    system_prompt: str = Field(
-        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
-    )
-    hyde: bool = Field(
-        default=False,
-        description="semantic_search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
-    )
-    dedupe_search_chunks: bool = Field(
-        default=False,
-        description="When searches return whole chunks (without chunk_read), show a chunk already returned as a "
-        "one-line notice instead of its text again. Off, as in the paper, whose Naive variant pays for repeats.",
-    )
-    snippet_window: int = Field(
-        default=1,
-        ge=1,
-        le=41,
-        description="Sentences in each search snippet, centred on a matched sentence (ARAGOG's sentence window); "
-        "1 shows the matched sentence alone, as A-RAG does.",
-    )
-
-
-class AragNaiveContext(GraphContext):
-    """A-RAG (Naive): the agent loop with a single embedding search that returns whole chunks."""
-
-    max_steps: int = Field(default=15, ge=1, le=500, description="Step cap L: searches allowed before answering.")
-    message_token_budget: int = Field(
-        default=128_000,
-        ge=1,
-        le=10_000_000,
-        description="Force the final answer once the conversation is longer than this many o200k tokens.",
-    )
-    system_prompt: str = Field(
-        default="", max_length=20_000, description="Replaces the built-in system prompt when not empty."
-    )
-    hyde: bool = Field(
-        default=False,
-        description="The search embeds a model-written hypothetical answer passage instead of the query (HyDE).",
-    )
-    dedupe_search_chunks: bool = Field(
-        default=False,
-        description="Show a chunk already returned as a one-line notice instead of its text again (off, as in "
-        "the paper).",
-    )
-
-    @property
-    def tools(self) -> Literal["naive"]:
-        """A-RAG (Naive) has one tool, the embedding search that returns whole chunks."""
-        return "naive"
-
-    @property
-    def snippet_window(self) -> int:
-        """Its search returns whole chunks: there are no snippets to widen."""
-        return 1
-
-
-class AragNaiveContextDict(GraphContextDict, total=False):
-    """:class:`AragNaiveContext` as a mapping, for type checkers."""
-
-    max_steps: int
-    message_token_budget: int
-    system_prompt: str
-    hyde: bool
-    dedupe_search_chunks: bool
-
-
-class AragContextDict(AragNaiveContextDict, total=False):
-    """:class:`AragContext` as a mapping, for type checkers: A-RAG (Naive)'s settings and its own two."""
-
-    tools: ToolSet
-    snippet_window: int
-
-
-AgentContext = AragContext | AragNaiveContext
-"""The context of either agent graph: both have every setting the agent reads."""
-
-
-class DirectContext(GraphContext):
-    """Direct answer: the model answers from its own knowledge, no retrieval."""
-
-
-class DirectContextDict(GraphContextDict, total=False):
-    """:class:`DirectContext` as a mapping, for type checkers."""
 
 
 class RetrievalContext(GraphContext):
@@ -430,158 +341,3 @@ class RetrievalContextDict(GraphContextDict, total=False):
     mmr_lambda: float
     rerank: bool
     candidates: int
-
-
-class NaiveRagContext(RetrievalContext):
-    """Naive RAG: one retrieval of ``top_k`` chunks, then one answer."""
-
-    hyde: bool = Field(
-        default=False,
-        description="Embed a model-written hypothetical answer passage instead of the question (every retriever "
-        "but bm25).",
-    )
-
-
-class NaiveRagContextDict(RetrievalContextDict, total=False):
-    """:class:`NaiveRagContext` as a mapping, for type checkers."""
-
-    hyde: bool
-
-
-class CoragContext(RetrievalContext):
-    """CoRAG: chain of retrieval with query reformulation, a sub-answer and a sufficiency check per step,
-    decoded greedily, best-of-N or by tree search (the paper's test-time scaling knobs: ``max_steps``,
-    ``n``, ``beam``)."""
-
-    max_steps: int = Field(
-        default=3,
-        ge=1,
-        le=50,
-        description="Step cap S: retrievals before answering (S=1 is one-shot RAG; the paper finds S=3 gives most "
-        "of the gain).",
-    )
-    hyde: bool = Field(
-        default=False,
-        description="Embed a model-written hypothetical answer passage for each query (dense and hybrid).",
-    )
-    loop_similarity: float = Field(
-        default=0.9,
-        gt=0.0,
-        le=1.0,
-        allow_inf_nan=False,
-        description="A reformulated query this similar (token Jaccard) to an earlier one counts as a loop and stops "
-        "the chain.",
-    )
-    max_context_tokens: int = Field(
-        default=0,
-        ge=0,
-        le=10_000_000,
-        description="Cap on passage tokens the check, reformulation and answer see (best first); 0: the whole "
-        "union, as in CoRAG.",
-    )
-    fixed_length: bool = Field(
-        default=False,
-        description="Fixed-length chains, as in the paper's chain-length scaling: no sufficiency check, and only "
-        "the step cap ends a chain (not a repeated query, nor a retrieval without new chunks), so max_steps is the "
-        "chain's length.",
-    )
-    penalty: PenaltySetting = Field(
-        default="auto",
-        description="How best_of_n and tree score a chain step: auto uses the paper's penalty (the probability of "
-        "the sub-answer 'No relevant information found', one extra request per step) where the endpoint returns "
-        "log-probabilities, else the sub-answer's confidence; confidence always uses the stand-in.",
-    )
-    decoding: Decoding = Field(
-        default="greedy",
-        description="CoRAG's decoding strategy: greedy (one chain), best_of_n (n chains, the one with the lowest "
-        "penalty answers) or tree (a beam search over sampled reformulations).",
-    )
-    n: int = Field(
-        default=4,
-        ge=1,
-        le=16,
-        description="best_of_n: chains sampled per question (the first at the run's temperature, the others at "
-        "sample_temperature). Each costs a whole chain of retrievals and model calls.",
-    )
-    beam: int = Field(
-        default=1, ge=1, le=4, description="tree: paths kept at each step (the beam's width; the paper uses 1)."
-    )
-    expand: int = Field(
-        default=4,
-        ge=1,
-        le=8,
-        description="tree: candidate next queries sampled for each kept path at each step (the paper uses 4).",
-    )
-    rollouts: int = Field(
-        default=2,
-        ge=0,
-        le=4,
-        description="tree: chains rolled out (at most 2 more steps) from each candidate to score it by their "
-        "average penalty (the paper uses 2); 0 scores a candidate by its own penalty, much cheaper.",
-    )
-    sample_temperature: float = Field(
-        default=0.7,
-        gt=0.0,
-        le=2.0,
-        allow_inf_nan=False,
-        description="Temperature of the sampled reformulations of best_of_n and tree (the paper uses 0.7).",
-    )
-
-
-class CoragContextDict(RetrievalContextDict, total=False):
-    """:class:`CoragContext` as a mapping, for type checkers."""
-
-    max_steps: int
-    hyde: bool
-    loop_similarity: float
-    max_context_tokens: int
-    fixed_length: bool
-    penalty: PenaltySetting
-    decoding: Decoding
-    n: int
-    beam: int
-    expand: int
-    rollouts: int
-    sample_temperature: float
-
-
-class SragContext(RetrievalContext):
-    """SRAG: decomposition into dependent sub-questions, triplet extraction, a fact table, an answer."""
-
-    decompose: bool = Field(
-        default=True,
-        description="Split the question into sub-questions (off: the question is its only sub-question; paper "
-        "ablation).",
-    )
-    structured_extraction: bool = Field(
-        default=True,
-        description="Extract (subject, predicate, object) triplets (off: answer from the raw passages; paper "
-        "ablation).",
-    )
-    table_aggregation: bool = Field(
-        default=True,
-        description="Aggregate triplets into one Subject | Predicate | Object | Source table (off: per-passage fact "
-        "lists; paper ablation).",
-    )
-    relevance_threshold: float = Field(
-        default=0.3,
-        ge=0.0,
-        le=1.0,
-        allow_inf_nan=False,
-        description="Triplets less relevant than this to their sub-question are dropped.",
-    )
-    route: bool = Field(default=False, description="Send questions the router judges single-hop to naive_rag instead.")
-    max_sub_questions: int = Field(
-        default=5, ge=1, le=20, description="Upper bound on sub-questions kept from the decomposition."
-    )
-
-
-class SragContextDict(RetrievalContextDict, total=False):
-    """:class:`SragContext` as a mapping, for type checkers."""
-
-    decompose: bool
-    structured_extraction: bool
-    table_aggregation: bool
-    relevance_threshold: float
-    route: bool
-    max_sub_questions: int

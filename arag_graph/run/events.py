@@ -10,6 +10,10 @@
   ``chunk_ids``, ``sub_answer``.
 * ``sub_questions`` (SRAG): the decomposition, ``sub_questions`` as ``{id, question, depends_on}``;
   then ``sub_question_done`` per solved sub-question with ``id``, ``question``, ``answer``.
+* ``retrieved`` (every retrieve-then-answer step: Naive RAG's retrieval, each CoRAG step, each SRAG
+  sub-question's search): ``tool``, ``args``, ``chunk_ids``, ``tokens``.
+* ``answered`` (every graph, Direct included, last): ``answer``, ``citations``; a run that ends in an
+  error has none (the error is in its output).
 
 Nodes emit them through :func:`emit`, which does nothing outside a run streamed with ``custom``.
 """

@@ -4,7 +4,7 @@ LangGraph runs a plain function node in a worker thread under ``ainvoke``, which
 CPU-bound work (retrieval, accounting), so those nodes are plain functions. Model calls are
 different: a served graph holds many runs waiting on model servers at once, and a thread blocked on
 a socket per run would exhaust the worker pool, so model calls await under ``ainvoke``. A node
-function therefore *prepares* a :class:`Call` (the backbone's :class:`~arag_graph.llm.backbone.Step` and
+function therefore *prepares* a :class:`Call` (its family model's :class:`~arag_graph.llm.steps.Step` and
 what to do with its result) and :func:`model_node` runs it both ways.
 
 A failing model never raises out of a node: the run ends with a readable ``error`` in its output.
@@ -25,7 +25,7 @@ from langgraph.runtime import get_runtime
 
 from arag_graph.core.errors import BudgetExceeded
 from arag_graph.core.safety import describe_model_error
-from arag_graph.llm.backbone import Step
+from arag_graph.llm.steps import Step
 
 Update = dict[str, Any]
 

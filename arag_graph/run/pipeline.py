@@ -11,11 +11,12 @@ from typing import Any, TypeGuard
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_config
 
-from arag_graph.core.citations import parse_final_answer
+from arag_graph.core.artifacts import artifact_of, read_in
+from arag_graph.core.citations import parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.tool_artifacts import artifact_of, read_in
 from arag_graph.run.budgets import question_problem, run_budget
+from arag_graph.run.events import emit
 from arag_graph.run.runtime import Bound, run_index
 from arag_graph.run.state import RunState, question_of
 
@@ -80,8 +81,15 @@ def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:
         return update
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     text = last.text if last is not None else ""
+    written = written_tool_call(text)
+    if written:  # a call in words is no answer (a small model copying the format of its earlier calls)
+        update.update({"answer": "", "citations": []})
+        update["error"] = f"the model wrote a tool call as text ({written}) where it had to answer"
+        return update
     answer, citations = parse_final_answer(text, lambda cid: index.get_chunk(cid) is not None)
     update.update({"answer": answer, "citations": citations})
+    if answer:  # every graph's last progress event (the run's error, if any, is its output's)
+        emit("answered", f"answer: {answer}", answer=answer, citations=citations)
     if not answer:
         update["error"] = (
             "the model gave no answer: it asked for tool calls where it had to answer (after the step cap, "
@@ -192,9 +200,9 @@ def turn_progress(messages: Sequence[AnyMessage], index: HierarchicalIndex | Non
     (beyond the step cap, or left when the run ended) is not. Each tool message's artifact holds
     what the call returned, so these figures are derived from the conversation rather than kept
     beside it, and stay right whoever executed the tools. Artifacts are read through
-    :func:`~arag_graph.llm.tool_artifacts.artifact_of` (a caller may send tool messages of its own),
+    :func:`~arag_graph.core.artifacts.artifact_of` (a caller may send tool messages of its own),
     and with ``index`` a chunk counts as read only when the message holds its text
-    (:func:`~arag_graph.llm.tool_artifacts.read_in`).
+    (:func:`~arag_graph.core.artifacts.read_in`).
     """
 
     calls: dict[str, dict[str, Any]] = {}
@@ -251,6 +259,9 @@ def retrieval_update(
     step: dict[str, Any] = {"tool": tool, "args": args, "tokens": tokens, "chunk_ids": ids, "error": False}
     if note:
         step["note"] = note
+    emit(
+        "retrieved", f"{tool}: {len(ids)} chunk(s), {tokens} tokens", tool=tool, args=args, chunk_ids=ids, tokens=tokens
+    )
     return {
         "steps": state.get("steps", 0) + 1,
         "retrieved_tokens": state.get("retrieved_tokens", 0) + tokens,

@@ -1,4 +1,4 @@
-"""What a node works with in one run: the run's context, its index, its model and backbone.
+"""What a node works with in one run: the run's context, its index and its model.
 
 A graph builder may fix the index and the model (:class:`Bound`, the operator's choice); what it
 leaves open comes from each run's context, so one compiled graph serves Studio users who pick
@@ -15,35 +15,28 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, GraphOutput, StreamMode, StreamPart
+from langgraph.typing import StateLike
 
 from arag_graph.core.endpoints import check_endpoint, client_endpoint, serving
 from arag_graph.core.errors import AragError
 from arag_graph.core.tracing import local_tracing_guard
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.load import load_index
-from arag_graph.llm.backbone import Backbone, ChatBackbone
 from arag_graph.llm.models import resolve_chat_model, with_settings
-from arag_graph.llm.offline import OfflineBackbone, OfflinePolicy
 from arag_graph.run.budgets import with_budget
 from arag_graph.run.configuration import GraphContext
 from arag_graph.run.policy import RunRefused, ServingPolicy, served_error
 from arag_graph.run.state import InputState
 
 IndexLike = HierarchicalIndex | str | os.PathLike[str] | None
-_Context = TypeVar("_Context")
-_Output = TypeVar("_Output")
-RagGraph = CompiledStateGraph[Any, _Context, InputState, _Output]
-"""What the builders return, typed for mypy and pyright, for example
-``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
-``question`` and returns the graph's output fields, and its ``context=`` is the graph's context
-schema or a mapping of its fields (which LangGraph turns into the schema), typed by the schema's
-``TypedDict`` (:class:`~arag_graph.run.configuration.AragContextDict`, ...), so a misspelt setting
-or a value of the wrong type is a type error."""
+_Context = TypeVar("_Context", bound=StateLike | None)
+_Output = TypeVar("_Output", bound=StateLike)
 C = TypeVar("C", bound=GraphContext)
 """A graph's context schema: nodes read its typed fields, never ``getattr(ctx, name, default)``."""
 
@@ -103,11 +96,6 @@ def index_for_context(context: Any) -> HierarchicalIndex:
     return load_run_index(ctx.choice().index_path, served=not ctx.is_trusted)
 
 
-def backbone_for(model: BaseChatModel) -> Backbone:
-    """The offline policy answers typed requests by rule; every other model through prompts."""
-    return OfflineBackbone(model) if isinstance(model, OfflinePolicy) else ChatBackbone(model)
-
-
 def model_label(model: BaseChatModel | str | None, ctx: GraphContext) -> str:
     """The model's name as traces and records show it."""
     if isinstance(model, BaseChatModel):
@@ -127,13 +115,16 @@ class Bound(Generic[C]):
 
 @dataclass(frozen=True)
 class Run(Generic[C]):
-    """One run's resources, resolved from the builder's choices and the run's context."""
+    """One run's resources, resolved from the builder's choices and the run's context.
+
+    ``model`` is the chat model (or the offline policy); each graph family asks it through its own
+    small protocol (``corag_model(run.model)``, ...), which writes the prompts or applies the rules.
+    """
 
     graph: str
     ctx: C
     index: HierarchicalIndex
     model: BaseChatModel
-    backbone: Backbone
 
 
 def run_index(runtime: Any, bound: Bound[Any]) -> HierarchicalIndex:
@@ -169,7 +160,7 @@ def run_of(runtime: Any, bound: Bound[C]) -> Run[C]:
         )
     if isinstance(bound.model, BaseChatModel):
         model = with_settings(model, **explicit_model_settings(ctx))
-    return Run(bound.graph, ctx, index, model, backbone_for(model))
+    return Run(bound.graph, ctx, index, model)
 
 
 _MODEL_SETTINGS = ("temperature", "reasoning_effort", "max_tokens")
@@ -233,7 +224,7 @@ def run_metadata(bound: Bound, context: Any) -> dict[str, Any]:
 # The top-level run
 
 
-class TracedGraph(CompiledStateGraph):
+class TracedGraph(CompiledStateGraph[Any, _Context, InputState, _Output]):
     """A compiled graph whose top-level run carries the run's trace metadata (model, settings, index).
 
     LangGraph creates the top-level run from the ``config`` of ``stream``/``astream`` before any
@@ -270,13 +261,23 @@ class TracedGraph(CompiledStateGraph):
     # LangGraph's own iterators; a served run's are wrapped (its errors as the caller sees them),
     # and the wrappers close LangGraph's iterator whenever they are closed or cancelled.
     def stream(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        **kwargs: Any,
     ) -> Iterator[Any]:
         stream = super().stream(input, self._traced(config, context, input), context=context, **kwargs)
         return _served_errors(stream) if _served(context) else stream
 
     def astream(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         stream = super().astream(input, self._traced(config, context, input), context=context, **kwargs)
         return _served_errors_async(stream) if _served(context) else stream
@@ -285,15 +286,100 @@ class TracedGraph(CompiledStateGraph):
     # tracing mode, in which langchain-core would still post every node's run to the client's URL
     # (arag_graph.core.tracing): the guard keeps the plain call offline. stream() cannot take it (its
     # callbacks are set up when iteration starts, outside this call).
-    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    #
+    # Typed: the plain call (``stream_mode="values"``, no ``output_keys``, ``version="v1"``) returns the
+    # graph's output fields, so ``out["answr"]`` or ``x: int = out["answer"]`` is a type error (LangGraph
+    # types it ``dict[str, Any] | Any``). A run stopped at an interrupt also holds ``__interrupt__``,
+    # which the output type leaves out: ``version="v2"`` gives the interrupts their own field.
+    @overload  # type: ignore[override]
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v1"] = "v1",
+        **kwargs: Any,
+    ) -> _Output: ...
+    @overload
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v2"],
+        **kwargs: Any,
+    ) -> GraphOutput[_Output]: ...
+    @overload
+    def invoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: StreamMode = "values",
+        version: Literal["v1", "v2"] = "v1",
+        **kwargs: Any,
+    ) -> dict[str, Any] | list[StreamPart[Any, _Output]] | Any: ...
+    def invoke(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:
         with local_tracing_guard():
             return super().invoke(input, config, context=context, **kwargs)
 
-    async def ainvoke(  # type: ignore[override]
+    @overload  # type: ignore[override]
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v1"] = "v1",
+        **kwargs: Any,
+    ) -> _Output: ...
+    @overload
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: Literal["values"] = "values",
+        output_keys: None = None,
+        version: Literal["v2"],
+        **kwargs: Any,
+    ) -> GraphOutput[_Output]: ...
+    @overload
+    async def ainvoke(
+        self,
+        input: InputState | Command | None,
+        config: RunnableConfig | None = None,
+        *,
+        context: _Context | None = None,
+        stream_mode: StreamMode = "values",
+        version: Literal["v1", "v2"] = "v1",
+        **kwargs: Any,
+    ) -> dict[str, Any] | list[StreamPart[Any, _Output]] | Any: ...
+    async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> Any:
         with local_tracing_guard():
             return await super().ainvoke(input, config, context=context, **kwargs)
+
+
+RagGraph = TracedGraph
+"""What the builders return, typed for mypy and pyright, for example
+``RagGraph[AragContext | AragContextDict, AragOutputState]``: ``invoke`` takes ``messages`` or
+``question`` and returns the graph's output fields (typed: a misspelt key is a type error), and its
+``context=`` is the graph's context schema or a mapping of its fields (which LangGraph turns into the
+schema), typed by the schema's ``TypedDict`` (:class:`~arag_graph.arag.context.AragContextDict`,
+...), so a misspelt setting or a value of the wrong type is a type error. It is a LangGraph
+``CompiledStateGraph`` (:class:`TracedGraph`) and works wherever one does."""
 
 
 def _served(context: Any) -> bool:
@@ -327,12 +413,12 @@ async def _served_errors_async(stream: AsyncIterator[Any]) -> AsyncIterator[Any]
             await aclose()
 
 
-def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph:
+def traced_graph(graph: CompiledStateGraph[Any, Any, Any, Any], bound: Bound) -> TracedGraph[Any, Any]:
     """``graph`` (just compiled) named and tagged after its graph, every run carrying its metadata.
 
     Rebuilt the way ``Pregel.copy`` rebuilds a graph (from its attributes); a test pins that this
     keeps every attribute, should LangGraph change its constructor.
     """
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-    traced = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
+    traced: TracedGraph[Any, Any] = TracedGraph(**attrs, run_metadata=lambda context: run_metadata(bound, context))
     return traced.with_config(run_name=bound.graph, tags=[bound.graph], metadata={"graph": bound.graph})

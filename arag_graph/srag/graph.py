@@ -29,18 +29,18 @@ trajectory) are recomputed from the records by ``collect``, which runs alone. On
 step, in wave then sub-question order.
 
 The decomposer and the triplet extractor are zero-shot prompts to the run's chat model
-(:mod:`arag_graph.llm.prompts`), where the paper fine-tunes models for both; the paper notes that
+(:mod:`arag_graph.srag.prompts`), where the paper fine-tunes models for both; the paper notes that
 zero-shot prompting can stand in for them, and that is what is measured here.
 
-Ablations (:class:`arag_graph.run.configuration.SragContext`): ``decompose=False`` makes the question its
+Ablations (:class:`arag_graph.srag.context.SragContext`): ``decompose=False`` makes the question its
 only sub-question (no model call); ``structured_extraction=False`` skips extraction and answers from
 the retrieved passages (no table); ``table_aggregation=False`` gives the answer each passage's own
 facts under its chunk header, neither merged nor deduplicated (no table). ``route=True`` asks a
 structured router first and hands single-hop questions to the ``naive_rag`` graph, a subgraph here.
 
-Each model request is one of the backbone's typed calls (:class:`~arag_graph.llm.backbone.Backbone`):
+Each model request is one of SRAG's typed calls (:class:`~arag_graph.srag.model.SragModel`):
 with a real model, a bad structured reply is retried once and then replaced by a safe fallback,
-noted in ``warnings``; the offline policy answers with its documented rules (:mod:`arag_graph.llm.offline`)
+noted in ``warnings``; the offline policy answers with its documented rules (:mod:`arag_graph.srag.model`)
 and answers extractively: the sentence of the cited source chunks most similar to the question.
 """
 
@@ -60,17 +60,19 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer, Overwrite, Send
 from typing_extensions import TypedDict
 
-from arag_graph.baselines.graph import as_dict, build_naive_rag_graph, selection_functions
-from arag_graph.core.citations import parse_final_answer
-from arag_graph.llm.prompts import chunk_block
-from arag_graph.llm.structured import Decomposition, Route, SubQuestion, Triplets
+from arag_graph.baselines.graph import build_naive_rag_graph
+from arag_graph.core.citations import chunk_block, parse_final_answer
 from arag_graph.retrievers.passages import Passage, retrieval_args, retrieve_passages
-from arag_graph.run.configuration import SragContext, SragContextDict
 from arag_graph.run.events import emit
 from arag_graph.run.nodes import Call, gather, model_node
 from arag_graph.run.pipeline import finish, retrieval_update, start_update
+from arag_graph.run.retrieval import as_dict, selection_functions
 from arag_graph.run.runtime import Bound, IndexLike, RagGraph, run_of, traced_graph
+from arag_graph.run.spec import GraphSpec
 from arag_graph.run.state import InputState, OutputState, RunState, TrajectoryStep, question_of
+from arag_graph.srag.context import SragContext, SragContextDict
+from arag_graph.srag.model import srag_model
+from arag_graph.srag.schemas import Decomposition, Route, SubQuestion, Triplets
 
 _PLACEHOLDER = re.compile(r"[\[{<]\s*answer[\s_#:-]*(\d+)\s*[\]}>]", re.IGNORECASE)
 _NO_FACTS = "(no facts found)"
@@ -194,16 +196,7 @@ def plan_sub_questions(
     if not items:
         items = [SubQuestion(id=1, question=question)]
 
-    ids: list[int] = []
-    taken = {sq.id for sq in items}
-    for sq in items:
-        if sq.id >= 1 and sq.id not in ids:
-            ids.append(sq.id)
-        else:
-            fresh = max(taken | set(ids)) + 1
-            taken.add(fresh)
-            ids.append(fresh)
-
+    ids = _fresh_ids(items)
     known = set(ids)
     deps: dict[int, list[int]] = {}
     for sid, sq in zip(ids, items, strict=True):
@@ -214,11 +207,7 @@ def plan_sub_questions(
             notes.append(f"sub-question {sid}: dropped dependencies on unknown ids or itself {dropped}")
     notes.extend(_break_cycles(ids, deps))
 
-    waves: dict[int, int] = {}
-    while len(waves) < len(ids):  # acyclic now, so every pass places at least one sub-question
-        for sid in ids:
-            if sid not in waves and all(d in waves for d in deps[sid]):
-                waves[sid] = 1 + max((waves[d] for d in deps[sid]), default=0)
+    waves = _waves(ids, deps)
     records = [
         SubQuestionRecord(
             id=sid,
@@ -237,6 +226,30 @@ def plan_sub_questions(
         for sid, sq in zip(ids, items, strict=True)
     ]
     return records, notes
+
+
+def _fresh_ids(items: Sequence[SubQuestion]) -> list[int]:
+    """The sub-questions' ids, a duplicate or non-positive one replaced by a fresh one."""
+    ids: list[int] = []
+    taken = {sq.id for sq in items}
+    for sq in items:
+        if sq.id >= 1 and sq.id not in ids:
+            ids.append(sq.id)
+        else:
+            fresh = max(taken | set(ids)) + 1
+            taken.add(fresh)
+            ids.append(fresh)
+    return ids
+
+
+def _waves(ids: Sequence[int], deps: dict[int, list[int]]) -> dict[int, int]:
+    """Each sub-question's wave: 1 without dependencies, else one more than its deepest dependency."""
+    waves: dict[int, int] = {}
+    while len(waves) < len(ids):  # acyclic by now, so every pass places at least one sub-question
+        for sid in ids:
+            if sid not in waves and all(d in waves for d in deps[sid]):
+                waves[sid] = 1 + max((waves[d] for d in deps[sid]), default=0)
+    return waves
 
 
 def _break_cycles(ids: list[int], deps: dict[int, list[int]]) -> list[str]:
@@ -482,7 +495,8 @@ def extract_triplets(state: SolveState, runtime: Runtime[SragContext], *, bound:
         failed = f"sub-question {record['id']}: triplet extraction failed ({message})"
         return {"notes": [*(state.get("notes") or []), failed]}
 
-    steps = [run.backbone.triplets(query, p) for p in found]
+    model = srag_model(run.model)
+    steps = [model.triplets(query, p) for p in found]
     return Call(gather(steps, "extract_triplets"), on_result, name="extract_triplets", on_error=on_error)
 
 
@@ -496,9 +510,9 @@ def answer_sub_question(state: SolveState, runtime: Runtime[SragContext], *, bou
     query = record["resolved"]
     if kept:
         sources = _chunk_passages(run.index, fact_sources(kept, run.ctx))
-        step = run.backbone.answer_from_facts(query, facts_block(run.ctx, kept), sources)
+        step = srag_model(run.model).answer_from_facts(query, facts_block(run.ctx, kept), sources)
     else:
-        step = run.backbone.answer(query, [Passage(**p) for p in state.get("found") or []])
+        step = srag_model(run.model).answer(query, [Passage(**p) for p in state.get("found") or []])
     return Call(
         step,
         lambda reply: _branch_output(state, answer=reply, error=None, index=run.index),
@@ -577,7 +591,7 @@ def route(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> C
         return {"route": "srag" if value.multi_hop else "naive_rag", "warnings": notes}
 
     return Call(
-        run.backbone.route(question_of(state)),
+        srag_model(run.model).route(question_of(state)),
         on_result,
         name="route_model",
         on_error=lambda message: on_result((Route(multi_hop=True), message)),
@@ -608,7 +622,7 @@ def decompose(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) 
     if not ctx.decompose:  # ablation: the question is its only sub-question, no model call
         return on_result((alone, None))
     return Call(
-        run.backbone.decomposition(question, ctx.max_sub_questions),
+        srag_model(run.model).decomposition(question, ctx.max_sub_questions),
         on_result,
         name="decompose_model",
         on_error=lambda message: on_result((alone, message)),
@@ -700,9 +714,9 @@ def answer(state: SragState, runtime: Runtime[SragContext], *, bound: Bound) -> 
     sources = _chunk_passages(run.index, state.get("sources") or [])
     question = question_of(state)
     if run.ctx.structured_extraction:
-        step = run.backbone.answer_from_facts(question, state.get("evidence") or _NO_FACTS, sources)
+        step = srag_model(run.model).answer_from_facts(question, state.get("evidence") or _NO_FACTS, sources)
     else:
-        step = run.backbone.answer(question, sources)
+        step = srag_model(run.model).answer(question, sources)
     return Call(step, lambda reply: {"messages": [reply]}, name="answer_model")
 
 
@@ -733,3 +747,14 @@ def build_srag_graph(
     builder.add_edge("finish", END)
     graph = traced_graph(builder.compile(checkpointer=checkpointer, name="srag"), bound)
     return cast("RagGraph[SragContext | SragContextDict, SragOutputState]", graph)
+
+
+GRAPHS = (
+    GraphSpec(
+        "srag",
+        build_srag_graph,
+        SragContext,
+        "SRAG: dependent sub-questions, triplet extraction, a fact table, then the answer",
+    ),
+)
+"""SRAG's graph, as the registry lists it."""

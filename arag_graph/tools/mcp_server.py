@@ -15,7 +15,7 @@ session starts with nothing read.
 The operator's rules for served runs hold (:mod:`arag_graph.run.policy`): the index is the
 operator's (given on the command line, never chosen by a client, whose only inputs are the tool
 arguments), a call's arguments are refused when longer than a question may be
-(``ARAG_MAX_QUESTION_CHARS``, :class:`arag_graph.run.budgets.Budget`), and the HTTP server
+(``ARAG_MAX_QUESTION_CHARS``, :func:`arag_graph.core.limits.max_question_chars`), and the HTTP server
 binds to 127.0.0.1 unless told otherwise, with the SDK's DNS-rebinding protection (Host and Origin
 checked) on a loopback address.
 
@@ -24,12 +24,20 @@ that would open one more is answered 503 until one ends), and a session with no 
 for ``idle_seconds`` is closed, its read set with it (its ID then answers 404 and the client opens a
 new one). Clients that initialise and leave without ``DELETE`` would otherwise hold their sessions,
 and the memory behind them, for the server's lifetime (issue 38).
+
+Each tool declares what it returns (``outputSchema``: the call's ``structuredContent``, the same
+facts the tool's artifact gives a graph) and how it behaves (``annotations``: it reads the index and
+changes nothing, so a client may call it without asking and retry it). ``tool_prefix`` names the
+tools ``<prefix>keyword_search`` and so on, so that a client connected to two servers (two indexes)
+sees distinct names; their descriptions and the server's instructions name them so too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import re
 import socket
 import sys
 import weakref
@@ -40,10 +48,11 @@ import anyio
 import anyio.to_thread
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
 
 from arag_graph.core.errors import AragError
+from arag_graph.core.limits import max_question_chars
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.run.budgets import Budget
 from arag_graph.tools.toolkit import ALL_TOOLS, ToolSettings, retrieval_tool
 
 if TYPE_CHECKING:
@@ -81,17 +90,52 @@ class SessionReads:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
+class ToolResult(BaseModel):
+    """What every tool call returns as ``structuredContent`` (its ``outputSchema``): the facts of the
+    tool's artifact, so a client can count and follow what was returned without parsing the text."""
+
+    tokens: int = Field(description="Corpus tokens the call returned (A-RAG's retrieved-tokens measure).", ge=0)
+    chunk_ids: list[str] = Field(description="The chunks the call showed, in rank order (searches) or as read.")
+    read: list[str] = Field(
+        description="The chunks whose full text the call returned (this session's read set grows by them)."
+    )
+    error: bool = Field(description="True when the call could not do what was asked (the text says why).")
+
+
+OUTPUT_SCHEMA = ToolResult.model_json_schema()
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.-]{0,64}")
+"""What a tool-name prefix may hold: MCP tool names are letters, digits, ``_``, ``-`` and ``.``."""
+
+
+def check_tool_prefix(prefix: str) -> str:
+    """``prefix`` if tool names may start with it, else the one-line error with an example."""
+    if not PREFIX_PATTERN.fullmatch(prefix):
+        raise AragError(
+            f"tool prefix {prefix[:80]!r} must be at most 64 letters, digits, '_', '-' or '.' (e.g. 'papers_')"
+        )
+    return prefix
+
+
 class RetrievalToolServer:
     """The tools over one index, with a read set per MCP session (see the module docstring)."""
 
-    def __init__(self, index: HierarchicalIndex, *, tools: tuple[str, ...] = ALL_TOOLS) -> None:
+    def __init__(self, index: HierarchicalIndex, *, tools: tuple[str, ...] = ALL_TOOLS, prefix: str = "") -> None:
         unknown = [t for t in tools if t not in ALL_TOOLS]
         if unknown:
             raise AragError(f"unknown tool(s) {unknown}; choose from {list(ALL_TOOLS)}")
         self.index = index
+        self.prefix = check_tool_prefix(prefix)
         self.settings = ToolSettings(full_text="chunk_read" not in tools)
         self.tools: dict[str, BaseTool] = {name: retrieval_tool(index, name, self.settings) for name in tools}
+        self.names: dict[str, str] = {prefix + name: name for name in tools}
+        """The name a client calls -> the tool's own name."""
         self._sessions: weakref.WeakKeyDictionary[Any, SessionReads] = weakref.WeakKeyDictionary()
+
+    def renamed(self, text: str) -> str:
+        """``text`` with the tools' names as this server lists them (with its prefix)."""
+        if not self.prefix:
+            return text
+        return re.sub(r"\b(" + "|".join(ALL_TOOLS) + r")\b", lambda m: self.prefix + m.group(1), text)
 
     def session(self, key: Any) -> SessionReads:
         """The read set of the session ``key`` (the SDK's session object), made on first use."""
@@ -100,18 +144,20 @@ class RetrievalToolServer:
         return self._sessions[key]
 
     def call(self, name: str, arguments: Any, read: set[str]) -> ToolMessage:
-        """Run tool ``name`` as a model's call would run, its earlier reads given; ``read`` is updated."""
-        tool = self.tools.get(name)
-        if tool is None:
+        """Run tool ``name`` (as listed, prefix included) as a model's call would run, its earlier reads
+        given; ``read`` is updated."""
+        own = self.names.get(name) if isinstance(name, str) else None
+        if own is None:
             return ToolMessage(
-                f"unknown tool {str(name)[:100]!r}; the tools are {', '.join(self.tools)}",
+                f"unknown tool {str(name)[:100]!r}; the tools are {', '.join(self.names)}",
                 tool_call_id="mcp",
                 status="error",
             )
+        name, tool = own, self.tools[own]
         if not isinstance(arguments, dict):
             arguments = {}
         size = len(json.dumps(arguments, ensure_ascii=False, default=str))
-        limit = Budget.from_env().max_question_chars
+        limit = max_question_chars()
         if limit is not None and size > limit:
             return ToolMessage(
                 f"{name}: the arguments are {size:,} characters, over this server's limit of {limit:,} "
@@ -129,11 +175,24 @@ class RetrievalToolServer:
         return message
 
     def listed(self) -> list[Any]:
-        """The tools as MCP lists them: the LangChain tool's name, description and argument schema."""
+        """The tools as MCP lists them: the LangChain tool's name (with the prefix), description and
+        argument schema, what a call returns and how the tool behaves."""
         from mcp import types
 
+        # Read-only: a call changes no index or file; the session's read set only spares a client the
+        # text of a chunk it was already sent. Idempotent: a repeated call adds nothing to that set.
+        behaviour = types.ToolAnnotations(
+            readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+        )
         return [
-            types.Tool(name=tool.name, description=tool.description, inputSchema=_input_schema(tool))
+            types.Tool(
+                name=self.prefix + tool.name,
+                title=tool.name.replace("_", " ").capitalize(),
+                description=self.renamed(tool.description),
+                inputSchema=_input_schema(tool),
+                outputSchema=OUTPUT_SCHEMA,
+                annotations=behaviour,
+            )
             for tool in self.tools.values()
         ]
 
@@ -143,7 +202,7 @@ class RetrievalToolServer:
         from mcp import types
         from mcp.server.lowlevel import Server
 
-        server: Server = Server(name, instructions=_INSTRUCTIONS)
+        server: Server = Server(name, instructions=self.renamed(_INSTRUCTIONS))
 
         @server.list_tools()
         async def list_tools() -> list[types.Tool]:
@@ -156,11 +215,11 @@ class RetrievalToolServer:
             reads = self.session(server.request_context.session)
             async with reads.lock:
                 message = await anyio.to_thread.run_sync(self.call, tool, arguments, reads.read)
-            artifact = message.artifact if isinstance(message.artifact, dict) else None
+            result = structured(message)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=message.text)],
-                structuredContent=artifact,
-                isError=message.status == "error" or bool(artifact and artifact.get("error")),
+                structuredContent=result.model_dump(),
+                isError=message.status == "error" or result.error,
             )
 
         return server
@@ -173,6 +232,18 @@ _INSTRUCTIONS = (
 )
 
 
+def structured(message: ToolMessage) -> ToolResult:
+    """A tool message's artifact as :class:`ToolResult` (a call refused before the tool ran, for bad
+    arguments, has none: an error that returned nothing)."""
+    raw = message.artifact if isinstance(message.artifact, dict) else {}
+    return ToolResult(
+        tokens=int(raw.get("tokens") or 0),
+        chunk_ids=[str(i) for i in raw.get("chunk_ids") or []],
+        read=[str(i) for i in raw.get("read") or []],
+        error=bool(raw.get("error")) or message.status == "error",
+    )
+
+
 def _input_schema(tool: BaseTool) -> dict[str, Any]:
     schema = tool.tool_call_schema
     if isinstance(schema, dict):
@@ -182,6 +253,27 @@ def _input_schema(tool: BaseTool) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # Transports
+
+
+class _NormalDisconnect(logging.Filter):
+    """The SDK logs a client's normal end of session at error level, with a traceback: its standalone
+    SSE writer finds its stream closed (``anyio.ClosedResourceError``) when the client disconnects.
+    That record is lowered to debug; any other error stays an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        if kind is not None and issubclass(kind, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.exc_info = record.exc_text = None
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def quiet_normal_disconnects() -> None:
+    """Install :class:`_NormalDisconnect` on the SDK's streamable HTTP logger (once)."""
+    logger = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _NormalDisconnect) for f in logger.filters):
+        logger.addFilter(_NormalDisconnect())
 
 
 async def serve_stdio(server: Server) -> None:
@@ -200,6 +292,7 @@ def http_app(server: Server, host: str = "127.0.0.1", sessions: SessionLimits | 
     from starlette.applications import Starlette
     from starlette.routing import Route
 
+    quiet_normal_disconnects()
     security = None
     if host in LOOPBACK_HOSTS:  # a web page must not reach a local server through a rebound DNS name
         security = TransportSecuritySettings(
@@ -266,12 +359,14 @@ def run_mcp(
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = 8765,
+    tool_prefix: str = "",
     sessions: SessionLimits | None = None,
 ) -> None:
     """Serve the tools over ``index`` by ``transport`` (``stdio``, ``http``) until the client or a signal
-    ends it; ``sessions`` bounds the HTTP sessions (stdio has one, the client's)."""
+    ends it; ``tool_prefix`` starts every tool's name (``papers_`` -> ``papers_keyword_search``),
+    ``sessions`` bounds the HTTP sessions (stdio has one, the client's)."""
     _require_mcp()
-    server = RetrievalToolServer(index).mcp_server()
+    server = RetrievalToolServer(index, prefix=tool_prefix).mcp_server()
     if transport == "stdio":
         anyio.run(serve_stdio, server)
     elif transport == "http":

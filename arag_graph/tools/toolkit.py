@@ -31,14 +31,12 @@ from typing import Annotated, Any, Literal
 from langchain_core.tools import BaseTool, BaseToolkit, InjectedToolArg, StructuredTool
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from arag_graph.core.documents import SearchHit
+from arag_graph.core.artifacts import read_in
+from arag_graph.core.citations import chunk_block
+from arag_graph.core.documents import SearchHit, window_text
+from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.llm.prompts import chunk_block
-from arag_graph.llm.tool_artifacts import read_in
-from arag_graph.retrievers.passages import window_text
-from arag_graph.run.configuration import TOP_K_MAX, TOP_K_MIN
-from arag_graph.run.runtime import index_for_context, load_run_index
 
 ToolName = Literal["keyword_search", "semantic_search", "chunk_read"]
 ALL_TOOLS: tuple[ToolName, ...] = ("keyword_search", "semantic_search", "chunk_read")
@@ -382,6 +380,10 @@ def _index_of(source: IndexSource, runtime: Any) -> HierarchicalIndex:
         return source
     if source is not None:
         return source(runtime)
+    # No index given: the one the run's context names, under the operator's serving policy. Only
+    # this path needs the run layer, so an app that passes its index never loads it.
+    from arag_graph.run.runtime import index_for_context
+
     return index_for_context(getattr(runtime, "context", None))
 
 
@@ -428,6 +430,15 @@ class ToolSettings:
         can_read = "chunk_read" in tools
         return cls(full_text=not can_read if full_text is None else full_text, can_read=can_read, **settings)
 
+    def search_flags(self) -> dict[str, Any]:
+        """How a search renders its hits under these settings (:func:`format_search`'s options)."""
+        return {
+            "full_text": self.full_text,
+            "dedupe": self.dedupe,
+            "snippet_window": self.snippet_window,
+            "can_read": self.can_read,
+        }
+
     def describe(self, name: str, base: str) -> str:
         """A search tool's description as this variant behaves: whole chunks, or snippets (and chunk_read)."""
         if self.full_text:
@@ -438,7 +449,7 @@ class ToolSettings:
 def create_retrieval_tools(
     index: IndexSource = None,
     *,
-    tools: Sequence[str] = ALL_TOOLS,
+    tools: Sequence[ToolName] = ALL_TOOLS,
     full_text: bool | None = None,
     dedupe: bool = False,
 ) -> list[BaseTool]:
@@ -467,23 +478,12 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         return set(read_in(_messages_of(runtime), _index_of(index, runtime))) | set(settings.also_read)
 
     def _keyword(keywords: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags: dict[str, Any] = {
-            "full_text": settings.full_text,
-            "dedupe": settings.dedupe,
-            "snippet_window": settings.snippet_window,
-            "can_read": settings.can_read,
-        }
+        flags = settings.search_flags()
         out = keyword_search(_index_of(index, runtime), keywords, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
     def _semantic(query: Any, top_k: Any = 5, runtime: Any = None) -> tuple[str, dict[str, Any]]:
-        flags: dict[str, Any] = {
-            "full_text": settings.full_text,
-            "dedupe": settings.dedupe,
-            "query_vector": settings.query_vector,
-            "snippet_window": settings.snippet_window,
-            "can_read": settings.can_read,
-        }
+        flags = {**settings.search_flags(), "query_vector": settings.query_vector}
         out = semantic_search(_index_of(index, runtime), query, top_k, read_set(runtime), **flags)
         return out.content, out.artifact()
 
@@ -491,38 +491,43 @@ def retrieval_tool(index: IndexSource, name: str, settings: ToolSettings) -> Bas
         out = chunk_read(_index_of(index, runtime), chunk_ids, read_set(runtime), adjacent=adjacent)
         return out.content, out.artifact()
 
-    if name == "keyword_search":
-        return StructuredTool.from_function(
-            _keyword,
-            name=name,
-            description=settings.describe(name, _KEYWORD_DESCRIPTION),
-            args_schema=KeywordSearchArgs,
-            response_format="content_and_artifact",
-            handle_validation_error=_validation_message(
-                name, 'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)'
-            ),
-        )
-    if name == "semantic_search":
-        return StructuredTool.from_function(
-            _semantic,
-            name=name,
-            description=settings.describe(name, _SEMANTIC_DESCRIPTION),
-            args_schema=SemanticSearchArgs,
-            response_format="content_and_artifact",
-            handle_validation_error=_validation_message(
-                name, 'semantic_search(query="where was the author born", top_k=5)'
-            ),
-        )
-    if name == "chunk_read":
-        return StructuredTool.from_function(
-            _read,
-            name=name,
-            description=_READ_DESCRIPTION,
-            args_schema=ChunkReadArgs,
-            response_format="content_and_artifact",
-            handle_validation_error=_validation_message(name, 'chunk_read(chunk_ids=["12", "40"])'),
-        )
-    raise ValueError(f"unknown tool {name!r}; choose from {list(ALL_TOOLS)}")
+    calls: dict[str, Callable[..., tuple[str, dict[str, Any]]]] = {
+        "keyword_search": _keyword,
+        "semantic_search": _semantic,
+        "chunk_read": _read,
+    }
+    if name not in calls:
+        raise ValueError(f"unknown tool {name!r}; choose from {list(ALL_TOOLS)}")
+    return _langchain_tool(name, calls[name], settings)
+
+
+_TOOL_FORMS: dict[str, tuple[type[BaseModel], str, str]] = {
+    "keyword_search": (
+        KeywordSearchArgs,
+        _KEYWORD_DESCRIPTION,
+        'keyword_search(keywords=["Marie Curie", "Nobel Prize"], top_k=5)',
+    ),
+    "semantic_search": (
+        SemanticSearchArgs,
+        _SEMANTIC_DESCRIPTION,
+        'semantic_search(query="where was the author born", top_k=5)',
+    ),
+    "chunk_read": (ChunkReadArgs, _READ_DESCRIPTION, 'chunk_read(chunk_ids=["12", "40"])'),
+}
+"""Each tool's argument schema, its description (a search's varies with the settings) and how to call it."""
+
+
+def _langchain_tool(name: str, call: Callable[..., Any], settings: ToolSettings) -> BaseTool:
+    """``call`` as the LangChain tool ``name``: content and artifact out, bad arguments answered in words."""
+    args_schema, base, usage = _TOOL_FORMS[name]
+    return StructuredTool.from_function(
+        call,
+        name=name,
+        description=settings.describe(name, base) if name in _SNIPPET_NOTE else base,
+        args_schema=args_schema,
+        response_format="content_and_artifact",
+        handle_validation_error=_validation_message(name, usage),
+    )
 
 
 class AragToolkit(BaseToolkit):
@@ -545,5 +550,10 @@ class AragToolkit(BaseToolkit):
     """With ``full_text``: a chunk already in the conversation is a notice, not its text again."""
 
     def get_tools(self) -> list[BaseTool]:
-        index = self.index if isinstance(self.index, HierarchicalIndex) else load_run_index(self.index)
+        if isinstance(self.index, HierarchicalIndex):
+            index = self.index
+        else:  # a directory or the bundled sample, loaded the way a run loads it (once per process)
+            from arag_graph.run.runtime import load_run_index
+
+            index = load_run_index(self.index)
         return create_retrieval_tools(index, tools=self.tools, full_text=self.full_text, dedupe=self.dedupe)

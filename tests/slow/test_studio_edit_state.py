@@ -80,3 +80,29 @@ def test_fork_from_an_earlier_checkpoint(dev_server: DevServer) -> None:
         assert out.get("error") is None and out["answer"].strip()
         ran = _tool_results(client.threads.get_state(thread)["values"], call["id"])
         assert [m["name"] for m in ran] == ["keyword_search"]
+
+
+def test_edit_a_corag_thread_as_every_node(dev_server: DevServer) -> None:
+    """Studio offers every node of the graph's drawing; a greedy CoRAG thread edited as ``collect``
+    answered HTTP 500 (``KeyError: 'retrieve'`` in the edge's path map). Each edit forks the finished
+    thread's last checkpoint and the run goes on from there to an answer."""
+    client = dev_server.client()
+    with dev_server.log_on_failure():
+        nodes = [n["id"] for n in client.assistants.get_graph("corag")["nodes"]]
+        nodes = [n for n in nodes if not n.startswith("__")]
+        assert {"start", "retrieve", "collect", "chain", "finish"} <= set(nodes)
+        thread = client.threads.create()["thread_id"]
+        first: dict[str, Any] = client.runs.wait(  # type: ignore[assignment]
+            thread, "corag", input={"question": QUESTION}, context={"max_steps": 2}
+        )
+        assert first.get("error") is None and first["answer"].strip()
+        finished = client.threads.get_state(thread)["checkpoint"]
+        for node in nodes:
+            edited = client.threads.update_state(
+                thread, {"answer": f"edited as {node}"}, as_node=node, checkpoint=finished
+            )
+            out: dict[str, Any] = client.runs.wait(  # type: ignore[assignment]
+                thread, "corag", input=None, context={"max_steps": 2}, checkpoint=edited["checkpoint"]
+            )
+            assert out.get("error") is None and out["answer"].strip(), (node, out)
+            assert not client.threads.get_state(thread)["next"], node

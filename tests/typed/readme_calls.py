@@ -11,11 +11,12 @@ from typing import assert_type
 from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
+from langgraph.types import GraphOutput
 
 from arag_graph import HierarchicalIndex, build_index, create_retrieval_tools, load_index, make_retriever
+from arag_graph.arag.context import AragContext, AragContextDict
 from arag_graph.arag.graph import AragOutputState, build_arag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.run.configuration import AragContext, AragContextDict
 from arag_graph.run.runtime import RagGraph
 
 
@@ -23,16 +24,23 @@ def readme() -> None:
     index = load_index("indexes/sample")
     assert_type(index, HierarchicalIndex)
     index.keyword_search(["Two Dollar Radio"], top_k=3)
+    index.keyword_search("Two Dollar Radio", top_k=3)  # a string is one keyword
     graph = build_arag_graph(index, model="offline")
     out = graph.invoke({"question": "Where is the publisher of Grace Krilanovich's first novel based?"})
     assert_type(graph, RagGraph[AragContext | AragContextDict, AragOutputState])
+    assert_type(out, AragOutputState)  # typed by default (tests/typed_rejected/ has the misses it catches)
+    assert_type(graph.invoke({"question": "q"}, version="v2"), GraphOutput[AragOutputState])
     print(out["answer"], out["citations"], out["read_chunks"], out["steps"])
     tools = create_retrieval_tools(index)
     assert_type(tools, list[BaseTool])
+    create_retrieval_tools(index, tools=("keyword_search", "semantic_search"))
 
 
 def library_guide() -> None:
+    from arag_graph import build_arag_graph as from_root  # every builder is a (lazy) name of the package
+
     index = build_index("arag_graph/data/sample/corpus.json", "indexes/mine")
+    assert_type(from_root(index).invoke({"question": "q"}), AragOutputState)
     assert_type(index, HierarchicalIndex)
     index.semantic_search("who directed Maximum Overdrive", top_k=5)
     graph = build_arag_graph(index, model="offline")

@@ -4,16 +4,16 @@ error whose line contains the rest of that comment, and no other line may be one
 Each rejected call follows the same call with a right context, which mypy accepts: the context is
 what makes the difference. Before the context TypedDicts, ``context=`` was ``Any`` to mypy and
 every call here passed. (mypy names the key for a TypedDict, but a mistake inside the overloaded
-``invoke`` and ``stream`` is reported as their ``call-overload``.)
+``invoke`` is reported as its ``call-overload``.)
 """
 
 from __future__ import annotations
 
 from arag_graph import load_index
+from arag_graph.arag.context import AragContextDict
 from arag_graph.arag.graph import build_arag_graph, build_arag_naive_graph
 from arag_graph.baselines.graph import build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.run.configuration import AragContextDict
 from arag_graph.run.state import InputState
 from arag_graph.srag.graph import build_srag_graph
 
@@ -27,7 +27,7 @@ arag.invoke(question, context={"max_steps": "ten"})  # rejected: [call-overload]
 arag.invoke(question, context={"tools": "no_chunk_read"})
 arag.invoke(question, context={"tools": "everything"})  # rejected: [call-overload]
 arag.stream(question, context={"top_k": 5})
-arag.stream(question, context={"top_k": 5.5})  # rejected: [call-overload]
+arag.stream(question, context={"top_k": 5.5})  # rejected: Argument "context" to "stream"
 naive = build_arag_naive_graph(index)
 naive.invoke(question, context={"hyde": True})
 naive.invoke(question, context={"tools": "full"})  # rejected: [call-overload]

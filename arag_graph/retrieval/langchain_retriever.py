@@ -1,0 +1,10 @@
+"""Deprecated alias: ``arag_graph.retrieval.langchain_retriever`` moved in 0.2.0 to
+:mod:`arag_graph.retrievers.langchain_retriever`.
+
+This old path warns and forwards every name; it goes in 0.3.0 (CHANGELOG.md).
+"""
+
+from arag_graph.core.deprecation import forward_module
+from arag_graph.retrievers import langchain_retriever as _new
+
+__getattr__ = forward_module(__name__, _new)

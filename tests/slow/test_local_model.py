@@ -1,0 +1,304 @@
+"""Every graph driven by a real language model (issue 34): SmolLM2-135M-Instruct behind llama-cpp-python's
+OpenAI-compatible server (:mod:`tests.localmodel`), reached the way users reach one:
+``--model smollm2-135m --base-url http://127.0.0.1:P/v1``.
+
+The model is far too small to answer well; what is checked is that real, messy output never breaks a
+run: each run ends with an answer or a one-line reason, within its step cap, with no traceback; token
+usage comes from the server's own usage fields and latency is recorded; the report shows the
+trajectory the model really took. Every reply is logged (:class:`tests.localmodel.ReplyLog`) and the
+malformed ones are classified; ``$ARAG_LOCAL_MODEL_REPORT`` names a JSON file to write them to
+(docs/guide/local-models.md quotes them).
+
+One server for the module (started once, stopped at the end); small replies (``max_tokens`` 128),
+a 4,096-token context and one question per graph keep the module to a few minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessageChunk
+
+from arag_graph.index.hierarchical import HierarchicalIndex
+from tests.localmodel import (
+    MAX_TOKENS,
+    LocalModel,
+    LocalModelMissing,
+    ReplyLog,
+    classify,
+    examples,
+    running_local_model,
+    tally,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTION = (
+    "Grace Krilanovich's first novel was published by an independent mom-and-pop publishing house "
+    "that was founded in 2005, and is based where?"
+)
+LOGS: dict[str, ReplyLog] = {}
+"""Every run's replies, by case, for the malformed-reply table at the end."""
+
+
+@pytest.fixture(scope="session")
+def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModel]:
+    """The llama-cpp-python server with the local model, once per session (a skip fails under CI=true)."""
+    try:
+        with running_local_model(tmp_path_factory.mktemp("local-model")) as server:
+            yield server
+    except LocalModelMissing as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _operator_allows_the_local_model(local_model: LocalModel) -> Iterator[None]:
+    """The operator's allow-lists (a graph whose model comes from the run's context is policed as a
+    served run is): this module's runs may name the local server and its model."""
+    allowed = {"ARAG_ALLOWED_MODELS": local_model.name, "ARAG_ALLOWED_BASE_URLS": local_model.base_url}
+    before = {name: os.environ.get(name) for name in allowed}
+    os.environ.update(allowed)
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def one_line(text: str | None) -> bool:
+    return bool(text) and "\n" not in str(text) and "Traceback" not in str(text)
+
+
+def run_graph(
+    case: str, graph_name: str, index: HierarchicalIndex, server: LocalModel, **settings: Any
+) -> tuple[dict[str, Any], ReplyLog]:
+    """One question through ``graph_name``, its model resolved from the run's context (the served path)."""
+    from arag_graph.registry import build_graph
+
+    log = LOGS.setdefault(case, ReplyLog())
+    graph = build_graph(graph_name, index=index)
+    state = graph.invoke({"question": QUESTION}, {"callbacks": [log]}, context=server.context(**settings))
+    return state, log
+
+
+def check_run(state: dict[str, Any], log: ReplyLog, *, cap: int | None = None) -> None:
+    """The contract of a run against a real model: an answer or a one-line reason, within the cap,
+    replies whose usage the server reported, and none longer than ``max_tokens``."""
+    assert state.get("answer") or one_line(state.get("error")), state.get("error")
+    if state.get("error"):
+        assert one_line(state["error"]), state["error"]
+    if cap is not None:
+        assert state.get("steps", 0) <= cap
+    replies = [e for e in log.exchanges if e.error is None]
+    assert replies, [e.error for e in log.exchanges]
+    assert all(e.usage and e.usage["input_tokens"] > 0 for e in replies), [e.name for e in replies if not e.usage]
+    assert all(e.usage["output_tokens"] <= MAX_TOKENS for e in replies if e.usage)
+    assert all(e.seconds > 0 for e in log.exchanges)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every graph, in Python (the model resolved from the run's context, as a served run does)
+
+GRAPH_CASES = {
+    "arag": ("arag", {"max_steps": 3}),
+    "arag_naive": ("arag_naive", {"max_steps": 2}),
+    "arag_no_chunk_read": ("arag", {"max_steps": 2, "tools": "no_chunk_read"}),
+    "naive_rag": ("naive_rag", {}),
+    "direct": ("direct", {}),
+    "corag_greedy": ("corag", {"max_steps": 2}),
+    "srag": ("srag", {"max_sub_questions": 2}),
+    "naive_rag_hyde": ("naive_rag", {"hyde": True}),
+    "naive_rag_multi_query": ("naive_rag", {"multi_query": 2}),
+    "naive_rag_rerank": ("naive_rag", {"rerank": True, "candidates": 6}),
+}
+
+
+@pytest.mark.parametrize("case", list(GRAPH_CASES))
+def test_each_graph_ends_cleanly_on_real_output(case: str, local_model: LocalModel, sample_index: Any) -> None:
+    graph_name, settings = GRAPH_CASES[case]
+    state, log = run_graph(case, graph_name, sample_index, local_model, **settings)
+    check_run(state, log, cap=settings.get("max_steps"))
+    names = {e.name for e in log.exchanges}
+    if graph_name in {"arag", "arag_naive"}:
+        assert "agent_model" in names, names
+    if settings.get("hyde"):
+        assert "hyde_model" in names, names
+    if graph_name in {"naive_rag", "corag", "srag"}:  # retrieval happened, and shows in the trajectory
+        assert state["trajectory"] and state["retrieved_tokens"] > 0
+
+
+def test_corag_best_of_n_scores_chains_with_the_servers_logprobs(local_model: LocalModel, sample_index: Any) -> None:
+    """The paper's penalty, log P("No relevant information found"), from the real token log-probabilities."""
+    state, log = run_graph(
+        "corag_best_of_n", "corag", sample_index, local_model, decoding="best_of_n", n=2, max_steps=2
+    )
+    check_run(state, log)
+    assert state.get("penalty_scorer") == "logprob", state.get("warnings")
+    penalties = [run.get("penalty") for run in state.get("sampled_chains") or []]
+    assert len(penalties) == 2 and all(isinstance(p, float) and p >= 0 for p in penalties), penalties
+
+
+def test_corag_tree_search_ends_cleanly(local_model: LocalModel, sample_index: Any) -> None:
+    state, log = run_graph(
+        "corag_tree", "corag", sample_index, local_model, decoding="tree", expand=2, rollouts=0, max_steps=2
+    )
+    check_run(state, log)
+    assert state.get("sampled_chains"), state.get("warnings")
+
+
+def test_document_summaries_written_by_the_model_serve_dsi(local_model: LocalModel, tmp_path: Path) -> None:
+    """ARAGOG's document summary index with summaries the local model wrote at index time."""
+    from arag_graph.index.build import build_index
+    from arag_graph.llm.summarize import summary_writer
+    from arag_graph.registry import build_graph
+
+    corpus = json.loads((REPO / "arag_graph/data/sample/corpus.json").read_text(encoding="utf-8"))
+    titles = ["Grace Krilanovich", "Two Dollar Radio", "Maximum Overdrive", "Leland, North Carolina"]
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps({t: corpus[t] for t in titles}), encoding="utf-8")
+    options = {"base_url": local_model.base_url, "timeout": 300, "max_retries": 0}
+    index = build_index(path, tmp_path / "index", summaries=summary_writer(local_model.name, options), progress=False)
+    log = LOGS.setdefault("summaries", ReplyLog())
+    state = build_graph("naive_rag", index=index).invoke(
+        {"question": QUESTION}, {"callbacks": [log]}, context=local_model.context(retriever="dsi", summary_documents=2)
+    )
+    assert state.get("answer") or one_line(state.get("error"))
+    assert state["trajectory"] and state["trajectory"][0]["chunk_ids"]
+    from arag_graph.retrievers.summaries import summary_index
+
+    summaries = summary_index(index)
+    assert summaries.info.get("kind") == "model" and summaries.info.get("model") == local_model.name, summaries.info
+    assert len(summaries.records) == len(titles) and all(r.get("summary") for r in summaries.records)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Python API with token streaming, the CLI, the evaluation and a served run
+
+
+def test_python_api_streams_the_models_tokens(local_model: LocalModel, sample_index: Any) -> None:
+    """``stream_mode="messages"`` makes LangChain stream the reply: the tokens arrive as the model writes them."""
+    from arag_graph import build_graph
+
+    graph = build_graph("naive_rag", index=sample_index)
+    pieces: list[str] = []
+    final: dict[str, Any] = {}
+    for mode, chunk in graph.stream(
+        {"question": QUESTION}, context=local_model.context(), stream_mode=["messages", "values"]
+    ):
+        if mode == "messages":
+            message, _ = chunk
+            if isinstance(message, AIMessageChunk):
+                pieces.append(message.text)
+        else:
+            final = chunk
+    assert len([p for p in pieces if p]) > 1  # streamed in pieces, not one block
+    assert final.get("answer") or one_line(final.get("error"))
+
+
+def cli(args: list[str], cache: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
+    env.update({"ARAG_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), "LANGSMITH_TRACING": "false"})
+    command = [sys.executable, "-m", "arag_graph.cli.main", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_arag_ask_prints_the_real_trajectory_and_writes_the_page(
+    local_model: LocalModel, sample_index: Any, tmp_path: Path
+) -> None:
+    page = tmp_path / "ask.html"
+    args = ["ask", QUESTION, "--index", str(sample_index.path), *local_model.cli_args(), "--max-steps", "3"]
+    done = cli([*args, "--set", f"max_tokens={MAX_TOKENS}", "--html", str(page)], tmp_path / "cache")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    streamed = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("->", "<-"))]
+    shown = page.read_text(encoding="utf-8")
+    assert "trajectory view" in done.stdout
+    for line in streamed:  # each tool call printed as it happened is on the page too
+        if line.startswith("->"):
+            tool = line[3:].split("(", 1)[0]
+            assert tool in shown, line
+
+
+def test_arag_eval_with_the_judge_resumes_after_a_kill(
+    local_model: LocalModel, sample_index: Any, tmp_path: Path
+) -> None:
+    """3 questions, 2 workers, naive_rag, the local model as judge too; killed at the first prediction
+    on disk, then rerun: every question recorded once, with the server's usage and a latency."""
+    from tests.slow.eval_faults import kill_at_records, read_predictions
+
+    out = tmp_path / "run"
+    args = [
+        "eval", "--dataset", str(REPO / "arag_graph/data/sample/questions.json"),
+        "--index", str(sample_index.path), *local_model.cli_args(), "--judge", local_model.name,
+        "--graphs", "naive_rag", "--limit", "3", "--workers", "2",
+        "--set", f"max_tokens={MAX_TOKENS}", "--out", str(out), "--quiet", "--no-upload",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
+    env.update({"ARAG_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO), "LANGSMITH_TRACING": "false"})
+    kill = kill_at_records([sys.executable, "-m", "arag_graph.cli.main", *args], env, 1, out)
+    assert kill.landed
+    done = cli(args, tmp_path / "cache", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files, duplicates, torn = read_predictions(out)
+    assert duplicates == 0 and torn == 0
+    records = [r for by_question in files.values() for r in by_question.values()]
+    assert len(records) == 3, sorted(files)
+    for record in records:
+        prediction = record["prediction"]
+        assert prediction["answer"] or one_line(prediction["error"]), prediction
+        assert prediction["usage"] and prediction["usage"]["input_tokens"] > 0, prediction
+        assert record["seconds"] > 0
+    assert (out / "summary.md").is_file() and (out / "report.html").is_file()
+
+
+def test_langgraph_dev_serves_a_run_on_the_local_model(
+    local_model: LocalModel, sample_index: Any, tmp_path_factory: pytest.TempPathFactory, exported_encoder: Path
+) -> None:
+    from tests.slow.devserver import running_dev_server
+
+    env = {
+        "ARAG_ALLOWED_BASE_URLS": local_model.base_url,
+        "ARAG_ALLOWED_MODELS": local_model.name,
+        "ARAG_INDEX": str(sample_index.path),
+    }
+    workdir = tmp_path_factory.mktemp("langgraph-dev-local")
+    with running_dev_server(workdir, env, encoder=exported_encoder) as server, server.log_on_failure():
+        client = server.client()
+        thread = client.threads.create()
+        result = client.runs.wait(
+            thread["thread_id"], "arag", input={"question": QUESTION}, context=local_model.context(max_steps=2)
+        )
+    assert isinstance(result, dict), result
+    assert result.get("answer") or one_line(result.get("error")), result
+    assert result.get("steps", 0) <= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# What the model sent that was malformed, by class
+
+
+def test_every_malformed_reply_was_classified_and_the_runs_still_ended(local_model: LocalModel) -> None:
+    """Runs last in the module: the table of the replies logged above (written to
+    ``$ARAG_LOCAL_MODEL_REPORT`` when set)."""
+    table = {case: tally(log.exchanges) for case, log in LOGS.items()}
+    assert table, "no run was logged"
+    shown = {case: examples(log.exchanges) for case, log in LOGS.items()}
+    report = os.environ.get("ARAG_LOCAL_MODEL_REPORT")
+    if report:
+        Path(report).write_text(json.dumps({"table": table, "examples": shown}, indent=1), encoding="utf-8")
+    print(json.dumps(table, indent=1))
+    for log in LOGS.values():
+        for exchange in log.exchanges:
+            for name in classify(exchange):
+                assert re.fullmatch(r"[a-z_]+", name)
+    assert sum(row["replies"] for row in table.values()) > 0
