@@ -10,6 +10,7 @@ starts with nothing read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -173,6 +174,87 @@ def test_http_sessions_are_capped_and_expire_when_idle(sample_index: Hierarchica
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port in a thread; yields its ``/mcp`` URL."""
+    import threading
+
+    import uvicorn
+
+    from arag_graph.tools.mcp_server import listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_by_default_a_hundred_http_sessions_are_open_at_most(sample_index: HierarchicalIndex) -> None:
+    """The SDK's own bound (10,000 sessions, 30 minutes idle) let the probe's 1,500 clients that never
+    sent DELETE hold 200 MB for good: by default 100 sessions are open at once, the 101st client is
+    answered 503, and one that ends its session makes room for the next."""
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, http_app, open_sessions
+
+    app = http_app(RetrievalToolServer(sample_index).mcp_server())
+    with _serving(app) as url, httpx.Client(timeout=60) as client:
+        opened = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(100)]
+        assert {r.status_code for r in opened} == {200}
+        assert open_sessions(app) == 100
+        full = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+        assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+        assert open_sessions(app) == 100
+        ended = client.delete(url, headers={**_HEADERS, "mcp-session-id": opened[0].headers["mcp-session-id"]})
+        assert ended.status_code == 200, ended.text
+        assert client.post(url, json=_INITIALIZE, headers=_HEADERS).status_code == 200
+        assert open_sessions(app) == 100
+
+
+def test_two_hundred_idle_http_sessions_are_closed_with_their_read_sets(sample_index: HierarchicalIndex) -> None:
+    """200 clients each initialise, read a chunk and leave without DELETE: once idle for
+    ``idle_seconds`` every session is closed (none is counted open, an old ID answers 404) and the
+    read sets the server kept for them are released too."""
+    import gc
+    import time
+
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, SessionLimits, http_app, open_sessions
+
+    tools = RetrievalToolServer(sample_index)
+    app = http_app(tools.mcp_server(), sessions=SessionLimits(max_sessions=1000, idle_seconds=2))
+    read = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    read["params"] = {"name": "chunk_read", "arguments": {"chunk_ids": ["0"]}}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with _serving(app) as url, httpx.Client(timeout=60) as client:
+        ids = []
+        for _ in range(200):
+            opened = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+            assert opened.status_code == 200, opened.text
+            session = {**_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            assert client.post(url, json=initialized, headers=session).status_code == 202
+            answer = client.post(url, json=read, headers=session)
+            assert answer.status_code == 200 and '"isError":false' in answer.text, answer.text
+            ids.append(session["mcp-session-id"])
+        assert tools._sessions, "no read set was kept: the test would show nothing"
+        deadline = time.monotonic() + 90  # a generous bound on a loaded machine, not a timing claim
+        while open_sessions(app) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert open_sessions(app) == 0
+        gone = client.post(
+            url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers={**_HEADERS, "mcp-session-id": ids[-1]}
+        )
+        assert gone.status_code == 404, gone.text
+        gc.collect()
+        assert len(tools._sessions) == 0
 
 
 def test_the_announced_socket_already_accepts_connections() -> None:

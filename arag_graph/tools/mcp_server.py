@@ -312,7 +312,17 @@ def http_app(server: Server, host: str = "127.0.0.1", sessions: SessionLimits | 
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
             await manager.handle_request(scope, receive, send)
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+    app = Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+    app.state.session_manager = manager
+    return app
+
+
+def open_sessions(app: Starlette) -> int:
+    """How many MCP sessions ``app`` (made by :func:`http_app`) holds open now, expired ones gone.
+
+    Read from the SDK's session table (it offers no public count): for tests and benchmarks that
+    show the bounds of :class:`SessionLimits` holding."""
+    return len(app.state.session_manager._server_instances)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
