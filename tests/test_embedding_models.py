@@ -8,6 +8,7 @@ endpoint) given to ``arag index`` is recorded in the manifest, and loading the i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -484,6 +485,27 @@ def endpoint_index(tmp_path: Path, server: OpenAIStubServer) -> Path:
     out = tmp_path / "index"
     build_index(DOCS, out, embeddings="openai:stub-embed", embedding_base_url=server.url, progress=False)
     return out
+
+
+def test_an_embedding_base_url_fragment_is_refused_and_never_recorded(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fragment (``#token=...``) in ``--embedding-base-url`` reaches no server, and was written into
+    the manifest as given: the command refuses it in one line without echoing it, and a manifest
+    records none, however its URL was set."""
+    from arag_graph.index.manifest import Manifest
+
+    private = "token=fragment-kept-private"
+    out = tmp_path / "index"
+    argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
+    line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", f"{openai_server.url}#{private}"], capsys))
+    assert "has a fragment" in line and private not in line, line
+    assert not out.exists() and not openai_server.embedding_requests
+    built = endpoint_index(tmp_path, openai_server)
+    path = built / "builds" / (built / "CURRENT").read_text(encoding="utf-8").strip() / "manifest.json"
+    manifest = Manifest.from_file(path)
+    text = dataclasses.replace(manifest, embedding_base_url=f"{openai_server.url}#{private}").to_json()
+    assert private not in text and json.loads(text)["embedding_base_url"] == openai_server.url
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))

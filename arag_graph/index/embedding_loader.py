@@ -147,6 +147,14 @@ class EndpointEmbeddings(Embeddings):
                 f"--embedding-base-url {url_without_credentials(base_url)[:100]!r} carries credentials, which would "
                 "be written into the index; give the URL without them and the key in ARAG_API_KEY or OPENAI_API_KEY"
             )
+        if base_url and "#" in base_url:
+            # A fragment never reaches a server, so it can only be a mistake or something private (a
+            # token pasted after '#'); either way it does not belong in the manifest. Not echoed.
+            raise ModelSpecError(
+                f"--embedding-base-url {url_without_credentials(base_url.split('#', 1)[0])[:100]!r}#... has a "
+                "fragment, which no server receives and which would be written into the index; give the URL "
+                "without the '#' and what follows"
+            )
         from arag_graph.core.limits import api_key_from_env
 
         key = api_key_from_env()

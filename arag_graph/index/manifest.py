@@ -39,6 +39,12 @@ SentenceBackend = Literal["auto", "matrix", "chroma"]
 SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
 
 
+def _url_for_file(url: str) -> str:
+    """``url`` as a manifest records it: without credentials, and without a fragment (``#...``), which
+    no server receives and which could only carry something private into the index."""
+    return url_without_credentials(url.split("#", 1)[0])
+
+
 @dataclass(frozen=True)
 class Manifest:
     """What an index was built from and with; checked when it is loaded."""
@@ -100,13 +106,14 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest's text, with every URL it records passed through the one rule for URLs in files
-        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already; and
+        (:func:`arag_graph.core.safety.url_without_credentials`, and no fragment): builds refuse such
+        URLs already; and
         sealed by ``manifest_checksum`` over everything else it holds (checked by :meth:`from_file`)."""
         record = json.loads(json.dumps(dataclasses.asdict(self)))
         if record["embedding_base_url"]:
-            record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
+            record["embedding_base_url"] = _url_for_file(record["embedding_base_url"])
         if isinstance(record["chroma"].get("url"), str):
-            record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+            record["chroma"] = {**record["chroma"], "url": _url_for_file(record["chroma"]["url"])}
         record.pop("manifest_checksum", None)
         record["manifest_checksum"] = integrity.json_checksum(record)
         return json.dumps(record, indent=2, sort_keys=True)
