@@ -274,6 +274,28 @@ def test_deleting_an_unknown_id_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("given", [None, 7, b"doc1"])
+def test_delete_of_what_is_not_ids_is_one_line(given: object, tmp_path: Path) -> None:
+    """``delete(None)`` raised Python's bare ``TypeError: 'NoneType' object is not iterable``."""
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    with pytest.raises(AragError) as caught:
+        index.delete(given)  # type: ignore[arg-type]
+    assert "delete() takes the ids of the documents to remove" in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert index.document_ids() == ["doc0", "doc1", "doc2"]
+
+
+def test_one_id_or_one_document_given_alone_is_that_one(tmp_path: Path) -> None:
+    """A string is one id, not its characters; a Document alone is one document, not its fields."""
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    deleted = index.delete("doc1")
+    assert deleted.document_ids() == ["doc0", "doc2"]
+    added = deleted.add_documents(Document(page_content="A lone page about lighthouses.", id="lone"))
+    assert added.document_ids() == ["doc0", "doc2", "lone"]
+    with pytest.raises(AragError, match="add_documents\\(\\) takes a list of documents"):
+        added.add_documents(None)  # type: ignore[arg-type]
+
+
 def test_an_update_of_a_stale_copy_is_refused(tmp_path: Path) -> None:
     index = build(PagesLoader(3).load(), tmp_path / "index")
     index.add_documents([Document(page_content="More text.", id="m")])
