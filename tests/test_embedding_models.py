@@ -525,6 +525,29 @@ def test_bad_query_vectors_from_an_endpoint_are_one_line(
         assert "embedding model openai:stub-embed answered" in err and FAULTS[fault] in err, err
 
 
+class MixedEmbedder:
+    """Stands in for the stub server's embedder: each batch's vectors of two different lengths."""
+
+    dim = 16
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[0.5] * (self.dim if i % 2 == 0 else self.dim // 2) for i, _ in enumerate(texts)]
+
+
+def test_vectors_of_different_lengths_from_an_endpoint_are_one_clear_line(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint answering vectors of 16 and 8 values in one batch was refused with NumPy's
+    "setting an array element with a sequence ... inhomogeneous shape" text."""
+    openai_server.embedder = MixedEmbedder()  # type: ignore[assignment]
+    out = tmp_path / "index"
+    argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
+    line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", openai_server.url], capsys))
+    assert "answered vectors of different lengths (8, 16)" in line, line
+    assert "inhomogeneous" not in line and "sequence" not in line, line
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("fault", ["nan", "zero"])  # at build, the first vectors set the dimension
 def test_bad_vectors_at_build_are_one_line_and_build_nothing(
     fault: str, tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
