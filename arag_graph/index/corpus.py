@@ -517,7 +517,7 @@ def _html_text(data: bytes) -> tuple[str | None, str]:
     reader = _VisibleText()
     reader.feed(markup)
     reader.close()
-    title = " ".join(" ".join(reader.title).split())
+    title = " ".join(part.strip() for part in reader.title if part.strip())  # as the tree gave it
     lines = (line.strip() for part in reader.parts for line in part.splitlines())
     return title or None, "\n".join(line for line in lines if line)
 
