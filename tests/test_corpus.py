@@ -327,6 +327,8 @@ PAGES = [
     b"<p>No head, no title.<p>Two paragraphs left open",
     b"<html><head><title>Open head<meta charset='utf-8'><body><p>Body text</p>",
     "<html><body><p>Caf\u00e9 \u2014 na\u00efve &eacute;t&eacute;</p></body></html>".encode("utf-8"),
+    b"<p>a</p><noscript>n<template>t</noscript><p>visible</p>",  # closing one closes those left open in it
+    b"<p>a</p><noscript>n1<template>t</template>n2</noscript><p>d</p>",  # and only those
 ]
 
 
@@ -335,6 +337,16 @@ def test_html_text_follows_the_rules_the_tree_gave(page: bytes) -> None:
     from arag_graph.index.corpus import _html_text
 
     assert _html_text(page) == _tree_text(page)
+
+
+def test_an_html_head_left_open_ends_where_the_body_starts() -> None:
+    """The tree nested such a body inside the head and dropped it with the head: the page gave no
+    text at all. Here the head's text stays hidden and the body's is read."""
+    from arag_graph.index.corpus import _html_text
+
+    page = b"<html><head><style>s</style>head text<body><p>Body text</p></body></html>"
+    assert _tree_text(page) == (None, "")
+    assert _html_text(page) == (None, "Body text")
 
 
 def test_deeply_nested_html_is_read_in_memory_that_follows_its_size() -> None:

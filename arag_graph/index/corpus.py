@@ -47,7 +47,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import CorpusError
@@ -513,7 +513,8 @@ def _html_text(data: bytes) -> tuple[str | None, str]:
     """
     from bs4.dammit import UnicodeDammit
 
-    markup = UnicodeDammit(data, is_html=True).unicode_markup or data.decode("utf-8", "replace")
+    # UnicodeDammit always decodes bytes (with replacement characters at worst): never None here.
+    markup = cast(str, UnicodeDammit(data, is_html=True).unicode_markup)
     reader = _VisibleText()
     reader.feed(markup)
     reader.close()
