@@ -6,13 +6,17 @@ recording server, the embedding model loads from site-packages, and Chroma telem
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 if TYPE_CHECKING:
     from tests.stubs.langsmith_recorder import LangSmithRecorder
@@ -25,6 +29,17 @@ os.environ["LANGSMITH_TRACING"] = "false"
 os.environ["LANGCHAIN_TRACING_V2"] = "false"
 for _secret in ("OPENAI_API_KEY", "ARAG_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "ARAG_MODEL", "ARAG_INDEX"):
     os.environ.pop(_secret, None)
+
+# Hypothesis: under CI every run tries the same examples (derandomized, no example database), so a
+# red CI run is the code's doing, not the draw's, and reruns the same; locally it searches afresh.
+# The project's own profile, loaded for the CI values running_under_ci() reads, whatever hypothesis
+# version is installed (recent ones load a "ci" profile of their own when a CI variable is set).
+# Loaded here, before any test module is imported, because each ``@settings(...)`` copies the
+# profile in force when its module is imported.
+HYPOTHESIS_CI_PROFILE = "arag-ci"
+hypothesis_settings.register_profile(HYPOTHESIS_CI_PROFILE, derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}:
+    hypothesis_settings.load_profile(HYPOTHESIS_CI_PROFILE)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"  # the public QA data the tests use, committed with its source and licence
@@ -62,17 +77,62 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["ARAG_CACHE_DIR"] = old
 
 
+# Session fixtures that build an index with the real encoder: minutes of CPU on a loaded machine, paid
+# by whichever test first asks for them. pytest-timeout times a test's fixture set-up with the test,
+# so that test would fail for a build it did not cause; the build runs under a bound of its own instead.
+SHARED_BUILD_TIMEOUT = 1800.0  # seconds: a shared index build, whatever test pays for it
+
+
+class SharedBuildTimeout(Exception):
+    """A shared session fixture took longer than its own bound (:data:`SHARED_BUILD_TIMEOUT`)."""
+
+
+@contextlib.contextmanager
+def outside_the_test_timeout(what: str, bound: float = SHARED_BUILD_TIMEOUT) -> Iterator[None]:
+    """Run a shared build with the test's own timer paused, under ``bound`` seconds of its own.
+
+    pytest-timeout's default method is ``SIGALRM`` (an interval timer, the one process-wide alarm):
+    what is left of the test's time is taken off the timer here and given back afterwards, and the
+    build gets an alarm of its own that fails it, named, after ``bound`` seconds. Off the main thread
+    (pytest-timeout's ``thread`` method) there is no alarm to pause, and the build runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGALRM)
+    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)  # the test's timer, paused
+
+    def expired(signum: int, frame: Any) -> None:
+        raise SharedBuildTimeout(f"{what} took more than {bound:g} s to build (its own bound, not the test's)")
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, bound)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)
+
+
 @pytest.fixture(scope="session")
 def sample_index(_isolated_cache: Path):
     """The bundled sample (100 HotpotQA passages), built with the real encoder into the test cache.
 
     ``$ARAG_TEST_SAMPLE_INDEX`` names one built before the session instead: bench/mutation.py builds it
     once, so that each mutant's test run does not encode the corpus again (mutants of the tools cannot
-    change how it was built).
+    change how it was built). Built outside the test's timeout (:func:`outside_the_test_timeout`).
     """
+    return build_sample_index()
+
+
+def build_sample_index() -> Any:
+    """:func:`sample_index`'s build, outside the test's timeout."""
     from arag_graph.index.sample import ensure_sample_index
 
-    return ensure_sample_index(os.environ.get("ARAG_TEST_SAMPLE_INDEX") or None, progress=False)
+    with outside_the_test_timeout("the sample index"):
+        return ensure_sample_index(os.environ.get("ARAG_TEST_SAMPLE_INDEX") or None, progress=False)
 
 
 HOTPOT_SLICE_QUESTIONS = 12
@@ -81,11 +141,15 @@ HOTPOT_SLICE_QUESTIONS = 12
 @pytest.fixture(scope="session")
 def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Corpus and questions files for the first questions of HotpotQA-100 and their passages."""
+    return write_hotpot_slice(tmp_path_factory.mktemp("hotpot-slice"))
+
+
+def write_hotpot_slice(out: Path) -> tuple[Path, Path]:
+    """:func:`hotpot_slice`'s files, written into ``out`` (bench/mutation.py builds its index from them)."""
     questions = json.loads(data_file("hotpotqa-100/questions.json").read_text(encoding="utf-8"))
     corpus = json.loads(data_file("hotpotqa-100/corpus.json").read_text(encoding="utf-8"))
     picked = questions[:HOTPOT_SLICE_QUESTIONS]
     titles = {title for q in picked for title, _ in q["context"]}
-    out = tmp_path_factory.mktemp("hotpot-slice")
     (out / "corpus.json").write_text(
         json.dumps({t: s for t, s in corpus.items() if t in titles}, ensure_ascii=False), encoding="utf-8"
     )
@@ -95,10 +159,25 @@ def hotpot_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def hotpot_index(hotpot_slice: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
-    """A real index of the HotpotQA slice (about 120 passages)."""
+    """A real index of the HotpotQA slice (about 120 passages), built outside the test's timeout.
+
+    ``$ARAG_TEST_HOTPOT_INDEX`` names one built before the session instead (bench/mutation.py builds
+    it once for the CoRAG modules' mutants, as it does the sample index).
+    """
+    prebuilt = os.environ.get("ARAG_TEST_HOTPOT_INDEX")
+    if prebuilt:
+        from arag_graph.index.load import load_index
+
+        return load_index(prebuilt)
+    return build_hotpot_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index")
+
+
+def build_hotpot_index(corpus: Path, out: Path) -> Any:
+    """:func:`hotpot_index`'s build, outside the test's timeout."""
     from arag_graph.index.build import build_index
 
-    return build_index(hotpot_slice[0], tmp_path_factory.mktemp("hotpot-index") / "index", progress=False)
+    with outside_the_test_timeout("the HotpotQA slice's index"):
+        return build_index(corpus, out, progress=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ read answers "already read" instead of sending its text again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -74,3 +75,37 @@ def test_an_unusable_thread_store_is_one_line(
     argv = ["ask", QUESTION, "--index", str(sample_index.path), "--model", "offline", "--thread", "t", "--json"]
     line = assert_one_error_line(*run_cli(argv, capsys))
     assert "thread store" in line and "ARAG_CACHE_DIR" in line
+
+
+@pytest.mark.parametrize(
+    ("tables", "named"),
+    [
+        (
+            "CREATE TABLE checkpoints (id INTEGER PRIMARY KEY, data BLOB)",
+            "lacks the column(s) checkpoint, checkpoint_id",
+        ),
+        ("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)", "holds the table(s) 'notes'"),
+    ],
+    ids=["its-table-other-columns", "other-tables"],
+)
+def test_a_foreign_thread_store_is_refused_in_one_line_and_left_as_it_was(
+    sample_index: HierarchicalIndex,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    tables: str,
+    named: str,
+) -> None:
+    """A ``threads.sqlite`` of another program (its own tables, or a ``checkpoints`` table of other
+    columns) is not read as threads, nor written into: one line says so, and the file is unchanged."""
+    import sqlite3
+
+    monkeypatch.setattr("arag_graph.core.cache.cache_dir", lambda: tmp_path)
+    store = tmp_path / THREAD_STORE
+    with contextlib.closing(sqlite3.connect(store)) as conn, conn:
+        conn.execute(tables)
+    before = store.read_bytes()
+    argv = ["ask", QUESTION, "--index", str(sample_index.path), "--model", "offline", "--thread", "t", "--json"]
+    line = assert_one_error_line(*run_cli(argv, capsys))
+    assert str(store) in line and "is not arag's" in line and named in line and "ARAG_CACHE_DIR" in line
+    assert store.read_bytes() == before

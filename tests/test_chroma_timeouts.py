@@ -19,6 +19,7 @@ import pytest
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
+from arag_graph.index import integrity
 from arag_graph.index.build import build_index
 from arag_graph.index.encoders import DEFAULT_MODEL_ID
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
@@ -157,7 +158,8 @@ def server_index(tmp_path: Path, url: str) -> Path:
     manifest["chroma"] = {"mode": "http", "url": url, "collection": f"index-{build.name}"}
     # The CLI loads the default model; the vectors live in the "server", so nothing local changes.
     manifest.update(embedding_model=DEFAULT_MODEL_ID, encoder="torch")
-    manifest.pop("manifest_checksum")  # edited by hand: its seal would (rightly) refuse it
+    manifest.pop("manifest_checksum")  # edited by hand: its old seal would (rightly) refuse it; sealed anew
+    manifest["manifest_checksum"] = integrity.json_checksum(manifest)
     (build / MANIFEST).write_text(json.dumps(manifest))
     shutil.rmtree(build / "chroma")
     return root

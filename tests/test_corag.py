@@ -61,13 +61,13 @@ class CountingModel(ScriptedChatModel):
 
 
 @pytest.fixture(scope="module")
-def index(request: pytest.FixtureRequest) -> Any:
-    """The HotpotQA slice's index, which the offline tests need anyway (one index build, not two);
-    the bundled sample when the shared data is not there, so the control-flow tests still run."""
-    try:
-        return request.getfixturevalue("hotpot_index")
-    except pytest.skip.Exception:
-        return request.getfixturevalue("sample_index")
+def index(hotpot_index: Any) -> Any:
+    """The HotpotQA slice's index, which the offline tests need anyway (one index build, not two).
+
+    Its data is committed (data/), so it cannot be missing; a skip here would be a real fault and is
+    not caught (under ``CI=true`` it fails the test, tests/conftest.py).
+    """
+    return hotpot_index
 
 
 _SEARCH = re.compile(r'A search for "(.*)" returned')
@@ -251,6 +251,57 @@ def test_never_sufficient_stops_at_the_step_cap(index: Any, cap: int) -> None:
     assert out["answer"] == "Stephen King"
     ids = [cid for link in out["chain"] for cid in link["new_chunk_ids"]]
     assert len(ids) == len(set(ids)) and set(out["context_chunks"]) == set(ids)
+
+
+CHAIN_LENGTHS = {
+    "greedy": {"max_steps": 3},
+    "greedy-fixed": {"max_steps": 3, "fixed_length": True},
+    "best_of_n": {"decoding": "best_of_n", "n": 2, "max_steps": 3},
+    "tree": {"decoding": "tree", "beam": 1, "expand": 2, "rollouts": 1, "max_steps": 3},
+    "tree-fixed": {"decoding": "tree", "beam": 1, "expand": 2, "rollouts": 0, "max_steps": 3, "fixed_length": True},
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(CHAIN_LENGTHS))
+def test_a_chain_that_is_never_sufficient_is_exactly_max_steps_long(index: Any, name: str) -> None:
+    """The step cap is the chain's length, whatever the decoding: a run's own cap (a tree candidate at
+    depth d has d steps, a rollout goes 2 steps further, within ``max_steps``), checked last steps or not,
+    and fixed-length chains, which a repeated query does not stop."""
+    context = CHAIN_LENGTHS[name]
+    fixed = bool(context.get("fixed_length"))
+    # Every reformulation a new topic (fixed-length: always the question again, which does not stop it).
+    queries: Any = [QUESTION] if fixed else (lambda i, temperature, prompt: TOPICS[i % len(TOPICS)])
+    model = chain_model(queries=queries)
+    out = build_corag_graph(index, model).invoke({"question": QUESTION}, context=context)
+    assert out["error"] is None and out["answer"] == "Stephen King"
+    assert len(out["chain"]) == 3 and out["stop_reason"] == "step_cap", (out["stop_reason"], out["stop_detail"])
+    assert [link["step"] for link in out["chain"]] == [1, 2, 3]
+    assert model.counts["SubAnswer"] == out["steps"] and model.counts["Sufficiency"] <= out["steps"]
+    if fixed:
+        assert model.counts["Sufficiency"] == 0
+    runs = out["sampled_chains"]
+    if context.get("decoding") == "best_of_n":
+        assert [len(r["chain"]) for r in runs] == [3, 3] and out["steps"] == 6
+        assert model.counts["Sufficiency"] == model.counts["Reformulation"] == 2 * 2  # the last step unchecked
+    by_id = {run["id"]: run for run in runs}
+    for run in runs if context.get("decoding") == "tree" else []:
+        depth = run["id"].count(".") + 1
+        wanted = 3 if run["role"] == "rollout" else depth  # a rollout: min(max_steps, its candidate's + 2)
+        assert len(run["chain"]) == wanted <= 3, (run["id"], run["role"], len(run["chain"]))
+        if run["role"] == "rollout":  # only a candidate short of max_steps has somewhere to lead
+            assert len(by_id[run["parent"]]["chain"]) < 3, run["id"]
+    if context.get("decoding") == "tree":
+        assert max(r["id"].count(".") + 1 for r in runs if r["role"] == "candidate") == 3
+        # A candidate below max_steps checks its last step (the next reformulation reads the verdict);
+        # one at max_steps does not, nor do the rollouts here (from depth 2: only the unchecked last step).
+        below = [r for r in runs if r["role"] == "candidate" and len(r["chain"]) < 3]
+        assert model.counts["Sufficiency"] == (0 if fixed else len(below))
+    # The last retrieval of a chain at the cap is never checked: no verdict could change what happens next.
+    for chain in [out["chain"], *(r["chain"] for r in runs if len(r["chain"]) == 3)]:
+        assert chain[-1]["is_sufficient"] is None
+    if not runs:
+        assert out["steps"] == 3 and model.counts["Reformulation"] == 2
 
 
 @pytest.mark.integration

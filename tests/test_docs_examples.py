@@ -39,6 +39,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import outside_the_test_timeout
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<body>.*?)\s*-->")
@@ -137,22 +139,21 @@ def unaccepted_reason(reason: str) -> str | None:
 
 @pytest.fixture(scope="session")
 def built_indexes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The indexes the pages use, built once with the CLI they document."""
+    """The indexes the pages use, built once with the CLI they document (outside the test's timeout:
+    each build has its own)."""
     root = tmp_path_factory.mktemp("doc-indexes")
     arag = Path(sys.executable).with_name("arag")
     made = {"sample": root / "sample"}
-    subprocess.run(
-        [str(arag), "index", str(REPO / "arag_graph/data/sample/corpus.json"), "--out", str(made["sample"]), "-q"],
-        check=True,
-        timeout=1200,
-    )
-    if any("fixture hotpotqa" in d for p in PAGES for d in page_directives(p)):
-        made["hotpotqa"] = root / "hotpotqa"
+    with outside_the_test_timeout("the documentation's indexes", bound=3600):
         subprocess.run(
-            [str(arag), "index", str(REPO / "data/hotpotqa-100/corpus.json"), "--out", str(made["hotpotqa"]), "-q"],
+            [str(arag), "index", str(REPO / "arag_graph/data/sample/corpus.json"), "--out", str(made["sample"]), "-q"],
             check=True,
-            timeout=1800,
+            timeout=1200,
         )
+        if any("fixture hotpotqa" in d for p in PAGES for d in page_directives(p)):
+            made["hotpotqa"] = root / "hotpotqa"
+            hotpot = str(REPO / "data/hotpotqa-100/corpus.json")
+            subprocess.run([str(arag), "index", hotpot, "--out", str(made["hotpotqa"]), "-q"], check=True, timeout=1800)
     return made
 
 

@@ -8,6 +8,7 @@ endpoint) given to ``arag index`` is recorded in the manifest, and loading the i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -486,6 +487,27 @@ def endpoint_index(tmp_path: Path, server: OpenAIStubServer) -> Path:
     return out
 
 
+def test_an_embedding_base_url_fragment_is_refused_and_never_recorded(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fragment (``#token=...``) in ``--embedding-base-url`` reaches no server, and was written into
+    the manifest as given: the command refuses it in one line without echoing it, and a manifest
+    records none, however its URL was set."""
+    from arag_graph.index.manifest import Manifest
+
+    private = "token=fragment-kept-private"
+    out = tmp_path / "index"
+    argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
+    line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", f"{openai_server.url}#{private}"], capsys))
+    assert "has a fragment" in line and private not in line, line
+    assert not out.exists() and not openai_server.embedding_requests
+    built = endpoint_index(tmp_path, openai_server)
+    path = built / "builds" / (built / "CURRENT").read_text(encoding="utf-8").strip() / "manifest.json"
+    manifest = Manifest.from_file(path)
+    text = dataclasses.replace(manifest, embedding_base_url=f"{openai_server.url}#{private}").to_json()
+    assert private not in text and json.loads(text)["embedding_base_url"] == openai_server.url
+
+
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_bad_query_vectors_from_an_endpoint_are_one_line(
     fault: str, tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
@@ -501,6 +523,29 @@ def test_bad_query_vectors_from_an_endpoint_are_one_line(
         code, _, err = run_cli(argv, capsys)  # (`ask` names its graph on stdout first)
         assert code != 0 and len(err.splitlines()) == 1 and err.startswith("arag: error: "), err
         assert "embedding model openai:stub-embed answered" in err and FAULTS[fault] in err, err
+
+
+class MixedEmbedder:
+    """Stands in for the stub server's embedder: each batch's vectors of two different lengths."""
+
+    dim = 16
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[0.5] * (self.dim if i % 2 == 0 else self.dim // 2) for i, _ in enumerate(texts)]
+
+
+def test_vectors_of_different_lengths_from_an_endpoint_are_one_clear_line(
+    tmp_path: Path, openai_server: OpenAIStubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint answering vectors of 16 and 8 values in one batch was refused with NumPy's
+    "setting an array element with a sequence ... inhomogeneous shape" text."""
+    openai_server.embedder = MixedEmbedder()  # type: ignore[assignment]
+    out = tmp_path / "index"
+    argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
+    line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", openai_server.url], capsys))
+    assert "answered vectors of different lengths (8, 16)" in line, line
+    assert "inhomogeneous" not in line and "sequence" not in line, line
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("fault", ["nan", "zero"])  # at build, the first vectors set the dimension

@@ -285,6 +285,43 @@ def test_ask_html_writes_the_trajectory_view_of_one_question(
     assert page.page.locator(".snippet").count() > 0  # the chunks' text comes from the index
 
 
+def test_ask_html_title_holds_a_hostile_question_as_text(
+    sample_index: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``arag ask QUESTION --html`` puts the question in the page's ``<title>``: a question that closes
+    the title and opens a script stays text there (no browser needed: the parser reads the head as one)."""
+    from html.parser import HTMLParser
+
+    class Head(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.titles: list[str] = []
+            self._open = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self._open = tag
+            if tag == "title":
+                self.titles.append("")
+
+        def handle_data(self, data: str) -> None:
+            if self._open == "title":
+                self.titles[-1] += data
+
+        def handle_endtag(self, tag: str) -> None:
+            self._open = ""
+
+    question = HOSTILE.replace("<script>", "</title><script>") + " Which city is Two Dollar Radio based in?"
+    out_file = tmp_path / "ask.html"
+    argv = ["ask", question, "--index", str(sample_index.path), "--model", "offline", "--html", str(out_file)]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 0, err
+    html = out_file.read_text(encoding="utf-8")
+    head = Head()
+    head.feed(html.split("<style>", 1)[0])  # the page's head, up to its style sheet
+    assert head.titles == [f"arag ask: {question}"], head.titles
+    assert "</title><script>" not in html
+
+
 # --- bad input -----------------------------------------------------------------------------------
 
 

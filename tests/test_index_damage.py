@@ -24,6 +24,7 @@ import pytest
 
 from arag_graph.core.documents import SourceDocument
 from arag_graph.core.errors import AragError
+from arag_graph.index import integrity
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.integrity import file_checksum
@@ -99,12 +100,16 @@ def damaged_line(error: BaseException, root: Path) -> str:
 
 
 def edit_manifest(root: Path, change: Callable[[dict[str, Any]], Any]) -> None:
-    """Change the manifest by hand, without its seal (which would refuse any change first)."""
+    """Change the manifest by hand and seal it again (its old seal would refuse any change first, and a
+    manifest of this format without one is refused too): the damage under test is what loading meets."""
     path = build_of(root) / MANIFEST
     data = json.loads(path.read_text(encoding="utf-8"))
     data.pop("manifest_checksum", None)
     result = change(data)
-    path.write_text(json.dumps(data if result is None else result), encoding="utf-8")
+    edited = data if result is None else result
+    if isinstance(edited, dict):
+        edited["manifest_checksum"] = integrity.json_checksum(edited)
+    path.write_text(json.dumps(edited), encoding="utf-8")
 
 
 def without_checksums(root: Path) -> None:
@@ -605,6 +610,30 @@ def test_a_flipped_bit_in_the_checksums_key_is_refused(copy: Path) -> None:
         load(copy)
     assert "which no arag manifest has" in damaged_line(caught.value, copy)
     record("index_damage", "load: one bit of the manifest's 'checksums' key", faults=1, survived=1)
+
+
+def test_the_seal_is_required_in_this_format_and_manifests_of_format_1_still_load(matrix_copy: Path) -> None:
+    """Deleting ``manifest_checksum`` once made a manifest load unsealed, so "any changed byte refuses"
+    held only while the seal was there. Manifests of this format must have it; those of format 1
+    (written before it was required) load without one, and are checked by it when they have it."""
+    from arag_graph.index.manifest import FORMAT_VERSION, SEALED_FROM
+
+    path = build_of(matrix_copy) / MANIFEST
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["format_version"] == FORMAT_VERSION >= SEALED_FROM and data["manifest_checksum"]
+    del data["manifest_checksum"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(AragError) as caught:
+        load(matrix_copy)
+    assert "has no manifest_checksum" in damaged_line(caught.value, matrix_copy)
+    older = {**data, "format_version": 1}
+    path.write_text(json.dumps(older), encoding="utf-8")
+    assert load(matrix_copy).keyword_search(["Paris"], 1)[0].chunk_id == "eiffel"
+    path.write_text(json.dumps({**older, "manifest_checksum": "0" * 64}), encoding="utf-8")
+    with pytest.raises(AragError) as caught:
+        load(matrix_copy)
+    assert "its checksum of itself fails" in damaged_line(caught.value, matrix_copy)
+    record("index_damage", "load: a manifest of this format without its seal", faults=1, survived=1)
 
 
 def test_a_flipped_bit_in_every_byte_of_the_manifest_is_refused(pristines: dict[str, Path]) -> None:

@@ -865,3 +865,46 @@ def test_a_rebuild_drops_a_leftover_builds_collection_with_the_chroma_timeout_it
     build_index(DOCS, index, embeddings=NamedFakeEmbeddings(), progress=False, chroma_timeout=7.5)
     assert calls == [(f"p-{leftover}", leftover, {"create": False, "timeout": 7.5}), "drop"]
     assert builds_of(index) == [current_of(index)] == recorded(index)
+
+
+def test_a_build_is_not_deleted_while_a_reader_holds_the_readers_lock(tmp_path: Path) -> None:
+    """Old builds go only when no reader can still be opening them (issue 38): while one holds
+    ``.readers`` shared, a rebuild switches ``CURRENT`` and leaves the replaced build; the first
+    rebuild after it was let go deletes it. Readers do not exclude each other."""
+    from arag_graph.index.layout import READERS, no_readers, read_current, reading
+
+    root = tmp_path / "index"
+    build(root)
+    first = read_current(root)
+    with reading(root) as held, reading(root) as also:
+        assert held and also  # shared: any number of readers at once
+        with no_readers(root) as alone:
+            assert not alone
+        build(root)
+        second = read_current(root)
+        assert second != first and sorted(p.name for p in (root / BUILDS).iterdir()) == sorted([first, second])
+    with no_readers(root) as alone:
+        assert alone
+    build(root)
+    third = read_current(root)
+    assert [p.name for p in (root / BUILDS).iterdir()] == [third]
+    assert json.loads((root / RECORD).read_text())["builds"] == [third]
+    assert (root / READERS).is_file() and not (root / READERS).is_symlink()
+
+
+def test_the_readers_lock_never_follows_a_link(tmp_path: Path) -> None:
+    """A ``.readers`` that is a symbolic link is not opened (nor created through): readers go without the
+    lock (loading's retry covers them) and deletion goes ahead, and the link's target is untouched."""
+    from arag_graph.index.layout import READERS, no_readers, reading
+
+    root = tmp_path / "index"
+    build(root)
+    target = tmp_path / "elsewhere"
+    (root / READERS).unlink(missing_ok=True)
+    (root / READERS).symlink_to(target)
+    with reading(root) as held:
+        assert not held
+    with no_readers(root) as alone:
+        assert alone
+    assert not target.exists()
+    assert load_index(root, embeddings=NamedFakeEmbeddings()).document_ids() == ["nile", "paris"]

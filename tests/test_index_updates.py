@@ -9,8 +9,11 @@ written as a new complete build that a killed update never half-replaces.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -269,6 +272,28 @@ def test_deleting_an_unknown_id_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(AragError, match="no document 'doc9'") as caught:
         index.delete(["doc9"])
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("given", [None, 7, b"doc1"])
+def test_delete_of_what_is_not_ids_is_one_line(given: object, tmp_path: Path) -> None:
+    """``delete(None)`` raised Python's bare ``TypeError: 'NoneType' object is not iterable``."""
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    with pytest.raises(AragError) as caught:
+        index.delete(given)  # type: ignore[arg-type]
+    assert "delete() takes the ids of the documents to remove" in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert index.document_ids() == ["doc0", "doc1", "doc2"]
+
+
+def test_one_id_or_one_document_given_alone_is_that_one(tmp_path: Path) -> None:
+    """A string is one id, not its characters; a Document alone is one document, not its fields."""
+    index = build(PagesLoader(3).load(), tmp_path / "index")
+    deleted = index.delete("doc1")
+    assert deleted.document_ids() == ["doc0", "doc2"]
+    added = deleted.add_documents(Document(page_content="A lone page about lighthouses.", id="lone"))
+    assert added.document_ids() == ["doc0", "doc2", "lone"]
+    with pytest.raises(AragError, match="add_documents\\(\\) takes a list of documents"):
+        added.add_documents(None)  # type: ignore[arg-type]
 
 
 def test_an_update_of_a_stale_copy_is_refused(tmp_path: Path) -> None:
@@ -541,3 +566,102 @@ def test_a_built_chroma_index_opens_its_checked_copy_at_the_first_search_once(
     database.write_bytes(database.read_bytes()[:-1] + b"!")
     with pytest.raises(IndexDamagedError, match=r"chroma\.sqlite3"):
         damaged.semantic_search("reef tower", 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers racing updates (issue 38): every search answers, from the old build or the new one
+
+
+def _slow_readers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers that pause between reading ``CURRENT`` and opening the build it names: the window in
+    which an update that switches ``CURRENT`` and deletes the old build catches them, made wide enough
+    (50 ms) that every update meets readers inside it."""
+    from arag_graph.index import load as load_module
+
+    real = load_module.read_current
+
+    def read_then_pause(root: Path, *, strict: bool = True) -> str | None:
+        name = real(root, strict=strict)
+        time.sleep(0.05)
+        return name
+
+    monkeypatch.setattr(load_module, "read_current", read_then_pause)
+
+
+def _race(root: Path, *, searches: int = 50, updates: int = 5, pause: float = 0.0) -> tuple[list[str], list[int]]:
+    """``searches`` loads-and-searches on four threads while one thread makes ``updates`` updates;
+    returns the errors the searches met and how many hits each answered with."""
+    errors: list[str] = []
+    answered: list[int] = []
+    lock = threading.Lock()
+
+    def search(i: int) -> None:
+        try:
+            hits = load_index(root, embeddings=WordHashEmbeddings()).keyword_search(["keeper"], 3)
+        except Exception as exc:  # every failure is the finding, whatever its kind
+            with lock:
+                errors.append(f"search {i}: {type(exc).__name__}: {exc}")
+            return
+        with lock:
+            answered.append(len(hits))
+
+    def update() -> None:
+        for k in range(updates):
+            index = load_index(root, embeddings=WordHashEmbeddings())
+            index.add_documents([page(100 + k)])
+            time.sleep(pause)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+        updater = pool.submit(update)
+        list(pool.map(search, range(searches)))
+        updater.result()
+    return errors, answered
+
+
+@pytest.mark.parametrize("guard", ["both", "readers_lock", "follow_current"])
+def test_fifty_searches_racing_five_updates_all_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guard: str
+) -> None:
+    """A search that loads while an update switches builds answers. Each guard holds on its own:
+    ``readers_lock`` (one load, no retry): the update does not delete the build a reader is opening,
+    and the replaced builds go once no reader holds the lock (the next update); ``follow_current`` (no
+    ``flock``, as on Windows or where the lock file cannot be opened): the update deletes the old
+    build under the reader, which finds ``CURRENT`` moved on and loads the new build."""
+    from arag_graph.index import layout
+    from arag_graph.index import load as load_module
+
+    root = tmp_path / "index"
+    build([page(n) for n in range(6)], root)
+    if guard == "readers_lock":
+        monkeypatch.setattr(load_module, "LOAD_ATTEMPTS", 1, raising=False)
+    if guard == "follow_current":
+        monkeypatch.setattr(layout, "_flock", lambda: None, raising=False)
+    _slow_readers(monkeypatch)
+    # Without the lock, updates are spaced so that no reader meets two of them in one load.
+    errors, answered = _race(root, pause=0.3 if guard == "follow_current" else 0.0)
+    assert errors == [] and len(answered) == 50 and all(n > 0 for n in answered), errors[:3]
+    final = load_index(root, embeddings=WordHashEmbeddings())
+    assert final.document_ids() == [f"doc{n}" for n in [*range(6), *range(100, 105)]]
+    if guard == "follow_current":  # nothing held them: each update deleted the build it replaced
+        assert [p.name for p in (root / BUILDS).iterdir()] == [read_current(root)]
+    final.add_documents([page(200)])  # no reader now: the replaced builds are deleted
+    current = read_current(root)
+    assert [p.name for p in (root / BUILDS).iterdir()] == [current]
+    assert json.loads((root / RECORD).read_text())["builds"] == [current]
+
+
+def test_damage_of_the_build_current_names_is_still_raised_after_one_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Following ``CURRENT`` is for a build that was replaced: a damaged current build is refused at once."""
+    from arag_graph.index import load as load_module
+
+    root = tmp_path / "index"
+    build([page(n) for n in range(6)], root)
+    (root / BUILDS / read_current(root) / "chunks.jsonl").write_text("{}\n", encoding="utf-8")
+    loads: list[int] = []
+    real = load_module.build_path
+    monkeypatch.setattr(load_module, "build_path", lambda *a: loads.append(1) or real(*a))
+    with pytest.raises(IndexDamagedError, match=r"chunks\.jsonl"):
+        load_index(root, embeddings=WordHashEmbeddings())
+    assert len(loads) == 1

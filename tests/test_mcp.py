@@ -10,6 +10,7 @@ starts with nothing read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -128,6 +129,134 @@ def test_http_binds_loopback_and_keeps_one_read_set_per_session(
         assert ALREADY_READ in again and chunk.text not in again
 
 
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_http_sessions_are_capped_and_expire_when_idle(sample_index: HierarchicalIndex) -> None:
+    """Clients that initialise and leave without DELETE (the probe's 1,500) cannot hold sessions forever:
+    past ``--max-sessions`` a new one is refused (503), and after ``--session-idle`` seconds without a
+    request the idle ones are closed (their IDs answer 404) and new clients are admitted again.
+    ``bench/bench_mcp_sessions.py`` measures the memory of 1,500 such clients."""
+    import time
+
+    import httpx
+
+    argv = _mcp_argv(sample_index, "--transport", "http", "--port", "0", "--max-sessions", "3", "--session-idle", "2")
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"serving on (http://\S+)", line)
+        assert match, f"no URL announced: {line!r}"
+        url = match.group(1)
+        with httpx.Client(timeout=60) as client:
+            opened = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(3)]
+            assert [r.status_code for r in opened] == [200, 200, 200], [r.text for r in opened]
+            ids = [r.headers["mcp-session-id"] for r in opened]
+            full = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+            assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+            time.sleep(4)  # past the idle time: nothing was in flight
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+            gone = client.post(url, json=ping, headers={**_HEADERS, "mcp-session-id": ids[0]})
+            assert gone.status_code == 404, gone.text
+            again = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(3)]
+            assert [r.status_code for r in again] == [200, 200, 200], [r.text for r in again]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port in a thread; yields its ``/mcp`` URL."""
+    import threading
+
+    import uvicorn
+
+    from arag_graph.tools.mcp_server import listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_by_default_a_hundred_http_sessions_are_open_at_most(sample_index: HierarchicalIndex) -> None:
+    """The SDK's own bound (10,000 sessions, 30 minutes idle) let the probe's 1,500 clients that never
+    sent DELETE hold 200 MB for good: by default 100 sessions are open at once, the 101st client is
+    answered 503, and one that ends its session makes room for the next."""
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, http_app, open_sessions
+
+    app = http_app(RetrievalToolServer(sample_index).mcp_server())
+    with _serving(app) as url, httpx.Client(timeout=60) as client:
+        opened = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(100)]
+        assert {r.status_code for r in opened} == {200}
+        assert open_sessions(app) == 100
+        full = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+        assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+        assert open_sessions(app) == 100
+        ended = client.delete(url, headers={**_HEADERS, "mcp-session-id": opened[0].headers["mcp-session-id"]})
+        assert ended.status_code == 200, ended.text
+        assert client.post(url, json=_INITIALIZE, headers=_HEADERS).status_code == 200
+        assert open_sessions(app) == 100
+
+
+def test_two_hundred_idle_http_sessions_are_closed_with_their_read_sets(sample_index: HierarchicalIndex) -> None:
+    """200 clients each initialise, read a chunk and leave without DELETE: once idle for
+    ``idle_seconds`` every session is closed (none is counted open, an old ID answers 404) and the
+    read sets the server kept for them are released too."""
+    import gc
+    import time
+
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, SessionLimits, http_app, open_sessions
+
+    tools = RetrievalToolServer(sample_index)
+    app = http_app(tools.mcp_server(), sessions=SessionLimits(max_sessions=1000, idle_seconds=2))
+    read = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    read["params"] = {"name": "chunk_read", "arguments": {"chunk_ids": ["0"]}}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with _serving(app) as url, httpx.Client(timeout=60) as client:
+        ids = []
+        for _ in range(200):
+            opened = client.post(url, json=_INITIALIZE, headers=_HEADERS)
+            assert opened.status_code == 200, opened.text
+            session = {**_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            assert client.post(url, json=initialized, headers=session).status_code == 202
+            answer = client.post(url, json=read, headers=session)
+            assert answer.status_code == 200 and '"isError":false' in answer.text, answer.text
+            ids.append(session["mcp-session-id"])
+        assert tools._sessions, "no read set was kept: the test would show nothing"
+        deadline = time.monotonic() + 90  # a generous bound on a loaded machine, not a timing claim
+        while open_sessions(app) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert open_sessions(app) == 0
+        gone = client.post(
+            url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers={**_HEADERS, "mcp-session-id": ids[-1]}
+        )
+        assert gone.status_code == 404, gone.text
+        gc.collect()
+        assert len(tools._sessions) == 0
+
+
 def test_the_announced_socket_already_accepts_connections() -> None:
     """The URL is printed before uvicorn starts; a client connecting at once must queue, not be refused.
 
@@ -217,6 +346,9 @@ def test_arguments_over_the_operators_cap_are_refused(
         (["mcp", "--port", "70000"], "--port 70000 is out of range"),
         (["mcp", "--host", " "], "--host is empty"),
         (["mcp", "--tool-prefix", "a b"], "--tool-prefix 'a b' must be at most 64 letters, digits"),
+        (["mcp", "--max-sessions", "0"], "--max-sessions 0 is out of range"),
+        (["mcp", "--session-idle", "0"], "--session-idle 0 is out of range"),
+        (["mcp", "--session-idle", "nan"], "--session-idle nan is not a finite number"),
     ],
 )
 def test_bad_mcp_flags_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

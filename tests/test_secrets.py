@@ -407,3 +407,45 @@ def test_describe_model_error_knows_other_clients_connection_and_cut_off_errors(
     assert describe_model_error(ValueError("plain")) == (
         "model call failed: ValueError: plain; check the model name, base URL and API key, or retry later"
     )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_streamed_tool_call_arguments_are_redacted_before_anyone_sees_them(
+    openai_server: OpenAIStubServer, sentinel_env: None, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A model that quotes a key inside a tool call's arguments, streamed in 7-character pieces (the
+    stand-in's split): what the stream hands on (each call's argument pieces, in order, and any raw
+    ``tool_calls`` kept beside them) and the reassembled call hold ``***``, never the key."""
+    import asyncio
+
+    from langchain_core.messages import AIMessageChunk
+
+    monkeypatch.setenv("ARAG_API_KEY", "plain-operator-secret")  # not key-shaped: only the value says it is one
+    quoted = ["Leland", f"Bearer {OPENAI_KEY}", "plain-operator-secret", OTHER_KEY]
+    openai_server.script([tool_call("keyword_search", {"keywords": quoted})])
+    model = models.resolve_chat_model("gpt-4o-mini", base_url=openai_server.url).bind_tools(
+        [{"type": "function", "function": {"name": "keyword_search", "parameters": {"type": "object"}}}]
+    )
+
+    async def collect() -> list[Any]:
+        return [chunk async for chunk in model.astream("search")]
+
+    chunks = list(model.stream("search")) if mode == "sync" else asyncio.run(collect())
+    pieces: dict[Any, str] = {}
+    raw: dict[Any, str] = {}
+    for chunk in chunks:
+        assert isinstance(chunk, AIMessageChunk)
+        for call in chunk.tool_call_chunks:
+            pieces[call.get("index")] = pieces.get(call.get("index"), "") + (call.get("args") or "")
+        for call in chunk.additional_kwargs.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments") or ""
+            raw[call.get("index")] = raw.get(call.get("index"), "") + arguments
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole = whole + chunk
+    assert openai_server.completions and openai_server.completions[0].stream
+    assert list(pieces) == [0] and set(raw) <= {0}
+    for shown in (pieces[0], *raw.values(), repr(whole)):
+        assert not leaks(shown) and "plain-operator-secret" not in shown, shown
+    assert json.loads(pieces[0]) == {"keywords": ["Leland", "Bearer ***", "***", "***"]}
+    assert whole.tool_calls[0]["args"] == {"keywords": ["Leland", "Bearer ***", "***", "***"]}

@@ -123,7 +123,8 @@ def test_an_index_from_before_the_matrix_loads_and_answers_as_it_did(
     manifest = build_dir(old) / MANIFEST
     data = json.loads(manifest.read_text(encoding="utf-8"))
     data["chroma"] = {"mode": "persistent", "path": "chroma", "collection": "sentences"}  # as builds wrote it
-    data.pop("manifest_checksum")  # nor did they seal the manifest
+    data.pop("manifest_checksum")  # nor did they seal the manifest (format 1)
+    data["format_version"] = 1
     manifest.write_text(json.dumps(data), encoding="utf-8")
     loaded = load_index(old)
     assert loaded.sentences.layout is None  # type: ignore[union-attr]

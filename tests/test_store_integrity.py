@@ -143,7 +143,8 @@ def test_files_added_removed_or_linked_in_the_store_refuse(case: str, needle: st
 def test_a_store_without_recorded_checksums_is_refused(copy: Path) -> None:
     path = build_of(copy) / MANIFEST
     data = json.loads(path.read_text(encoding="utf-8"))
-    del data["store_checksums"], data["manifest_checksum"]  # as a build from before them wrote it
+    del data["store_checksums"], data["manifest_checksum"]  # as a build from before them wrote it (format 1)
+    data["format_version"] = 1
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(AragError) as caught:
         load(copy)

@@ -12,16 +12,20 @@ from arag_graph.core.errors import AragError
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the retrieval tools over MCP until the client (stdio) or a signal (http) ends it."""
-    from arag_graph.tools.mcp_server import check_tool_prefix, run_mcp
+    from arag_graph.tools.mcp_server import SessionLimits, check_tool_prefix, run_mcp
 
     cliargs.require_utf8(cliargs.flags(args, "index", "host", "tool_prefix"))
     cliargs.whole_number(args.port, "--port", 0, 65535, example="--port 8765")
+    cliargs.whole_number(args.max_sessions, "--max-sessions", 1, 100_000, example="--max-sessions 100")
+    cliargs.number(args.session_idle, "--session-idle", 0, 86_400, above_low=True, example="--session-idle 300")
     host = (args.host or "").strip()
     if not host:
         raise AragError("--host is empty; give an address to listen on, e.g. --host 127.0.0.1")
     prefix = check_tool_prefix(args.tool_prefix, "--tool-prefix")  # before the index is loaded
     index = open_index(args.index, quiet=True)  # stdout is the protocol's under stdio: nothing else goes there
-    run_mcp(index, transport=args.transport, host=host, port=args.port, tool_prefix=prefix)
+    given = {"max_sessions": args.max_sessions, "idle_seconds": args.session_idle}
+    sessions = SessionLimits(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
+    run_mcp(index, transport=args.transport, host=host, port=args.port, tool_prefix=prefix, sessions=sessions)
     return 0
 
 
@@ -43,5 +47,18 @@ def add_commands(sub: Any, common: dict[str, Any]) -> None:
         default="",
         help="start every tool's name with this (papers_ -> papers_keyword_search), so that a client of two "
         "servers sees distinct names (default: none)",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=None,
+        help="HTTP sessions open at once; one more is refused (503) until one ends (default 100)",
+    )
+    p.add_argument(
+        "--session-idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="close an HTTP session with no request in flight for this long (default 300)",
     )
     p.set_defaults(func=cmd_mcp)

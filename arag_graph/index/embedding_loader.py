@@ -147,6 +147,14 @@ class EndpointEmbeddings(Embeddings):
                 f"--embedding-base-url {url_without_credentials(base_url)[:100]!r} carries credentials, which would "
                 "be written into the index; give the URL without them and the key in ARAG_API_KEY or OPENAI_API_KEY"
             )
+        if base_url and "#" in base_url:
+            # A fragment never reaches a server, so it can only be a mistake or something private (a
+            # token pasted after '#'); either way it does not belong in the manifest. Not echoed.
+            raise ModelSpecError(
+                f"--embedding-base-url {url_without_credentials(base_url.split('#', 1)[0])[:100]!r}#... has a "
+                "fragment, which no server receives and which would be written into the index; give the URL "
+                "without the '#' and what follows"
+            )
         from arag_graph.core.limits import api_key_from_env
 
         key = api_key_from_env()
@@ -180,7 +188,7 @@ class EndpointEmbeddings(Embeddings):
 
     def _call(self, texts: list[str]) -> list[list[float]]:
         try:
-            vectors = np.asarray(self._client.embed_documents(texts), dtype=np.float32)
+            vectors = self._vectors(self._client.embed_documents(texts))
         except AragError:
             raise
         except Exception as exc:  # openai/httpx errors after retries, malformed replies
@@ -205,6 +213,24 @@ class EndpointEmbeddings(Embeddings):
             )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return (vectors / np.maximum(norms, 1e-12)).tolist()
+
+    def _vectors(self, answered: Any) -> np.ndarray:
+        """The endpoint's answer as a float32 matrix, or the one line naming what is wrong with it:
+        vectors of different lengths gave NumPy's "inhomogeneous shape" text (issue 38)."""
+        try:
+            return np.asarray(answered, dtype=np.float32)
+        except (ValueError, TypeError):
+            pass
+        lengths = sorted({len(v) for v in answered if hasattr(v, "__len__")}) if isinstance(answered, list) else []
+        what = (
+            f"vectors of different lengths ({', '.join(map(str, lengths[:5]))}{', ...' if len(lengths) > 5 else ''})"
+            if len(lengths) > 1
+            else "something that is not a list of vectors of numbers"
+        )
+        raise AragError(
+            f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) answered {what}; every vector "
+            "must have the model's one dimension: check the server and the model it serves"
+        )
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self._call(list(texts)) if texts else []

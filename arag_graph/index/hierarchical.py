@@ -34,7 +34,14 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from arag_graph.core.deprecation import warn_moved
-from arag_graph.core.documents import Chunk, MetadataFilter, SearchHit, check_filter, matches_filter
+from arag_graph.core.documents import (
+    Chunk,
+    MetadataFilter,
+    SearchHit,
+    SourceDocument,
+    check_filter,
+    matches_filter,
+)
 from arag_graph.core.errors import AragError, IndexDamagedError
 from arag_graph.index.chroma import RECORD_IDS, SentenceStore, connect_sentence_store
 from arag_graph.index.encoders import SentenceEncoder, check_vectors, embed_query, embed_texts
@@ -227,11 +234,28 @@ class HierarchicalIndex:
         the index holds replaces it. Returns the updated index; this one stays as it was (an index
         is a read-only snapshot that concurrent readers may hold). See
         :func:`arag_graph.index.update.update_index` for how it is done safely and cheaply."""
+        if hasattr(documents, "page_content") or isinstance(documents, SourceDocument):
+            documents = [documents]  # one document given alone (pydantic models iterate over their fields)
+        if documents is None or isinstance(documents, (str, bytes)) or not isinstance(documents, Iterable):
+            raise AragError(
+                f"add_documents() takes a list of documents, e.g. index.add_documents([Document(...)]); "
+                f"got {type(documents).__name__}"
+            )
         return self._update(upsert=list(documents), progress=progress)
 
-    def delete(self, ids: Iterable[str], *, progress: bool = False) -> HierarchicalIndex:
+    def delete(self, ids: Iterable[str] | str, *, progress: bool = False) -> HierarchicalIndex:
         """Remove the documents with these ids (each with all its chunks) without a rebuild; returns
-        the updated index, like :meth:`add_documents`. An id the index does not hold is an error."""
+        the updated index, like :meth:`add_documents`. An id the index does not hold is an error.
+
+        One id given alone (``delete("doc3")``) is that id, not its characters; anything that is not
+        ids (``None``, a number) is refused in one line, not with Python's bare ``TypeError``."""
+        if isinstance(ids, str):
+            ids = [ids]
+        if ids is None or isinstance(ids, bytes) or not isinstance(ids, Iterable):
+            raise AragError(
+                f"delete() takes the ids of the documents to remove, e.g. index.delete(['doc3']); "
+                f"got {type(ids).__name__}"
+            )
         return self._update(delete=[str(i) for i in ids], progress=progress)
 
     def _update(self, **changes: Any) -> HierarchicalIndex:

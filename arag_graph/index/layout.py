@@ -42,6 +42,7 @@ CURRENT = "CURRENT"
 BUILDS = "builds"
 RECORD = "arag-index.json"
 LOCK = ".lock"
+READERS = ".readers"  # readers hold it shared while they open a build; deleting old builds needs it alone
 MANIFEST = "manifest.json"
 RECORD_FORMAT = 1
 _BUILD_NAME = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
@@ -518,14 +519,15 @@ def remove_stale_builds(record: BuildRecord, keep: str | None, drop: Callable[[P
     builds = root / BUILDS
     if _is_link(builds):
         raise AragError(f"{builds}: is a symbolic link, and arag never follows links out of an index directory")
-    for name in list(record.builds):
-        if name == keep:
-            continue
-        path = builds / name
-        if _is_real_dir(path):
-            drop(path)
-        if _lstat(path) is None:
-            record.discard(name)
+    with no_readers(root) as alone:
+        for name in list(record.builds):
+            if name == keep or not alone:  # a reader may be opening it: a later build or update deletes it
+                continue
+            path = builds / name
+            if _is_real_dir(path):
+                drop(path)
+            if _lstat(path) is None:
+                record.discard(name)
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             if _CURRENT_TMP.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
@@ -537,3 +539,82 @@ def remove_tree(path: Path) -> None:
     if _is_real_dir(path):
         # On platforms where rmtree cannot avoid symlink races it still never descends into links.
         shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers and deletion: an old build goes only when no reader can still be opening it
+#
+# A reader reads CURRENT and then opens that build's files; an update that switched CURRENT and
+# deleted the old build in between would leave it reading a build that is gone. Readers therefore
+# hold ``.readers`` shared (an advisory ``flock``) from before they read CURRENT until they have
+# opened the build (after that it needs no file of it by name: arrays are mapped, an embedded Chroma
+# store is a private copy); deleting builds needs it exclusively, and is left to a later build or
+# update when a reader holds it. Where there is no ``flock`` (Windows, which cannot delete an open
+# file anyway) or the file cannot be opened (a read-only index nobody updates), readers go without
+# it and rely on loading's retry, which follows CURRENT to the new build.
+
+
+def _flock() -> Any:
+    """The ``fcntl`` module where the platform has one (imported here, not at the top: the package
+    must import on Windows, tests/test_index_ownership.py)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    return fcntl
+
+
+def _open_readers_file(root: Path, *, create: bool) -> int | None:
+    """A descriptor of ``root/.readers`` (with ``create``: made when missing and the directory is
+    writable), never through a symbolic link; None when it cannot be opened."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for extra in (os.O_CREAT, 0) if create else (0,):
+        try:
+            return os.open(root / READERS, flags | extra, 0o644)
+        except OSError:
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def reading(root: Path) -> Iterator[bool]:
+    """Hold ``root/.readers`` shared while a build is opened; yields whether the lock is held."""
+    fcntl = _flock()
+    fd = _open_readers_file(root, create=True) if fcntl is not None and root.is_dir() else None
+    if fd is None:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a deletion holds it (never a whole build)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def no_readers(root: Path) -> Iterator[bool]:
+    """Hold ``root/.readers`` exclusively if no reader holds it now (never waits); yields whether it
+    is held. Without ``flock`` there is nothing to ask, and deletion goes ahead (loading retries)."""
+    fcntl = _flock()
+    if fcntl is None:
+        yield True
+        return
+    fd = _open_readers_file(root, create=False)
+    if fd is None:
+        # No file: no reader holds it, and one that makes it now reads CURRENT after this, which
+        # already names the new build (deletion follows the switch).
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)

@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from langchain_core.embeddings import Embeddings
 
@@ -32,7 +32,7 @@ from arag_graph.index.encoders import (
 )
 from arag_graph.index.hierarchical import ChunkStore, HierarchicalIndex, open_sentences
 from arag_graph.index.keywords import KeywordIndex, keyword_files
-from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read_current
+from arag_graph.index.layout import MANIFEST, build_path, load_index_array, read_current, reading
 from arag_graph.index.manifest import CHUNKS, Manifest
 from arag_graph.index.sentencematrix import MATRIX_FILE, SentenceMatrix
 from arag_graph.index.text import keyword_chunks
@@ -40,6 +40,42 @@ from arag_graph.index.update import update_index
 
 _LOADED: dict[tuple[str, str, str | None, str], HierarchicalIndex] = {}
 _LOADED_LOCK = threading.Lock()
+_P = ParamSpec("_P")
+LOAD_ATTEMPTS = 4
+"""How many times a load whose build was replaced while it opened it follows ``CURRENT`` to the new one."""
+
+
+def _follows_updates(load: Callable[_P, HierarchicalIndex]) -> Callable[_P, HierarchicalIndex]:
+    """Loading that survives an update racing it (issue 38).
+
+    The load runs holding the index's readers lock (:func:`arag_graph.index.layout.reading`), so an
+    update does not delete a build while it is being opened. Where that lock is not available, an
+    update may delete the build a load has just read from ``CURRENT``; its files are then missing,
+    which reads as damage. A load that fails so while ``CURRENT`` has moved on is repeated on the new
+    build (at most :data:`LOAD_ATTEMPTS` loads): the reader answers from the new build instead of
+    being told to rebuild a healthy index. Damage of the build ``CURRENT`` still names is raised.
+    """
+
+    @functools.wraps(load)
+    def follow(*args: _P.args, **kwargs: _P.kwargs) -> HierarchicalIndex:
+        root = Path(args[0] if args else kwargs["path"])  # type: ignore[arg-type]
+        return _load_following_current(root, functools.partial(load, *args, **kwargs))
+
+    return follow
+
+
+def _load_following_current(root: Path, load: Callable[[], HierarchicalIndex]) -> HierarchicalIndex:
+    """``load()`` under the readers lock, again on the new build while ``CURRENT`` moved on under it."""
+    for attempt in range(1, LOAD_ATTEMPTS + 1):
+        before = read_current(root, strict=False) if root.is_dir() else None
+        with reading(root):
+            try:
+                return load()
+            except IndexDamagedError:
+                now = read_current(root, strict=False) if root.is_dir() else None
+                if attempt >= LOAD_ATTEMPTS or now is None or now == before:
+                    raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None, device: str | None) -> Embeddings:
@@ -62,6 +98,7 @@ def _manifest_embeddings(root: Path, manifest: Manifest, encoder: str | None, de
         ) from None
 
 
+@_follows_updates
 def load_index(
     path: str | os.PathLike[str],
     *,

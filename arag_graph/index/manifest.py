@@ -21,7 +21,11 @@ from arag_graph.core.safety import url_without_credentials
 from arag_graph.index import integrity
 from arag_graph.index.layout import read_index_bytes
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The manifest format builds write. 2: the same fields as 1, and the seal (``manifest_checksum``) is
+required; a manifest of format 1 (from before this version) loads with its seal checked when it has one."""
+SUPPORTED_FORMATS = (1, 2)
+SEALED_FROM = 2
 CHUNKS = "chunks.jsonl"
 KEYWORDS_DIR = "."
 # Where a build records its sentence store before creating it, so that the collection of a build
@@ -33,6 +37,12 @@ HeaderStyle = Literal["path", "aragog"]
 """How contextual headers are written (:data:`arag_graph.index.text.HEADER_STYLES` describes both)."""
 SentenceBackend = Literal["auto", "matrix", "chroma"]
 SENTENCE_BACKENDS: tuple[str, ...] = ("auto", "matrix", "chroma")
+
+
+def _url_for_file(url: str) -> str:
+    """``url`` as a manifest records it: without credentials, and without a fragment (``#...``), which
+    no server receives and which could only carry something private into the index."""
+    return url_without_credentials(url.split("#", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -91,17 +101,19 @@ class Manifest:
     manifest_checksum: str | None = None
     """The manifest's seal over its own content (:func:`arag_graph.index.integrity.json_checksum` of
     every other field), written by :meth:`to_json`: a flipped bit in any value refuses the manifest,
-    as one in a key name does (an unknown key). Manifests from before it load without one."""
+    as one in a key name does (an unknown key). Required from format 2 (:data:`SEALED_FROM`), so that
+    deleting it does not turn "any changed byte refuses" off; manifests of format 1 load without one."""
 
     def to_json(self) -> str:
         """The manifest's text, with every URL it records passed through the one rule for URLs in files
-        (:func:`arag_graph.core.safety.url_without_credentials`): builds refuse such URLs already; and
+        (:func:`arag_graph.core.safety.url_without_credentials`, and no fragment): builds refuse such
+        URLs already; and
         sealed by ``manifest_checksum`` over everything else it holds (checked by :meth:`from_file`)."""
         record = json.loads(json.dumps(dataclasses.asdict(self)))
         if record["embedding_base_url"]:
-            record["embedding_base_url"] = url_without_credentials(record["embedding_base_url"])
+            record["embedding_base_url"] = _url_for_file(record["embedding_base_url"])
         if isinstance(record["chroma"].get("url"), str):
-            record["chroma"] = {**record["chroma"], "url": url_without_credentials(record["chroma"]["url"])}
+            record["chroma"] = {**record["chroma"], "url": _url_for_file(record["chroma"]["url"])}
         record.pop("manifest_checksum", None)
         record["manifest_checksum"] = integrity.json_checksum(record)
         return json.dumps(record, indent=2, sort_keys=True)
@@ -121,10 +133,10 @@ class Manifest:
         if not isinstance(data, dict):
             raise IndexDamagedError(where, f"{path} is not a JSON object")
         version = data.get("format_version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
+        if type(version) is not int or version not in SUPPORTED_FORMATS:
             raise IndexMismatchError(
-                f"{path}: index format {str(version)[:20]} is not supported by this version (expects "
-                f"{FORMAT_VERSION}); rebuild the index with `arag index`"
+                f"{path}: index format {str(version)[:20]} is not supported by this version (reads "
+                f"{' and '.join(map(str, SUPPORTED_FORMATS))}); rebuild the index with `arag index`"
             )
         # Every key must be a field: a flipped bit in a key name (``checksums``) must not turn the
         # manifest into an older one whose missing field means "unchecked".
@@ -139,6 +151,10 @@ class Manifest:
             field_name = ".".join(str(part) for part in first["loc"]) or "?"
             raise IndexDamagedError(where, f"{path}: field {field_name!r}: {first['msg']}") from None
         seal = data.pop("manifest_checksum", None)
+        if seal is None and version >= SEALED_FROM:
+            raise IndexDamagedError(
+                where, f"{path} has no manifest_checksum, which every manifest of format {version} has (its seal)"
+            )
         if seal is not None and seal != integrity.json_checksum(data):
             raise IndexDamagedError(where, f"{path} differs from what the build wrote (its checksum of itself fails)")
         return manifest

@@ -14,9 +14,18 @@ Bounds per field cannot bound that product, so the run itself carries a budget:
     US dollars per run, priced at ``ARAG_PRICE_INPUT_PER_MTOK`` and ``ARAG_PRICE_OUTPUT_PER_MTOK``
     (USD per million tokens, both required with it); unset: no cap.
 ``ARAG_MAX_QUESTION_CHARS``
-    characters of a run's question (default 20,000).
+    characters of a run's input (default 20,000): the ``question`` and every message the caller
+    sends, of every role, together.
 ``ARAG_MAX_REPLY_CHARS``
     characters of one model reply, streamed or not (default 200,000).
+
+One rule for every cap: it holds for the whole input a caller sends (:func:`input_problem`, checked
+where the run enters, :class:`~arag_graph.run.runtime.TracedGraph`), and for every model request
+before it is sent (:meth:`RunBudget._start`): the calls cap counts it, and the token and cost caps
+take its input tokens, estimated with the o200k tokenizer (:mod:`arag_graph.core.tokens`), into
+account, so a request that would take the run past a cap is refused instead of sent; the
+provider's reported usage then replaces the estimate. A request is never trimmed: what the model
+would not see could change its answer without anyone knowing.
 
 The one place every model call of a graph passes through is LangChain's callback system: a
 :class:`RunBudget` handler is attached to each top-level run (:func:`with_budget`, called by
@@ -29,6 +38,7 @@ turn that into the run's one-line ``error`` and stop, keeping what the run found
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -98,6 +108,53 @@ def question_problem(question: str, budget: Budget | None = None) -> str | None:
     return None
 
 
+def _caller_messages(value: Any) -> list[BaseMessage] | None:
+    """The messages of a run's input as LangGraph will read them (dicts, tuples, text or messages);
+    None when they cannot be read, which LangGraph then refuses itself."""
+    from langchain_core.messages import convert_to_messages
+
+    if value is None:
+        return []
+    try:
+        return convert_to_messages(value if isinstance(value, (list, tuple)) else [value])
+    except (ValueError, TypeError, NotImplementedError):
+        return None
+
+
+def input_problem(run_input: Any, budget: Budget, *, system_allowed: bool) -> tuple[str | None, int]:
+    """Why the input a caller sends is refused (None: it is not), and how many messages it holds.
+
+    The whole input counts, whatever its shape: the ``question`` and every message of every role
+    (100 messages under the cap each are one input over it). A caller's ``system`` message is
+    refused unless ``system_allowed`` (the operator's ``ARAG_ALLOW_SYSTEM_MESSAGES``; whoever runs the
+    graph in-process is the operator): it would stand above the graph's own instructions.
+    """
+    if not isinstance(run_input, Mapping):
+        return None, 0  # a resume or a continuation sends no new text
+    messages = _caller_messages(run_input.get("messages"))
+    if messages is None:
+        return None, 0
+    if not system_allowed and any(m.type == "system" for m in messages):
+        return (
+            "this server does not accept system messages from callers (the operator allows them with "
+            "ARAG_ALLOW_SYSTEM_MESSAGES=1); send the instruction as a human message",
+            len(messages),
+        )
+    question = run_input.get("question")
+    texts = [question if isinstance(question, str) else "", *(_text_of(m) for m in messages)]
+    if not messages:
+        return question_problem(texts[0].strip(), budget), 0
+    chars = sum(len(t) for t in texts)
+    limit = budget.max_question_chars
+    if limit is not None and chars > limit:
+        return (
+            f"the input is {chars:,} characters ({len(messages)} message(s) and the question together), over this "
+            f"server's limit of {limit:,} (ARAG_MAX_QUESTION_CHARS); send less",
+            len(messages),
+        )
+    return None, len(messages)
+
+
 def _text_of(message: Any) -> str:
     content = getattr(message, "content", "")
     text = content if isinstance(content, str) else str(content)
@@ -116,8 +173,12 @@ class RunBudget(BaseCallbackHandler):
     raise_error = True
     run_inline = True
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, input_problem: str | None = None, input_messages: int = 0) -> None:
         self.budget = budget
+        self.input_problem = input_problem
+        """Why the caller's input is refused (:func:`input_problem`); the run's first step ends the run with it."""
+        self.input_messages = input_messages
+        """How many messages the caller sent (those a refused input leaves out of the thread)."""
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -142,14 +203,54 @@ class RunBudget(BaseCallbackHandler):
             return f"${b.max_cost_usd:g} (ARAG_MAX_COST_USD; ${self.cost_usd:.4f} spent)"
         return None
 
-    def _start(self, run_id: UUID, prompt: Any) -> None:
+    def _request_tokens(self, prompt: Any, params: Mapping[str, Any] | None) -> int | None:
+        """The o200k tokens of a request about to be sent (its messages and tool schemas), counted only
+        when a token or cost cap could be passed by it: a token is at least one character, so a
+        request shorter than what is left under the caps cannot pass them (the common case, no count)."""
+        b = self.budget
+        if b.max_tokens is None and b.max_cost_usd is None:
+            return None
+        tools = (params or {}).get("tools")
+        text = _prompt_text(prompt) + (json.dumps(tools, default=str) if tools else "")
+        chars = len(text)
+        with self._lock:
+            used, spent = self.input_tokens + self.output_tokens, self.cost_usd
+        over_tokens = b.max_tokens is not None and used + chars > b.max_tokens
+        over_cost = b.max_cost_usd is not None and spent + chars * b.price_input_per_mtok / 1e6 > b.max_cost_usd
+        return _counted(text) if over_tokens or over_cost else None
+
+    def _passes(self, tokens: int | None) -> str | None:
+        """The cap a request of ``tokens`` input tokens would take the run past (None: none)."""
+        if tokens is None:
+            return None
+        b = self.budget
+        used = self.input_tokens + self.output_tokens
+        if b.max_tokens is not None and used + tokens > b.max_tokens:
+            return f"{b.max_tokens:,} tokens (ARAG_MAX_TOKENS; {used:,} used, the request ~{tokens:,} more)"
+        cost = tokens * b.price_input_per_mtok / 1e6
+        if b.max_cost_usd is not None and self.cost_usd + cost > b.max_cost_usd:
+            return (
+                f"${b.max_cost_usd:g} (ARAG_MAX_COST_USD; ${self.cost_usd:.4f} spent, the request's input "
+                f"~${cost:.4f} more)"
+            )
+        return None
+
+    def _start(self, run_id: UUID, prompt: Any, params: Mapping[str, Any] | None = None) -> None:
+        tokens = self._request_tokens(prompt, params)  # outside the lock: chains counting at once
         with self._lock:
             reached = self._reached()
+            passes = None if reached is not None else self._passes(tokens)
             if reached is not None:
                 self.stopped = (
                     f"run stopped: it reached the operator's cap of {reached} after {self.calls} model call(s); "
                     "the result holds what it found so far"
                 )
+            elif passes is not None:
+                self.stopped = (
+                    f"run stopped: its next model request would pass the operator's cap of {passes} after "
+                    f"{self.calls} model call(s), and was not sent; the result holds what it found so far"
+                )
+            if self.stopped is not None and (reached is not None or passes is not None):
                 raise BudgetExceeded(self.stopped)
             self.calls += 1
             self._streamed[run_id] = 0
@@ -158,10 +259,10 @@ class RunBudget(BaseCallbackHandler):
     def on_chat_model_start(
         self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start(run_id, messages)
+        self._start(run_id, messages, kwargs.get("invocation_params"))
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any) -> None:
-        self._start(run_id, prompts)
+        self._start(run_id, prompts, kwargs.get("invocation_params"))
 
     def _check_reply(self, chars: int) -> None:
         limit = self.budget.max_reply_chars
@@ -242,16 +343,19 @@ def run_budget(config: Mapping[str, Any] | None) -> RunBudget | None:
     return next((h for h in _handlers((config or {}).get("callbacks")) if isinstance(h, RunBudget)), None)
 
 
-def with_budget(config: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_budget(
+    config: Mapping[str, Any] | None, run_input: Any = None, *, system_allowed: bool = True
+) -> dict[str, Any]:
     """``config`` with a fresh :class:`RunBudget` from the environment, unless it has one already.
 
     A graph embedded in another (a subgraph, ``subgraph.as_node``) runs under its parent's budget:
-    one run, one budget.
+    one run, one budget. ``run_input`` is what the caller sent, checked whole (:func:`input_problem`).
     """
     config = dict(config or {})
     if run_budget(config) is not None:
         return config
-    handler = RunBudget(Budget.from_env())
+    budget = Budget.from_env()
+    handler = RunBudget(budget, *input_problem(run_input, budget, system_allowed=system_allowed))
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):
         manager = callbacks.copy()

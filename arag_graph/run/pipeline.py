@@ -8,13 +8,14 @@ import functools
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.config import get_config
 
 from arag_graph.core.artifacts import artifact_of, read_in
 from arag_graph.core.citations import copied_answer_format, parse_final_answer, written_tool_call
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.run.budgets import question_problem
+from arag_graph.run.budgets import question_problem, run_budget
 from arag_graph.run.events import emit
 from arag_graph.run.runtime import Bound, run_index
 from arag_graph.run.state import RunState, question_of
@@ -24,8 +25,9 @@ def start_update(state: RunState) -> dict[str, Any]:
     """Reset per-question fields and turn a plain ``question`` input into a human message.
 
     The ``question`` field is consumed (set to empty) so that a follow-up question given as
-    ``messages`` on the same thread is not confused with the previous one. A question over the
-    operator's size cap (``ARAG_MAX_QUESTION_CHARS``) ends the run with that one line.
+    ``messages`` on the same thread is not confused with the previous one. An input the operator's
+    caps refuse (checked whole where the run entered: :func:`arag_graph.run.budgets.input_problem`),
+    or a question over the size cap (``ARAG_MAX_QUESTION_CHARS``), ends the run with that one line.
     """
     given = state.get("question")
     question = given.strip() if isinstance(given, str) else ""
@@ -39,7 +41,14 @@ def start_update(state: RunState) -> dict[str, Any]:
         "error": None,
         "warnings": [],  # a graph with no warnings channel ignores the key
     }
-    if given is not None and not isinstance(given, str):
+    refused, sent = _input_refusal()
+    if refused:
+        # The caller's whole input was refused where the run entered (arag_graph.run.budgets.input_problem):
+        # no model call, and its messages are taken back out of the thread.
+        update["error"] = refused
+        messages = list(state.get("messages") or [])[-sent:] if sent else []
+        update["messages"] = [RemoveMessage(id=m.id) for m in messages if m.id]
+    elif given is not None and not isinstance(given, str):
         update["error"] = f"`question` must be text, not {type(given).__name__}; send the question as a string"
     elif too_long := question_problem(question or question_of(state)):
         update["error"] = too_long  # refused before any model call, and kept out of the thread
@@ -48,6 +57,15 @@ def start_update(state: RunState) -> dict[str, Any]:
     elif not question_of(state):
         update["error"] = "empty question: give a non-empty `question` or a human message in `messages`"
     return update
+
+
+def _input_refusal() -> tuple[str | None, int]:
+    """Why the run's input was refused at the door, and how many messages the caller sent."""
+    try:
+        budget = run_budget(get_config())
+    except RuntimeError:  # called outside a run (a unit test of a node)
+        return None, 0
+    return (budget.input_problem, budget.input_messages) if budget is not None else (None, 0)
 
 
 def finish_update(state: RunState, index: HierarchicalIndex) -> dict[str, Any]:

@@ -23,6 +23,10 @@ could make the server open any directory. So the operator decides, in the server
     the default index (empty: the bundled sample) and the directory under which a run may name
     another index, reached from the root without any symbolic link (checked when the run loads it,
     off the server's event loop); without a root, runs cannot choose an index.
+``ARAG_ALLOW_SYSTEM_MESSAGES``
+    ``1`` (or ``true``/``yes``) lets callers send ``system`` messages in a run's input; by default
+    they are refused (they would stand above the graph's own instructions). The operator's caps hold
+    for the whole input a caller sends, every message of every role (:mod:`arag_graph.run.budgets`).
 ``ARAG_EMBEDDING_MODEL_ROOTS``
     directories (separated by ``os.pathsep``) from which an index a run chooses may load its
     embedding model, besides the index root. An index's manifest names its model; a model folder
@@ -93,6 +97,11 @@ def served_error(exc: AragError, policy: ServingPolicy | None = None) -> AragErr
     return made
 
 
+def _switch(name: str) -> bool:
+    """An operator's on/off setting: ``1``, ``true``, ``yes`` or ``on`` (any case) is on, anything else off."""
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def _listed(name: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
 
@@ -147,6 +156,8 @@ class ServingPolicy:
     """Chroma servers a served run may reach (``ARAG_CHROMA_URL`` and ``ARAG_ALLOWED_CHROMA_URLS``)."""
     approve_tools: tuple[str, ...] = ()
     """Tools whose calls a person reviews in every served run (``ARAG_APPROVE_TOOLS``)."""
+    allow_system_messages: bool = False
+    """Whether a caller's input may hold ``system`` messages (``ARAG_ALLOW_SYSTEM_MESSAGES``)."""
 
     @classmethod
     def from_env(cls) -> ServingPolicy:
@@ -171,6 +182,7 @@ class ServingPolicy:
             ),
             allowed_chroma_urls=frozenset(chroma),
             approve_tools=tuple(_listed("ARAG_APPROVE_TOOLS")),
+            allow_system_messages=_switch("ARAG_ALLOW_SYSTEM_MESSAGES"),
         )
 
     def model(self, requested: str) -> str:

@@ -244,10 +244,12 @@ class TracedGraph(CompiledStateGraph[Any, _Context, InputState, _Output]):
         super().__init__(**kwargs)
         self.run_metadata = run_metadata  # an attribute, so copy() and with_config() keep it
 
-    def _traced(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
+    def _traced(self, config: RunnableConfig | None, context: Any, run_input: Any = None) -> RunnableConfig | None:
         # Every run gets the operator's budget here, the one door of every top-level run
-        # (arag_graph.run.budgets); a graph embedded in another shares its parent's.
-        config = cast(RunnableConfig, with_budget(config))
+        # (arag_graph.run.budgets); a graph embedded in another shares its parent's. The caller's
+        # input is checked whole here too; a served caller sends system messages only if the operator allows.
+        system_allowed = not _served(context) or ServingPolicy.from_env().allow_system_messages
+        config = cast(RunnableConfig, with_budget(config, run_input, system_allowed=system_allowed))
         if self.run_metadata is None:
             return config
         try:
@@ -266,7 +268,7 @@ class TracedGraph(CompiledStateGraph[Any, _Context, InputState, _Output]):
         context: _Context | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
-        stream = super().stream(input, self._traced(config, context), context=context, **kwargs)
+        stream = super().stream(input, self._traced(config, context, input), context=context, **kwargs)
         return _served_errors(stream) if _served(context) else stream
 
     def astream(  # type: ignore[override]
@@ -277,7 +279,7 @@ class TracedGraph(CompiledStateGraph[Any, _Context, InputState, _Output]):
         context: _Context | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        stream = super().astream(input, self._traced(config, context), context=context, **kwargs)
+        stream = super().astream(input, self._traced(config, context, input), context=context, **kwargs)
         return _served_errors_async(stream) if _served(context) else stream
 
     # langsmith.evaluate(graph, ..., upload_results=False) calls invoke under LangSmith's local

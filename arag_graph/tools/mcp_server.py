@@ -19,6 +19,12 @@ arguments), a call's arguments are refused when longer than a question may be
 binds to 127.0.0.1 unless told otherwise, with the SDK's DNS-rebinding protection (Host and Origin
 checked) on a loopback address.
 
+HTTP sessions are bounded (:class:`SessionLimits`): at most ``max_sessions`` open at once (a client
+that would open one more is answered 503 until one ends), and a session with no request in flight
+for ``idle_seconds`` is closed, its read set with it (its ID then answers 404 and the client opens a
+new one). Clients that initialise and leave without ``DELETE`` would otherwise hold their sessions,
+and the memory behind them, for the server's lifetime (issue 38).
+
 Each tool declares what it returns (``outputSchema``: the call's ``structuredContent``, the same
 facts the tool's artifact gives a graph) and how it behaves (``annotations``: it reads the index and
 changes nothing, so a client may call it without asking and retry it). ``tool_prefix`` names the
@@ -52,6 +58,17 @@ from arag_graph.tools.toolkit import ALL_TOOLS, ToolSettings, retrieval_tool
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from starlette.applications import Starlette
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """Bounds on the streamable HTTP sessions of ``arag mcp --transport http`` (the SDK enforces them)."""
+
+    max_sessions: int = 100
+    """Sessions open at once; one more is refused (503) until another ends or expires."""
+    idle_seconds: float = 300.0
+    """A session with no request in flight (no call served, no open stream) for this long is closed."""
+
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MCP_PATH = "/mcp"
@@ -266,8 +283,9 @@ async def serve_stdio(server: Server) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def http_app(server: Server, host: str = "127.0.0.1") -> Starlette:
-    """The streamable HTTP endpoint (``/mcp``) as an ASGI app, one MCP session per client session."""
+def http_app(server: Server, host: str = "127.0.0.1", sessions: SessionLimits | None = None) -> Starlette:
+    """The streamable HTTP endpoint (``/mcp``) as an ASGI app, one MCP session per client session,
+    within ``sessions`` (default :class:`SessionLimits`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -281,13 +299,29 @@ def http_app(server: Server, host: str = "127.0.0.1") -> Starlette:
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+    limits = sessions or SessionLimits()
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        security_settings=security,
+        max_sessions=limits.max_sessions,
+        session_idle_timeout=limits.idle_seconds,
+    )
 
     class Endpoint:
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
             await manager.handle_request(scope, receive, send)
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+    app = Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+    app.state.session_manager = manager
+    return app
+
+
+def open_sessions(app: Starlette) -> int:
+    """How many MCP sessions ``app`` (made by :func:`http_app`) holds open now, expired ones gone.
+
+    Read from the SDK's session table (it offers no public count): for tests and benchmarks that
+    show the bounds of :class:`SessionLimits` holding."""
+    return len(app.state.session_manager._server_instances)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -308,7 +342,14 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(server: Server, host: str = "127.0.0.1", port: int = 8765, *, announce: bool = True) -> None:
+def serve_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    announce: bool = True,
+    sessions: SessionLimits | None = None,
+) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted; the URL goes to stderr once listening."""
     import uvicorn
 
@@ -317,7 +358,7 @@ def serve_http(server: Server, host: str = "127.0.0.1", port: int = 8765, *, ann
     shown = f"[{host}]" if ":" in host else host
     if announce:
         print(f"arag mcp: serving on http://{shown}:{bound_port}{MCP_PATH}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(http_app(server, host), log_level="warning", lifespan="on")
+    config = uvicorn.Config(http_app(server, host, sessions), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -328,14 +369,16 @@ def run_mcp(
     host: str = "127.0.0.1",
     port: int = 8765,
     tool_prefix: str = "",
+    sessions: SessionLimits | None = None,
 ) -> None:
     """Serve the tools over ``index`` by ``transport`` (``stdio``, ``http``) until the client or a signal
-    ends it; ``tool_prefix`` starts every tool's name (``papers_`` -> ``papers_keyword_search``)."""
+    ends it; ``tool_prefix`` starts every tool's name (``papers_`` -> ``papers_keyword_search``),
+    ``sessions`` bounds the HTTP sessions (stdio has one, the client's)."""
     _require_mcp()
     server = RetrievalToolServer(index, prefix=tool_prefix).mcp_server()
     if transport == "stdio":
         anyio.run(serve_stdio, server)
     elif transport == "http":
-        serve_http(server, host, port)
+        serve_http(server, host, port, sessions=sessions)
     else:
         raise AragError(f"unknown transport {transport!r}; choose stdio or http")

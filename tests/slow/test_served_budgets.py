@@ -5,7 +5,8 @@ and counted 8,072 model calls on the operator's key. Here the operator caps a ru
 ``ARAG_MAX_MODEL_CALLS=12``; a remote caller asks for the widest tree the schema allows, and the
 model stand-in must see exactly 12 requests while the caller gets the run's one-line reason and
 its partial result. The question cap and a caller's forged tool message are checked on the same
-server.
+server, and (issue 38) the same call cap on an A-RAG agent whose model never stops asking for tools,
+the input cap on a caller's whole input (every message, every role) and a caller's system message.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 
 from tests.fakes import sentinel_key
 from tests.slow.devserver import DevServer, running_dev_server
-from tests.stubs.openai_server import OpenAIStubServer, text
+from tests.stubs._http import RecordedRequest
+from tests.stubs.openai_server import OpenAIStubServer, Reply, text, tool_call
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -89,3 +91,42 @@ def test_a_forged_tool_artifact_in_served_messages_is_harmless(served: Any, samp
     # Read means returned: every chunk the run counts as read has its text in a tool message.
     returned = " ".join(str(m.get("content")) for m in out["messages"] if m.get("type") == "tool")
     assert out["read_chunks"] and all(sample_index.get_chunk(i).text in returned for i in out["read_chunks"])
+
+
+def keeps_searching(request: RecordedRequest) -> Reply:
+    """A model that asks for another search whenever it is offered tools, whatever it has read."""
+    body = request.json() or {}
+    if body.get("tools"):
+        return tool_call("keyword_search", {"keywords": ["Leland", str(len(body.get("messages") or []))]})
+    return text("Answer: Stephen King")
+
+
+def test_a_served_agent_that_keeps_asking_for_tools_stops_at_the_call_cap(served: Any) -> None:
+    server, model = served
+    model.script(keeps_searching)
+    try:
+        before = len(model.completions)
+        with server.log_on_failure():
+            context = {"model": "gpt-4o-mini", "base_url": model.url, "max_steps": 500}
+            out = wait(server, "arag", {"question": QUESTION}, context)
+        assert len(model.completions) - before == CAP  # the cap fired: not one request more
+    finally:
+        model.script([], then=text("Answer: Stephen King"))
+    error = out.get("error") or ""
+    assert f"{CAP} model calls (ARAG_MAX_MODEL_CALLS)" in error and "\n" not in error, out
+    assert out["steps"] >= CAP - 1 and out["trajectory"]  # what it found so far
+
+
+def test_a_served_input_is_capped_whole_and_holds_no_system_message(served: Any) -> None:
+    server, model = served
+    before = len(model.completions)
+    context = {"model": "gpt-4o-mini", "base_url": model.url}
+    many = {"messages": [{"role": "user", "content": "y" * 1500} for _ in range(20)]}  # 1,500 each, 30,000 in all
+    system = {"messages": [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": QUESTION}]}
+    with server.log_on_failure():
+        too_much = wait(server, "arag", many, context)
+        instructed = wait(server, "direct", system, context)
+    assert "the input is 30,000 characters" in (too_much.get("error") or ""), too_much
+    assert "ARAG_MAX_QUESTION_CHARS" in too_much["error"] and not too_much.get("messages"), too_much
+    assert "ARAG_ALLOW_SYSTEM_MESSAGES" in (instructed.get("error") or ""), instructed
+    assert len(model.completions) == before  # neither reached the model
