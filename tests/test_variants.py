@@ -227,9 +227,15 @@ def test_each_graph_exposes_its_context_schema_to_studio(graph_id: str) -> None:
         hint = hints[name]
         if get_origin(hint) is Literal:
             assert prop["enum"] == list(get_args(hint)), name
+        elif get_origin(hint) is list:  # approve_tools: a list of names, a list field in Studio's form
+            (item,) = get_args(hint)
+            assert prop["type"] == "array" and prop["items"]["type"] == _JSON_TYPES[item], name
         else:
             assert prop["type"] == _JSON_TYPES[hint], name
-        assert prop.get("default") == field.default, name
+        if field.default_factory is not None:  # an empty list made per run: the schema states no default
+            assert prop.get("default", field.default_factory()) == field.default_factory(), name
+        else:
+            assert prop.get("default") == field.default, name
         assert prop.get("description"), name
     # The bare context is valid, so an empty Studio form runs.
     assert config_cls.of_run({}) == config_cls()
