@@ -23,6 +23,9 @@ from typing import Any
 
 from benchenv import RESULTS, machine
 
+# The reader before issue 38 (a BeautifulSoup tree of the whole page), as the tests keep it.
+from tests.test_corpus import _tree_text as tree_text
+
 
 def page(depth: int) -> bytes:
     """A page whose one line of text sits ``depth`` elements deep."""
@@ -33,18 +36,6 @@ def page(depth: int) -> bytes:
         + b"</div>" * depth
         + b"</body></html>"
     )
-
-
-def tree_text(data: bytes) -> tuple[str | None, str]:
-    """The reader before issue 38: a BeautifulSoup tree of the whole page."""
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(data, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else None
-    for hidden in soup(["script", "style", "template", "noscript", "head"]):
-        hidden.decompose()
-    lines = (line.strip() for line in soup.get_text("\n").splitlines())
-    return title or None, "\n".join(line for line in lines if line)
 
 
 def measure(reader: Callable[[bytes], Any], data: bytes) -> dict[str, float]:

@@ -34,13 +34,10 @@ from typing import Any
 
 from benchenv import RESULTS, ROOT, machine
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
-}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+# The first request of an MCP client over HTTP, as tests/test_mcp.py sends it.
+from tests.test_mcp import _HEADERS as HEADERS
+from tests.test_mcp import _INITIALIZE as INITIALIZE
+
 SETTINGS = {
     "unbounded": ["--max-sessions", "100000", "--session-idle", "86400"],
     "bounded": ["--max-sessions", "2000", "--session-idle", "10"],
