@@ -3,10 +3,10 @@
 #
 # Such a machine (one H200 here, lent to some sessions for a few minutes) has PyTorch, transformers,
 # sentence-transformers, tokenizers, numpy, tqdm, filelock and tiktoken, and takes at most 64 MiB:
-# the repository's tracked files (about 9.5 MB) plus what this script puts in .gpu/ (about 50 MB):
+# the repository's tracked files (about 63 MB) plus what this script puts in .gpu/ (about 3 MB):
 #
-#   .gpu/model/              all-MiniLM-L6-v2 with float16 weights (45 MB instead of 91): the model
-#                            runs in float16 on the GPU anyway, so the vectors are the same
+#   .gpu/model/              all-MiniLM-L6-v2's configuration and tokenizer (under 1 MB); run.sh draws
+#                            seeded random float16 weights of its shape there (see step 1)
 #   .gpu/wheels/*.whl        the Python packages the machine lacks, for its CPython 3.12:
 #                            langchain-core, pydantic, pydantic-core, annotated-types,
 #                            typing-inspection, uuid-utils (what `build_index` imports beyond its own)
@@ -27,14 +27,15 @@ mkdir -p "$DIR/wheels" "$DIR/shim/bpe_openai" "$DIR/model"
 exclude="$(git rev-parse --git-path info/exclude)"
 grep -qxF "/$DIR/" "$exclude" 2>/dev/null || echo "/$DIR/" >>"$exclude"
 
-# 1. The model, float16.
+# 1. The model's configuration and tokenizer only; its weights are drawn on the GPU machine (run.sh).
+# The repository now carries the default encoder's int8 graph (52 MB), so its real weights (45 MB even in
+# float16) no longer fit beside it in 64 MiB. This benchmark measures speed and GPU-against-CPU
+# agreement, which depend on the architecture and the sequence lengths, not on the weights' values:
+# seeded random weights of the same shape give the same figures (it reports no retrieval quality).
 "$PY" - "$DIR/model" <<'EOF'
 import shutil
 import sys
 from pathlib import Path
-
-import numpy as np
-from safetensors.numpy import load_file, save_file
 
 from arag_graph.index.encoders import _default_model_path
 
@@ -43,9 +44,6 @@ for path in source.rglob("*"):
     if path.is_file() and path.suffix in (".json", ".txt") and path.name != "data_config.json":
         (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target / path.relative_to(source))
-weights = load_file(str(source / "model.safetensors"))
-half = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in weights.items()}
-save_file(half, str(target / "model.safetensors"), metadata={"format": "pt"})
 EOF
 
 # 2. Wheels of the missing packages, at the versions installed here.
@@ -130,6 +128,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/wheels/*.whl
 export PYTHONPATH="/tmp/site:$PWD/.gpu/shim:$PWD" PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
+# MiniLM's architecture with seeded random float16 weights (see gpu_payload.sh, step 1).
+python3 - .gpu/model <<'PY'
+import sys
+import torch
+from transformers import BertConfig, BertModel
+torch.manual_seed(0)
+folder = sys.argv[1]
+BertModel(BertConfig.from_pretrained(folder)).half().save_pretrained(folder)
+PY
 cd bench
 python3 bench_gpu.py --model ../.gpu/model --out "${OUT:-/tmp}/gpu.json" "$@"
 EOF

@@ -190,18 +190,20 @@ def test_another_model_still_fails_whatever_the_backend(tmp_path: Path) -> None:
 def test_a_missing_optional_package_fails_in_one_line_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, onnx_index: HierarchicalIndex
 ) -> None:
-    # An empty cache means the model must be exported, which needs onnxscript: pretend it is absent.
-    # Drop the process-wide encoders: one that is loaded already needs nothing more.
+    # An empty cache means the float32 model must be exported, which needs onnxscript: pretend it is
+    # absent. Drop the process-wide encoders: one that is loaded already needs nothing more.
     monkeypatch.setenv("ARAG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "onnxscript", None)
     emb._default_encoder.cache_clear()
     assert emb.missing_onnx_packages(export=True) == ["onnxscript>=0.5"]
     with pytest.raises(AragError) as caught:
-        build_index(sample_corpus_path(), tmp_path / "index", encoder="onnx-int8", progress=False)
+        build_index(sample_corpus_path(), tmp_path / "index", encoder="onnx", progress=False)
     message = one_line(caught.value)
-    assert "onnx-int8 encoder needs onnxscript>=0.5" in message and "pip install 'onnxscript>=0.5'" in message
-    assert "--encoder torch" in message
+    assert "onnx encoder needs onnxscript>=0.5" in message and "pip install 'arag-graph[torch]'" in message
+    assert "--encoder onnx-int8" in message and "--encoder torch" in message
     assert not (tmp_path / "index").exists()
+    # The default encoder's graph ships in the wheel: it needs no export, so nothing is missing for it.
+    assert build_index(sample_corpus_path(), tmp_path / "int8", encoder="onnx-int8", progress=False).sentences
     assert onnx_index.path is not None
     with pytest.raises(AragError) as caught:  # an index built with ONNX says the same when loaded
         load_index(onnx_index.path)
@@ -241,3 +243,34 @@ def test_query_embeddings_are_cached_per_process() -> None:
     encoder.embed_query("Where is the Eiffel Tower?")
     assert encoder.query_encodings == 4
     assert np.allclose(first, encoder.encode(["Who directed Alien?"])[0], atol=1e-6)
+
+
+def test_indexes_built_before_the_graph_shipped_answer_the_same(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sentences: list[str]
+) -> None:
+    """Before the default's int8 graph shipped in the wheel, every process exported it from the
+    packaged weights; indexes built then hold those vectors. The shipped graph must give the same ones:
+    another int8 graph of the same model (an embedding table in float16, say) moves every vector to
+    cosine ~0.99, because activation quantisation magnifies any change."""
+
+    def exporting(encoder: str, device: str) -> emb.SentenceEncoder:
+        old = emb.OnnxSentenceEncoder(quantized=True)
+        old.packaged = False  # the default as it ran before: exported from the weights into the cache
+        return old
+
+    emb._default_encoder.cache_clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(emb, "_default_encoder", exporting)
+        before = build_index(sample_corpus_path(), tmp_path / "index", progress=False)
+        exported = before.embeddings
+    assert isinstance(exported, emb.OnnxSentenceEncoder) and exported.onnx_path is not None
+    assert "packaged" not in exported.onnx_path.name
+    emb._default_encoder.cache_clear()
+    now = load_index(tmp_path / "index", cache=False)
+    shipped = now.embeddings
+    assert isinstance(shipped, emb.OnnxSentenceEncoder) and shipped.packaged
+    assert np.allclose(shipped.encode(sentences), exported.encode(sentences), atol=1e-6)
+    for query in QUERIES:
+        assert [(h.chunk_id, round(h.score, 5)) for h in now.semantic_search(query, 5)] == [
+            (h.chunk_id, round(h.score, 5)) for h in before.semantic_search(query, 5)
+        ]

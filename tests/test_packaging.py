@@ -57,6 +57,9 @@ def test_wheel_installs_only_arag_graph(wheel: Path) -> None:
     assert "arag_graph/evaluators/runner.py" in names  # the evaluators ship, under the package
     assert "arag_graph/data/sample/corpus.json" in names  # the bundled sample for the demo
     assert "arag_graph/evaluators/report_template.html" in names  # the page of report.html
+    # The default encoder, so that the default install needs no torch (tests/test_small_install.py).
+    for name in ("model-int8.onnx.xz", "tokenizer.json", "sentence_bert_config.json", "LICENSE", "NOTICE.md"):
+        assert f"arag_graph/index/minilm/{name}" in names
 
 
 def test_wheel_holds_every_package_of_the_sources(wheel: Path) -> None:

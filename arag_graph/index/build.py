@@ -21,6 +21,7 @@ build was split into these modules.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -32,7 +33,13 @@ from langchain_core.embeddings import Embeddings
 from arag_graph.core.documents import Chunk, SourceDocument
 from arag_graph.core.errors import AragError
 from arag_graph.core.profiles import Profile
-from arag_graph.index.chroma import COLLECTION_NAME_MAX, check_chroma_server, valid_collection_name
+from arag_graph.index.chroma import (
+    CHROMA_EXTRA,
+    COLLECTION_NAME_MAX,
+    check_chroma_server,
+    chromadb_installed,
+    valid_collection_name,
+)
 from arag_graph.index.devices import check_device
 from arag_graph.index.embedding_loader import resolve_embeddings
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -56,6 +63,8 @@ _BUILD_NAME_LENGTH = len("20260101T000000-0123abcd")
 
 # The settings build_index takes one by one: BuildOptions' fields (a test keeps the two in step).
 _SETTINGS = tuple(field.name for field in dataclasses.fields(BuildOptions))
+
+logger = logging.getLogger(__name__)
 
 
 def build_index(
@@ -196,9 +205,21 @@ def _sentence_store(opts: BuildOptions, root: Path, chunks: Sequence[Chunk]) -> 
         prefix = _collection_prefix(opts.collection, root)
         check_chroma_server(opts.chroma_url, opts.chroma_timeout)
         return {"mode": "http", "url": opts.chroma_url, "collection": prefix, "ids": "rows"}
-    total = sum(len(c.sentences) for c in chunks)
-    if opts.backend == "chroma" or (opts.backend == "auto" and total > MATRIX_MAX_SENTENCES):
+    if opts.backend == "chroma":
         return {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+    total = sum(len(c.sentences) for c in chunks)
+    if opts.backend == "auto" and total > MATRIX_MAX_SENTENCES:
+        if chromadb_installed():
+            return {"mode": "persistent", "path": "chroma", "collection": "sentences", "ids": "rows"}
+        # chromadb is an extra: without it the exact matrix serves any size, only with more memory
+        # (4 bytes per dimension per sentence) and a full scan per query, so the build goes on and says so.
+        logger.warning(
+            "%s sentences: past %s the auto backend stores them in Chroma, which is not installed; keeping "
+            "the exact matrix (all vectors in memory). For Chroma: %s",
+            f"{total:,}",
+            f"{MATRIX_MAX_SENTENCES:,}",
+            CHROMA_EXTRA,
+        )
     return {"mode": "matrix", "path": MATRIX_FILE}
 
 

