@@ -33,18 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["ARAG_CACHE_DIR"] = scratch  # before importing arag_graph: the cache folder is read late
         from arag_graph.index import encoders as emb
+        from arag_graph.index import onnx_graphs as graphs
 
         model = emb._load_sentence_transformer(None, "cpu")
         fp32, int8 = Path(scratch) / "model-fp32.onnx", Path(scratch) / "model-int8.onnx"
-        emb._export_onnx(model, fp32)
-        emb._quantize_onnx(fp32, int8)
+        graphs._export_onnx(model, fp32)
+        graphs._quantize_onnx(fp32, int8)
         data = int8.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    same = digest == emb.PACKAGED_ONNX_SHA256
+    same = digest == graphs.PACKAGED_ONNX_SHA256
     print(f"exported {len(data):,} bytes, sha256 {digest}")
-    print(f"shipped            sha256 {emb.PACKAGED_ONNX_SHA256} ({'the same' if same else 'DIFFERENT'})")
+    print(f"shipped            sha256 {graphs.PACKAGED_ONNX_SHA256} ({'the same' if same else 'DIFFERENT'})")
     if args.write:
-        target = emb.PACKAGED_MODEL_DIR / emb.PACKAGED_ONNX
+        target = graphs.PACKAGED_MODEL_DIR / graphs.PACKAGED_ONNX
         packed = lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_SHA256, preset=6)
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_bytes(packed)

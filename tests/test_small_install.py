@@ -25,6 +25,7 @@ import pytest
 from arag_graph.core.errors import AragError
 from arag_graph.index import build as build_module
 from arag_graph.index import encoders as emb
+from arag_graph.index import onnx_graphs
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
@@ -124,7 +125,8 @@ def test_demo_index_ask_and_eval_run_without_torch_transformers_scipy_or_chromad
     assert "answer:" in demo.stdout and "LOADED []" in demo.stderr
     # The graph was unpacked into the cache, and it is the shipped one.
     unpacked = list((cache / "encoders").glob("*-packaged-*-int8.onnx"))
-    assert [p.name for p in unpacked] == [f"all-MiniLM-L6-v2-packaged-{emb.PACKAGED_ONNX_SHA256[:16]}-int8.onnx"]
+    digest = onnx_graphs.PACKAGED_ONNX_SHA256[:16]
+    assert [p.name for p in unpacked] == [f"all-MiniLM-L6-v2-packaged-{digest}-int8.onnx"]
 
     index = tmp_path / "index"
     built = arag_without(["index", str(sample_corpus_path()), "--out", str(index), "--quiet"], cache)
@@ -216,32 +218,32 @@ def test_the_shipped_graph_is_unpacked_checked_and_a_damaged_or_linked_copy_repl
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("ARAG_CACHE_DIR", str(tmp_path / "cache"))
-    emb._checked_packaged.cache_clear()
-    first = emb.packaged_int8_model()
-    assert emb._sha256(first) == emb.PACKAGED_ONNX_SHA256
+    onnx_graphs._checked_packaged.cache_clear()
+    first = onnx_graphs.packaged_int8_model()
+    assert onnx_graphs._sha256(first) == onnx_graphs.PACKAGED_ONNX_SHA256
     assert not list(first.parent.glob(".*.tmp"))  # nothing left aside
 
     data = bytearray(first.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in a weight: the vectors would be wrong, silently
     first.write_bytes(bytes(data))
-    emb._checked_packaged.cache_clear()  # a new process
-    assert emb._sha256(emb.packaged_int8_model()) == emb.PACKAGED_ONNX_SHA256
+    onnx_graphs._checked_packaged.cache_clear()  # a new process
+    assert onnx_graphs._sha256(onnx_graphs.packaged_int8_model()) == onnx_graphs.PACKAGED_ONNX_SHA256
 
     outside = tmp_path / "outside.onnx"
     outside.write_bytes(b"not arag's")
     first.unlink()
     first.symlink_to(outside)  # a link where the graph should be: replaced, never written through
-    emb._checked_packaged.cache_clear()
-    again = emb.packaged_int8_model()
-    assert not again.is_symlink() and emb._sha256(again) == emb.PACKAGED_ONNX_SHA256
+    onnx_graphs._checked_packaged.cache_clear()
+    again = onnx_graphs.packaged_int8_model()
+    assert not again.is_symlink() and onnx_graphs._sha256(again) == onnx_graphs.PACKAGED_ONNX_SHA256
     assert outside.read_bytes() == b"not arag's"
 
     copy = tmp_path / "a-good-copy.onnx"  # even a link to a faithful copy: arag does not read through links
     copy.write_bytes(again.read_bytes())
     again.unlink()
     again.symlink_to(copy)
-    emb._checked_packaged.cache_clear()
-    assert not emb.packaged_int8_model().is_symlink()
+    onnx_graphs._checked_packaged.cache_clear()
+    assert not onnx_graphs.packaged_int8_model().is_symlink()
 
 
 def test_a_damaged_or_missing_shipped_graph_or_an_unwritable_cache_fails_in_one_line(
@@ -249,30 +251,30 @@ def test_a_damaged_or_missing_shipped_graph_or_an_unwritable_cache_fails_in_one_
 ) -> None:
     shipped = tmp_path / "shipped"
     shipped.mkdir()
-    monkeypatch.setattr(emb, "PACKAGED_MODEL_DIR", shipped)
+    monkeypatch.setattr(onnx_graphs, "PACKAGED_MODEL_DIR", shipped)
     monkeypatch.setenv("ARAG_CACHE_DIR", str(tmp_path / "cache"))
 
     def refusal() -> str:
-        emb._checked_packaged.cache_clear()
+        onnx_graphs._checked_packaged.cache_clear()
         with pytest.raises(AragError) as caught:
-            emb.packaged_int8_model()
+            onnx_graphs.packaged_int8_model()
         message = str(caught.value)
         assert "\n" not in message
         assert not list((tmp_path / "cache").rglob("*.onnx*")) if (tmp_path / "cache").exists() else True
         return message
 
     assert "is missing from this installation; reinstall arag-graph" in refusal()
-    (shipped / emb.PACKAGED_ONNX).write_bytes(lzma.compress(b"another graph"))
+    (shipped / onnx_graphs.PACKAGED_ONNX).write_bytes(lzma.compress(b"another graph"))
     assert "is damaged (its digest differs); reinstall arag-graph" in refusal()
-    (shipped / emb.PACKAGED_ONNX).write_bytes(lzma.compress(b"x" * 100_000)[:-40])  # cut short
+    (shipped / onnx_graphs.PACKAGED_ONNX).write_bytes(lzma.compress(b"x" * 100_000)[:-40])  # cut short
     assert "is damaged (EOFError" in refusal() or "is damaged (LZMAError" in refusal()
 
     monkeypatch.setattr(emb, "PACKAGED_MODEL_DIR", emb.Path(emb.__file__).with_name("minilm"))
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("ARAG_CACHE_DIR", str(blocker))  # the cache folder cannot be made
-    emb._checked_packaged.cache_clear()
+    onnx_graphs._checked_packaged.cache_clear()
     with pytest.raises(AragError) as caught:
-        emb.packaged_int8_model()
+        onnx_graphs.packaged_int8_model()
     assert "cannot unpack the default encoder into" in str(caught.value) and "$ARAG_CACHE_DIR" in str(caught.value)
-    emb._checked_packaged.cache_clear()
+    onnx_graphs._checked_packaged.cache_clear()
