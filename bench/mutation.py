@@ -832,8 +832,12 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         "| module | tests | generated | killed | survived | explained | not covered | killed % | command |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    current, stale = split_stale(results)
     for module in MODULES:
-        r = results.get(module)
+        r = current.get(module)
+        if not (REPO / module).is_file():
+            lines.append(f"| `{module}` | {MODULES[module].shown()} | file missing: update MODULES | | | | | | |")
+            continue
         if r is None:
             command = f"`python bench/mutation.py {module}`"
             lines.append(f"| `{module}` | {MODULES[module].shown()} | not yet run | | | | | | {command} |")
@@ -846,7 +850,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             f"| `{module}` | {tests} | {r['generated']} | {killed} | {r['survived']} | {explained} | "
             f"{r['no_tests']} | {share:.0f}% | `{r['command']}` ({r['finished']}, {r['seconds']} s) |"
         )
-    for module, r in results.items():
+    for module, r in sorted(current.items(), key=lambda item: list(MODULES).index(item[0])):
         lines += ["", f"## {module}", "", f"Command: `{r['command']}` (mutmut 3.8.1)", ""]
         if r.get("functions"):
             lines += [f"Mutated only the guarding functions: {', '.join(f'`{f}`' for f in r['functions'])}.", ""]
@@ -857,7 +861,41 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         for name, diff in r["survivors"].items():
             reason = REASONS.get(name, "not yet triaged: a test to kill it, or the reason it is equivalent, is owed")
             lines += [f"- `{name}`: {reason}", "", "```diff", diff, "```", ""]
+    if stale:
+        lines += [
+            "",
+            "## Stale results",
+            "",
+            "Stored in mutation.json for a module that is no longer mapped or no longer exists (moved or",
+            "renamed): not counted above and not current. Run the module under its new path and drop the key.",
+            "",
+            "| stored module | why stale | generated | killed | survived | finished |",
+            "| --- | --- | ---: | ---: | ---: | --- |",
+        ]
+        for module, (why, r) in stale.items():
+            killed = r.get("killed", 0) + r.get("timeout", 0)
+            lines.append(
+                f"| `{module}` | {why} | {r.get('generated', '?')} | {killed} | {r.get('survived', '?')} | "
+                f"{r.get('finished', '?')} |"
+            )
     return "\n".join(lines) + "\n"
+
+
+def split_stale(results: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, Any]]]:
+    """The stored results of modules still mapped and present, and the others with why they are stale.
+
+    A module moved or renamed leaves its old key in mutation.json; rendered with the current ones, its
+    survivors looked like open work of a module the table calls "not yet run" under its new name."""
+    current: dict[str, dict[str, Any]] = {}
+    stale: dict[str, tuple[str, Any]] = {}
+    for module, r in results.items():
+        if module not in MODULES:
+            stale[module] = ("no longer in MODULES" if (REPO / module).is_file() else "file no longer exists", r)
+        elif not (REPO / module).is_file():
+            stale[module] = ("file no longer exists", r)
+        else:
+            current[module] = r
+    return current, stale
 
 
 def main(argv: list[str] | None = None) -> int:
