@@ -225,7 +225,7 @@ MODULES: dict[str, Target] = {
         ("tests/test_mcp.py",),
         functions=("http_app", "open_sessions", "malloc_trim", "release_memory", "MemoryReturn.observe"),
         # not the test that starts `arag mcp` as a process: mutmut's trampolines are not recorded there
-        select="hundred or release or malloc_trim",
+        select="hundred or release or malloc_trim or rebinding",
         sample_index=True,
     ),
     "arag_graph/index/keywords.py": Target(

@@ -257,6 +257,31 @@ def test_two_hundred_idle_http_sessions_are_closed_with_their_read_sets(sample_i
         assert len(tools._sessions) == 0
 
 
+def test_the_http_app_guards_against_rebinding_on_loopback_only(sample_index: HierarchicalIndex) -> None:
+    """In process, so that mutation testing sees it (the test above starts a server process): on a
+    loopback address a foreign Host or Origin is refused, every loopback spelling is accepted; on
+    another address (behind the operator's proxy) there is no such check."""
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, http_app
+
+    server = RetrievalToolServer(sample_index).mcp_server()
+    loopback, wide = http_app(server), http_app(server, host="0.0.0.0")
+    with _serving(loopback) as url, httpx.Client(timeout=60) as client:
+        port = url.split(":")[2].split("/")[0]
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            for origin in ("http://127.0.0.1:1", "http://localhost:2", "http://[::1]:3"):
+                answer = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Host": host, "Origin": origin})
+                assert answer.status_code == 200, (host, origin, answer.text)
+        foreign_host = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Host": "attacker.example"})
+        assert foreign_host.status_code in (400, 421), foreign_host.text
+        foreign_origin = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Origin": "http://attacker.example"})
+        assert foreign_origin.status_code in (400, 403), foreign_origin.text
+    with _serving(wide) as url, httpx.Client(timeout=60) as client:
+        headers = {**_HEADERS, "Host": "attacker.example", "Origin": "http://attacker.example"}
+        assert client.post(url, json=_INITIALIZE, headers=headers).status_code == 200
+
+
 def test_memory_is_released_once_after_sessions_end_and_only_then() -> None:
     """Issue 38: after 1,500 idle sessions expired the server kept its peak memory. The watcher gives
     memory back once the open sessions fell and the fall settled: not while sessions only open or
