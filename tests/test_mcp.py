@@ -316,6 +316,10 @@ def test_malloc_trim_is_glibcs_and_nothing_elsewhere(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(mcp_server.gc, "collect", lambda *a: collected.append(1) or 0)
     mcp_server.release_memory()  # no trim here: only the collection, no error
     assert collected == [1]
+    trims: list[int] = []
+    monkeypatch.setattr(mcp_server, "malloc_trim", lambda: lambda: trims.append(1))
+    mcp_server.release_memory()  # where there is a trim, the release calls it after the collection
+    assert collected == [1, 1] and trims == [1]
 
 
 def test_expired_http_sessions_release_memory(sample_index: HierarchicalIndex) -> None:
