@@ -675,7 +675,8 @@ MODULE_NOTES: dict[str, str] = {
         "this one left 9 survivors; one was no equivalent (OSError no longer passed over when a build's "
         "manifest cannot be read) and is killed by the `manifest-unreadable` case of "
         "test_dropping_a_build_drops_the_server_collection_named_for_it_and_no_other. Rerun: 124 of 132 "
-        "killed (94%), the 8 left equivalent (below)."
+        "killed (94%), the 8 left equivalent (below). Run again under this path (issue 38): the same 124 of "
+        "132, the same 8 survivors."
     ),
     # --- agent/tools.py, index/keywords.py, evaluators/predictions.py ---
     "arag_graph/index/keywords.py": (
