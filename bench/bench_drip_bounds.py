@@ -13,7 +13,13 @@ all along. Each kind runs in this process against the drip stand-in of the tests
 - ``chat``: an OpenAI-compatible chat model (``resolve_chat_model``), ``timeout=5``, ``max_retries=1``;
 - ``embeddings``: an ``openai:`` embeddings endpoint, ``timeout=5``, ``max_retries=1``;
 - ``chroma``: a search of an index on a Chroma server whose collection requests drip,
-  ``chroma_timeout=5`` (Chroma is not retried).
+  ``chroma_timeout=5`` (Chroma is not retried);
+- operations that ask the embeddings endpoint more than once, whose requests share one bound from the
+  first (``arag_graph.core.deadlines.one_operation``): ``embeddings-hyde``, an A-RAG run whose
+  ``semantic_search`` with HyDE embeds the model's passage (it times out) and then falls back to the
+  query, on the bundled sample index whose query embeddings come from the dripping endpoint (the
+  chat model is scripted: only the endpoint is measured); ``embeddings-batches``, 1,500 texts
+  embedded as an index build does (``embed_texts``, batches of 512: three requests if answered).
 
     python bench/bench_drip_bounds.py          # writes bench/results/drip_bounds.{json,md}
 
@@ -87,10 +93,49 @@ def chroma(drip: Any) -> Callable[[], Any]:
     return lambda: load_index(root, chroma_timeout=TIMEOUT).semantic_search("a river", 1)
 
 
+def embeddings_hyde(drip: Any) -> Callable[[], Any]:
+    import copy
+
+    from langchain_core.messages import AIMessage
+
+    from arag_graph.arag.graph import build_arag_graph
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.sample import ensure_sample_index
+    from tests.scripted import ScriptedChatModel, calls, tool_call
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if "encyclopedia-style" in messages[-1].content:
+            return AIMessage("Leland is a town in North Carolina where a 1986 film was shot.")
+        if any(m.type == "tool" for m in messages):
+            return AIMessage("Answer: done")
+        return calls(tool_call("semantic_search", query="the film shot in Leland"))
+
+    index = copy.copy(ensure_sample_index(progress=False))
+    index.embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=TIMEOUT, max_retries=1)
+    graph = build_arag_graph(index, ScriptedChatModel(messages=iter([]), reply=reply))
+
+    def run() -> None:
+        out = graph.invoke({"question": "Who directed it?"}, context={"hyde": True})
+        tools = [m.content for m in out.get("messages", []) if getattr(m, "type", "") == "tool"]
+        raise RuntimeError(f"{'; '.join(out['warnings'])} / tool: {' '.join(map(str, tools))}")
+
+    return run
+
+
+def embeddings_batches(drip: Any) -> Callable[[], Any]:
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from arag_graph.index.encoders import embed_texts
+
+    model = resolve_embeddings("openai:embed", base_url=drip.url, timeout=TIMEOUT, max_retries=1)
+    return lambda: embed_texts(model, [f"sentence {i} about a river" for i in range(1500)], batch_size=512)
+
+
 KINDS: dict[str, tuple[Callable[[Any], Callable[[], Any]], int, dict[str, Any]]] = {
     "chat": (chat, 2, {}),
     "embeddings": (embeddings, 2, {}),
     "chroma": (chroma, 1, {}),
+    "embeddings-hyde": (embeddings_hyde, 2, {}),
+    "embeddings-batches": (embeddings_batches, 2, {}),
 }
 
 
@@ -154,7 +199,9 @@ def main() -> None:
         "",
         f"`{command.strip()}` on {info['cpu']} ({info['cores']} cores, shared), Python {info['python']}, two CPU "
         f"burners running; 1-minute load {info['load_1min_start']} at the start, {info['load_1min_end']} at the end.",
-        f"Bound: timeout × attempts; margin {MARGIN_S:g} s (the client's back-off between attempts, scheduling).",
+        f"Bound: timeout × attempts; margin {MARGIN_S:g} s (the client's back-off between attempts, scheduling). "
+        "For the operations that ask the endpoint more than once (embeddings-hyde, embeddings-batches) the "
+        "bound is the operation's: one timeout × attempts from its first request, however many it would send.",
         "",
         "| kind | timeout | attempts | requests the server read | from the first request | bound + margin | within | "
         "the caller's error |",

@@ -17,6 +17,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -113,6 +114,61 @@ def test_a_dripping_embeddings_endpoint_times_out_in_one_line(drip: SilentServer
     assert "timed out" in str(caught.value).lower() and "ARAG_EMBEDDING_TIMEOUT" in str(caught.value)
     every_client_left(drip, attempts=2)
     record("bounded_waits", "embeddings endpoint drips one byte at a time", trials=1, faults=1, survived=1)
+
+
+def test_an_operation_that_asks_again_shares_the_embedding_endpoints_bound(drip: SilentServer, model_env: None) -> None:
+    """Issue 38: the bound was per request, so an operation that embeds again after a timeout (HyDE's
+    passage, then the query) waited ``timeout × attempts`` once more for each request. In one operation
+    the endpoint's requests share the bound from the first: the second embedding is refused without a
+    request. A new operation (a later search) starts its own bound."""
+    from arag_graph.core.deadlines import one_operation
+    from arag_graph.index.embedding_loader import resolve_embeddings
+
+    embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
+    errors = []
+    with one_operation():
+        for text in ("a hypothetical passage", "the query"):
+            with pytest.raises(AragError, match=r"^[^\n]+$") as caught:
+                embeddings.embed_query(text)
+            errors.append(str(caught.value))
+    assert all("timed out" in e and "ARAG_EMBEDDING_TIMEOUT" in e for e in errors), errors
+    assert "time for the endpoint is spent" in errors[1]
+    every_client_left(drip, attempts=2)  # the second embedding sent nothing
+    with one_operation(), pytest.raises(AragError, match="timed out"):
+        embeddings.embed_query("the next search")
+    every_client_left(drip, attempts=4)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_hyde_search_against_a_dripping_embeddings_endpoint_waits_one_bound(
+    mode: str, drip: SilentServer, model_env: None, sample_index: HierarchicalIndex
+) -> None:
+    """A-RAG's semantic_search with HyDE: the passage's embedding times out, the search falls back to the
+    query, whose embedding must not wait a second ``timeout × attempts`` (the tool call is one operation)."""
+    import copy
+
+    from langchain_core.messages import AIMessage
+
+    from arag_graph.arag.graph import build_arag_graph
+    from arag_graph.index.embedding_loader import resolve_embeddings
+    from tests.scripted import ScriptedChatModel, calls, tool_call
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if "encyclopedia-style" in messages[-1].content:
+            return AIMessage("Leland is a town in North Carolina where a 1986 film was shot.")
+        if any(m.type == "tool" for m in messages):
+            return AIMessage("Answer: done")
+        return calls(tool_call("semantic_search", query="the film shot in Leland"))
+
+    index = copy.copy(sample_index)  # the session's index, its query embeddings from the dripping endpoint
+    index.embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
+    graph = build_arag_graph(index, ScriptedChatModel(messages=iter([]), reply=reply))
+    inputs, context = {"question": "Who directed it?"}, {"hyde": True}
+    out = (
+        graph.invoke(inputs, context=context) if mode == "sync" else asyncio.run(graph.ainvoke(inputs, context=context))
+    )
+    assert any("HyDE failed" in w for w in out["warnings"]), out["warnings"]
+    every_client_left(drip, attempts=2)  # the passage's two attempts; the query's embedding sent nothing
 
 
 # ---------------------------------------------------------------------------------------------

@@ -495,7 +495,7 @@ def test_an_embedding_base_url_fragment_is_refused_and_never_recorded(
     records none, however its URL was set."""
     from arag_graph.index.manifest import Manifest
 
-    private = "token=fragment-kept-private"
+    private = "token=fragment#kept-private"  # a second '#' too: the fragment starts at the first
     out = tmp_path / "index"
     argv = ["index", str(write_corpus(tmp_path)), "--out", str(out), "--quiet", "--embedding", "openai:stub-embed"]
     line = assert_one_error_line(*run_cli([*argv, "--embedding-base-url", f"{openai_server.url}#{private}"], capsys))
@@ -506,6 +506,11 @@ def test_an_embedding_base_url_fragment_is_refused_and_never_recorded(
     manifest = Manifest.from_file(path)
     text = dataclasses.replace(manifest, embedding_base_url=f"{openai_server.url}#{private}").to_json()
     assert private not in text and json.loads(text)["embedding_base_url"] == openai_server.url
+    # A Chroma server's URL goes through the same rule (no credentials, no fragment); the rest of the
+    # Chroma record is kept as it was.
+    chroma = {**manifest.chroma, "collection": "c1", "url": f"http://user:pw@chroma.example:8000/base#{private}"}
+    recorded = json.loads(dataclasses.replace(manifest, chroma=chroma).to_json())["chroma"]
+    assert recorded == {**chroma, "url": "http://***@chroma.example:8000/base"}
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))

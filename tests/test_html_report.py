@@ -373,3 +373,44 @@ def test_demo_html_in_a_missing_directory_is_refused_before_any_work(
     line = assert_one_error_line(*run_cli(["demo", "--index", str(tmp_path / "idx"), "--html", str(missing)], capsys))
     assert "--html" in line and "does not exist" in line
     assert not (tmp_path / "idx").exists()  # refused before the sample index was built
+
+
+def test_the_title_holds_a_hostile_question_escaped_exactly() -> None:
+    """The page's ``<title>`` (render's only text outside scripts) escapes exactly the four characters
+    that matter in HTML text, each once, with nothing else changed; without a title it says arag report."""
+    from arag_graph.evaluators.html_report import render
+
+    question = 'Tom & "Jerry" </title><script>x()</script> > 1'
+    page = render({"title": question, "details": []})
+    escaped = "Tom &amp; &quot;Jerry&quot; &lt;/title&gt;&lt;script&gt;x()&lt;/script&gt; &gt; 1"
+    assert f"<title>{escaped}</title>" in page
+    assert "<title>arag report</title>" in render({"details": []})
+
+
+def test_a_hostile_question_page_holds_its_data_where_the_page_reads_it() -> None:
+    """render's page, read back: the first view's JSON (everything but the steps and snippets) in
+    ``report-data``, each question's steps and the snippets gzip-packed in their own elements, every
+    placeholder replaced once, also when the data holds the placeholders' names."""
+    import base64
+    import gzip
+    import re
+
+    from arag_graph.evaluators.html_report import render
+
+    data = {
+        "title": "__DATA__ __DETAILS__",
+        "summary": {"q": "__DETAILS__"},
+        "details": [{"steps": ["a"]}, {"steps": ["__DATA__"]}],
+        "snippets": {"c1": "text"},
+    }
+    page = render(data)
+    assert "__DATA__</script>" not in page and re.search(r">__DETAILS__|__DETAILS__\n", page) is None
+    first = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    assert first and json.loads(first.group(1)) == {"title": data["title"], "summary": data["summary"]}
+    packed = dict(re.findall(r'<script type="application/gzip" id="([^"]+)">([^<]*)</script>', page))
+    unpacked = {name: json.loads(gzip.decompress(base64.b64decode(text))) for name, text in packed.items()}
+    assert unpacked == {"qd-0": data["details"][0], "qd-1": data["details"][1], "report-snippets": data["snippets"]}
+    assert list(packed) == ["qd-0", "qd-1", "report-snippets"]
+    assert re.search(r'id="qd-0">[^<]*</script>\n<script type="application/gzip" id="qd-1">', page)  # one a line
+    no_snippets = dict(re.findall(r'id="(report-snippets)">([^<]*)<', render({"details": []})))
+    assert json.loads(gzip.decompress(base64.b64decode(no_snippets["report-snippets"]))) == {}

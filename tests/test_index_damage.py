@@ -45,19 +45,31 @@ PASSAGES = [
 BACKENDS = ("matrix", "chroma")
 
 
-@pytest.fixture(scope="module")
-def pristines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The same small index built once with each sentence store."""
-    built = {}
-    docs = [SourceDocument(text, id=i, title=t) for i, t, text in PASSAGES]
-    for backend in BACKENDS:
-        root = tmp_path_factory.mktemp(f"pristine-{backend}") / "index"
+class _Pristines(dict[str, Path]):
+    """The same small index with each sentence store, each built on first use: a test of the matrix
+    build starts no Chroma client (which deadlocks in mutmut's forked test process, bench/mutation.py)."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        super().__init__()
+        self._factory = tmp_path_factory
+
+    def __missing__(self, backend: str) -> Path:
+        if backend not in BACKENDS:
+            raise KeyError(backend)
+        root = self._factory.mktemp(f"pristine-{backend}") / "index"
+        docs = [SourceDocument(text, id=i, title=t) for i, t, text in PASSAGES]
         # Bare chunk texts in the keyword index: each damage below has one expected first symptom.
         build_index(
             docs, root, embeddings=NamedFakeEmbeddings(), backend=backend, contextual_headers=False, progress=False
         )
-        built[backend] = root
-    return built
+        self[backend] = root
+        return root
+
+
+@pytest.fixture(scope="module")
+def pristines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same small index built once with each sentence store (when a test first asks for it)."""
+    return _Pristines(tmp_path_factory)
 
 
 @pytest.fixture
@@ -610,6 +622,52 @@ def test_a_flipped_bit_in_the_checksums_key_is_refused(copy: Path) -> None:
         load(copy)
     assert "which no arag manifest has" in damaged_line(caught.value, copy)
     record("index_damage", "load: one bit of the manifest's 'checksums' key", faults=1, survived=1)
+
+
+def test_the_manifest_reader_names_each_problem_in_its_exact_line(
+    matrix_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Manifest.from_file's own lines, each whole (the damage cases above check a phrase of some): what
+    cannot be read (missing, or a read that fails after the open, with or without strerror), a format
+    this version does not read (an integer of any size), a field no manifest has (its name cut to 40
+    characters), a field of the wrong type deep in a record (its whole path); and a manifest without
+    ``format_version`` is of the current format."""
+    import errno
+
+    from arag_graph.core.errors import IndexDamagedError, IndexMismatchError
+    from arag_graph.index import manifest as manifest_module
+    from arag_graph.index.manifest import FORMAT_VERSION, Manifest
+
+    build = build_of(matrix_copy)
+    path = build / MANIFEST
+
+    def refusal(edit: Callable[[dict[str, Any]], Any] | None = None, target: Path = path) -> str:
+        if edit is not None:
+            edit_manifest(matrix_copy, edit)
+        with pytest.raises(AragError) as caught:
+            Manifest.from_file(target)
+        return str(caught.value)
+
+    gone = build / "gone.json"
+    assert refusal(target=gone) == str(IndexDamagedError(build, f"{gone} cannot be read (it is missing)"))
+    for error, shown in ((OSError(errno.EIO, "Input/output error"), "Input/output error"), (OSError("gone"), "gone")):
+        with monkeypatch.context() as patch:
+            patch.setattr(manifest_module, "read_index_bytes", lambda root, p, e=error: (_ for _ in ()).throw(e))
+            assert refusal() == str(IndexDamagedError(build, f"{path} cannot be read ({shown})"))
+    for version in (99, 10**30):
+        unsupported = (
+            f"{path}: index format {str(version)[:20]} is not supported by this version (reads 1 and 2); rebuild "
+            "the index with `arag index`"
+        )
+        assert refusal(lambda m, v=version: m.update(format_version=v)) == str(IndexMismatchError(unsupported))
+    long_name = "x" * 50
+    line = refusal(lambda m: m.update({long_name: 1, "format_version": FORMAT_VERSION}))
+    assert line == str(IndexDamagedError(build, f"{path} has the field {'x' * 40!r}, which no arag manifest has"))
+    line = refusal(lambda m: m.pop(long_name) and m["checksums"].update({"chunks.jsonl": 5}))
+    assert line.startswith(f"index damaged: {path}: field 'checksums.chunks.jsonl': "), line
+    edit_manifest(matrix_copy, lambda m: m["checksums"].update({"chunks.jsonl": "x"}))
+    edit_manifest(matrix_copy, lambda m: m.pop("format_version") and None)
+    assert Manifest.from_file(path).format_version == FORMAT_VERSION
 
 
 def test_the_seal_is_required_in_this_format_and_manifests_of_format_1_still_load(matrix_copy: Path) -> None:

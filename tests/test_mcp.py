@@ -257,6 +257,95 @@ def test_two_hundred_idle_http_sessions_are_closed_with_their_read_sets(sample_i
         assert len(tools._sessions) == 0
 
 
+def test_the_http_app_guards_against_rebinding_on_loopback_only(sample_index: HierarchicalIndex) -> None:
+    """In process, so that mutation testing sees it (the test above starts a server process): on a
+    loopback address a foreign Host or Origin is refused, every loopback spelling is accepted; on
+    another address (behind the operator's proxy) there is no such check."""
+    import httpx
+
+    from arag_graph.tools.mcp_server import RetrievalToolServer, http_app
+
+    server = RetrievalToolServer(sample_index).mcp_server()
+    loopback, wide = http_app(server), http_app(server, host="0.0.0.0")
+    with _serving(loopback) as url, httpx.Client(timeout=60) as client:
+        port = url.split(":")[2].split("/")[0]
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            for origin in ("http://127.0.0.1:1", "http://localhost:2", "http://[::1]:3"):
+                answer = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Host": host, "Origin": origin})
+                assert answer.status_code == 200, (host, origin, answer.text)
+        foreign_host = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Host": "attacker.example"})
+        assert foreign_host.status_code in (400, 421), foreign_host.text
+        foreign_origin = client.post(url, json=_INITIALIZE, headers={**_HEADERS, "Origin": "http://attacker.example"})
+        assert foreign_origin.status_code in (400, 403), foreign_origin.text
+    with _serving(wide) as url, httpx.Client(timeout=60) as client:
+        headers = {**_HEADERS, "Host": "attacker.example", "Origin": "http://attacker.example"}
+        assert client.post(url, json=_INITIALIZE, headers=headers).status_code == 200
+
+
+def test_memory_is_released_once_after_sessions_end_and_only_then() -> None:
+    """Issue 38: after 1,500 idle sessions expired the server kept its peak memory. The watcher gives
+    memory back once the open sessions fell and the fall settled: not while sessions only open or
+    stay, once per wave of endings (not once per session), and again after a later wave."""
+    from arag_graph.tools.mcp_server import MemoryReturn
+
+    calls: list[int] = []
+    memory = MemoryReturn(release=lambda: calls.append(1))
+    polls = [0, 3, 5, 5, 4, 2, 0, 0, 0, 6, 6, 1, 1, 1]
+    released = [memory.observe(n) for n in polls]
+    #         0      3      5      5      4      2      0      0     0      6      6      1      1     1
+    assert released == [False, False, False, False, False, False, False, True, False, False, False, False, True, False]
+    assert len(calls) == memory.released == 2
+
+
+def test_malloc_trim_is_glibcs_and_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trim is glibc's function, called with 0; on another C library (musl) or system there is
+    nothing to call, and releasing memory there only collects garbage."""
+    import platform
+
+    from arag_graph.tools import mcp_server
+
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        trim = mcp_server.malloc_trim()
+        assert trim is not None and trim() in (0, 1)  # 1: memory was given back, 0: there was none to give
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("musl", "1.2"))
+    assert mcp_server.malloc_trim() is None
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("glibc", "2.36"))
+    assert mcp_server.malloc_trim() is None
+    collected: list[int] = []
+    monkeypatch.setattr(mcp_server.gc, "collect", lambda *a: collected.append(1) or 0)
+    mcp_server.release_memory()  # no trim here: only the collection, no error
+    assert collected == [1]
+    trims: list[int] = []
+    monkeypatch.setattr(mcp_server, "malloc_trim", lambda: lambda: trims.append(1))
+    mcp_server.release_memory()  # where there is a trim, the release calls it after the collection
+    assert collected == [1, 1] and trims == [1]
+
+
+def test_expired_http_sessions_release_memory(sample_index: HierarchicalIndex) -> None:
+    """Sessions that expire when idle make the served app release memory (the hook that gives glibc's
+    free arenas back to the OS); opening them did not."""
+    import time
+
+    import httpx
+
+    from arag_graph.tools.mcp_server import MemoryReturn, RetrievalToolServer, SessionLimits, http_app, open_sessions
+
+    calls: list[int] = []
+    memory = MemoryReturn(release=lambda: calls.append(1))
+    limits = SessionLimits(max_sessions=10, idle_seconds=1)
+    app = http_app(RetrievalToolServer(sample_index).mcp_server(), sessions=limits, memory=memory, poll_seconds=0.1)
+    with _serving(app) as url, httpx.Client(timeout=60) as client:
+        opened = [client.post(url, json=_INITIALIZE, headers=_HEADERS) for _ in range(3)]
+        assert {r.status_code for r in opened} == {200}
+        assert calls == []  # sessions opening release nothing
+        deadline = time.monotonic() + 90  # a generous bound on a loaded machine, not a timing claim
+        while (open_sessions(app) or not calls) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert open_sessions(app) == 0
+        assert calls, "the sessions expired but no memory was released"
+
+
 def test_the_announced_socket_already_accepts_connections() -> None:
     """The URL is printed before uvicorn starts; a client connecting at once must queue, not be refused.
 

@@ -65,6 +65,7 @@ from arag_graph.arag.review import (
     reviewed_calls,
     unreviewed_refusal,
 )
+from arag_graph.core.deadlines import one_operation
 from arag_graph.core.errors import AragError
 from arag_graph.core.safety import describe_model_error
 from arag_graph.index.hierarchical import HierarchicalIndex
@@ -476,18 +477,21 @@ class ToolCallGuard:
         if isinstance(prepared, ToolMessage):
             return prepared
         warning = None
-        if self._wants_hyde(prepared, run):
-            try:
-                passage = (
-                    arag_model(run.model)
-                    .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
-                    .invoke(_config(request))
-                )
-                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
-            except Exception as exc:  # HyDE refines the search; the query itself still works
-                warning = _hyde_failed(exc)
-        _tool_started(prepared)
-        return _tool_finished(_recorded(prepared, execute(prepared), warning))
+        # One operation: when HyDE's passage could not be embedded, the query's embedding that follows
+        # gets what is left of the endpoint's bound, not a bound of its own (issue 38).
+        with one_operation():
+            if self._wants_hyde(prepared, run):
+                try:
+                    passage = (
+                        arag_model(run.model)
+                        .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
+                        .invoke(_config(request))
+                    )
+                    prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
+                except Exception as exc:  # HyDE refines the search; the query itself still works
+                    warning = _hyde_failed(exc)
+            _tool_started(prepared)
+            return _tool_finished(_recorded(prepared, execute(prepared), warning))
 
     async def acall(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
@@ -496,18 +500,19 @@ class ToolCallGuard:
         if isinstance(prepared, ToolMessage):
             return prepared
         warning = None
-        if self._wants_hyde(prepared, run):
-            try:
-                passage = (
-                    await arag_model(run.model)
-                    .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
-                    .ainvoke(_config(request))
-                )
-                prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
-            except Exception as exc:
-                warning = _hyde_failed(exc)
-        _tool_started(prepared)
-        return _tool_finished(_recorded(prepared, await execute(prepared), warning))
+        with one_operation():  # as in __call__ (the task's context: the awaited search sees it)
+            if self._wants_hyde(prepared, run):
+                try:
+                    passage = (
+                        await arag_model(run.model)
+                        .hyde(str(prepared.tool_call["args"]["query"]), run.ctx.hyde_style)
+                        .ainvoke(_config(request))
+                    )
+                    prepared = self._hyde(prepared, run.index.embeddings.embed_query(passage))
+                except Exception as exc:
+                    warning = _hyde_failed(exc)
+            _tool_started(prepared)
+            return _tool_finished(_recorded(prepared, await execute(prepared), warning))
 
 
 def _call_line(name: str, args: dict[str, Any]) -> str:

@@ -19,10 +19,18 @@ deadline per attempt. One mechanism does it for both HTTP stacks, sync and async
 A connection whose read timed out is closed by the pool, so the server sees the client leave.
 Retries still multiply: a model call waits at most ``timeout × (max_retries + 1)`` plus the
 client's short back-off between attempts.
+
+One operation that asks the same endpoint more than once (a search whose HyDE passage could not be
+embedded and whose query is embedded next, a multi-query retrieval) would otherwise get a fresh
+``timeout × attempts`` per request, so a dripping endpoint held it a multiple of the bound users
+set. Inside :func:`one_operation` the requests of each endpoint that asks for it
+(:func:`endpoint_deadline`) share one deadline, ``timeout × attempts`` from that endpoint's first
+request in the operation; once it has passed, the endpoint's next request is not sent at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -31,15 +39,51 @@ from types import ModuleType
 from typing import Any
 
 _DEADLINE: ContextVar[float | None] = ContextVar("arag_request_deadline", default=None)
+_OPERATION: ContextVar[dict[object, float] | None] = ContextVar("arag_operation_deadlines", default=None)
+"""The current operation's deadlines, one per endpoint that has sent a request in it."""
+_CAP: ContextVar[float | None] = ContextVar("arag_endpoint_deadline", default=None)
+"""The deadline of the endpoint sending now, within the current operation (no request ends later)."""
+
+
+@contextlib.contextmanager
+def one_operation() -> Iterator[None]:
+    """Make what runs inside one operation: each endpoint's requests share one total deadline.
+
+    Nested, the outer operation holds: its deadlines were set from its first requests."""
+    token = _OPERATION.set(_OPERATION.get() if _OPERATION.get() is not None else {})
+    try:
+        yield
+    finally:
+        _OPERATION.reset(token)
+
+
+@contextlib.contextmanager
+def endpoint_deadline(endpoint: object, seconds: float) -> Iterator[float | None]:
+    """While inside, ``endpoint``'s requests end by its deadline in the current operation: ``seconds``
+    (its ``timeout × attempts``) from its first request there. Yields that deadline, for the caller to
+    refuse a request once it has passed; None (no shared bound) outside :func:`one_operation`."""
+    shared = _OPERATION.get()
+    if shared is None:
+        yield None
+        return
+    deadline = shared.setdefault(endpoint, time.monotonic() + seconds)
+    token = _CAP.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _CAP.reset(token)
 
 
 def _deadline_of(request: Any) -> float | None:
-    """When ``request`` must be done: now plus its read timeout (None: the caller set no bound)."""
+    """When ``request`` must be done: now plus its read timeout (None: the caller set no bound), and
+    no later than its endpoint's deadline in the current operation."""
     timeout = request.extensions.get("timeout")
     read = timeout.get("read") if isinstance(timeout, dict) else None
+    cap = _CAP.get()
     if not isinstance(read, (int, float)) or read <= 0:
-        return None
-    return time.monotonic() + float(read)
+        return cap
+    own = time.monotonic() + float(read)
+    return own if cap is None else min(own, cap)
 
 
 def _left(timeout: float | None, error: type[Exception]) -> float | None:

@@ -19,12 +19,15 @@ request carries the key there.
 Every endpoint request is bounded like a chat request (:mod:`arag_graph.llm.models`): ``timeout`` seconds
 in total per attempt, every read of the reply included (:mod:`arag_graph.core.deadlines`), and
 ``max_retries`` retries, from the arguments, else ``$ARAG_EMBEDDING_TIMEOUT`` /
-``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2.
+``$ARAG_EMBEDDING_RETRIES``, else 30 s and 2. Within one operation (a search tool's call, a
+retrieval: :func:`arag_graph.core.deadlines.one_operation`) all the endpoint's requests share that
+bound, ``timeout × attempts`` from the first of them.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +189,24 @@ class EndpointEmbeddings(Embeddings):
         self._client = OpenAIEmbeddings(**kwargs)
         check_endpoint("embeddings", client_endpoint(self._client), f"embedding model {self.model_id}")
 
+    def _timed_out(self, why: str) -> AragError:
+        return AragError(
+            f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out ({why}): no "
+            f"complete reply within {self.timeout:g} s per attempt, {self.max_retries + 1} attempt(s); check the "
+            "server, or allow more time with $ARAG_EMBEDDING_TIMEOUT"
+        )
+
     def _call(self, texts: list[str]) -> list[list[float]]:
+        from arag_graph.core.deadlines import endpoint_deadline
+
+        # In one operation (a search, a retrieval) every request here shares the bound users set,
+        # timeout × attempts from the first: a fallback that asks again does not start it afresh.
+        with endpoint_deadline(self, self.timeout * (self.max_retries + 1)) as deadline:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise self._timed_out("this operation's time for the endpoint is spent") from None
+            return self._embedded(texts)
+
+    def _embedded(self, texts: list[str]) -> list[list[float]]:
         try:
             vectors = self._vectors(self._client.embed_documents(texts))
         except AragError:
@@ -196,12 +216,7 @@ class EndpointEmbeddings(Embeddings):
 
             detail = " ".join(str(exc).split())[:200]
             if _timed_out(exc):
-                raise AragError(
-                    f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) timed out "
-                    f"({type(exc).__name__}): no complete reply within {self.timeout:g} s per attempt, "
-                    f"{self.max_retries + 1} attempt(s); check the server, or allow more time with "
-                    "$ARAG_EMBEDDING_TIMEOUT"
-                ) from None
+                raise self._timed_out(type(exc).__name__) from None
             raise AragError(
                 f"embedding endpoint {_endpoint_host(self.base_url)} ({self.model_id}) failed: "
                 f"{type(exc).__name__}: {detail}; check that the server runs and serves this model"

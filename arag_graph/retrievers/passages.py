@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from arag_graph.core.deadlines import one_operation
 from arag_graph.core.documents import HEADER_MAX_CHARS, Chunk, SearchHit, chunk_header, window_text
 from arag_graph.retrievers import techniques
 from arag_graph.retrievers.automerge import MERGE_THRESHOLD, merge_leaves
@@ -274,6 +275,7 @@ def auto_merge_documents(index: HierarchicalIndex, query: str, k: int) -> list[P
         leaves = min(2 * leaves, sentences)
 
 
+@one_operation()  # a multi-query retrieval embeds each rewrite: one bound for the endpoint, not one each
 def retrieve_passages(
     index: HierarchicalIndex,
     query: str,

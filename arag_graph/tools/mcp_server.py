@@ -23,7 +23,10 @@ HTTP sessions are bounded (:class:`SessionLimits`): at most ``max_sessions`` ope
 that would open one more is answered 503 until one ends), and a session with no request in flight
 for ``idle_seconds`` is closed, its read set with it (its ID then answers 404 and the client opens a
 new one). Clients that initialise and leave without ``DELETE`` would otherwise hold their sessions,
-and the memory behind them, for the server's lifetime (issue 38).
+and the memory behind them, for the server's lifetime (issue 38). Once sessions have ended, the
+memory they held is handed back to the operating system where the C library keeps it
+(:class:`MemoryReturn`, glibc's ``malloc_trim``), so the server's resident size falls back towards
+its start instead of staying at the peak of the busiest moment.
 
 Each tool declares what it returns (``outputSchema``: the call's ``structuredContent``, the same
 facts the tool's artifact gives a graph) and how it behaves (``annotations``: it reads the index and
@@ -34,13 +37,18 @@ sees distinct names; their descriptions and the server's instructions name them 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
+import gc
 import json
 import logging
+import platform
 import re
 import socket
 import sys
 import weakref
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -283,9 +291,80 @@ async def serve_stdio(server: Server) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def http_app(server: Server, host: str = "127.0.0.1", sessions: SessionLimits | None = None) -> Starlette:
+def malloc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)`` as a call, or None where the C library is not glibc.
+
+    Why: glibc's allocator keeps the memory that freed objects leave in its arenas (heap tops that
+    other blocks pin, and the per-thread arenas of the SDK's worker threads) for later use, so a
+    server whose 1,500 idle sessions have expired keeps its peak resident size (issue 38's probe: 287
+    MB grown to 499 MB, unchanged afterwards). ``malloc_trim`` gives the free pages of every arena
+    back to the OS. It exists only in glibc: musl, macOS and Windows have no such function (and
+    return memory on their own terms), so there nothing is called and nothing changes."""
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # the running process's C library
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+def release_memory() -> None:
+    """Collect what ended sessions left in reference cycles, then give free memory back to the OS
+    (where :func:`malloc_trim` can; elsewhere only the collection runs)."""
+    gc.collect()
+    trim = malloc_trim()
+    if trim is not None:
+        trim()
+
+
+class MemoryReturn:
+    """Calls ``release`` once sessions have ended and the ending has settled.
+
+    Polled with the number of open sessions (:meth:`observe`): a fall marks memory to return; the
+    first later poll with no further fall calls ``release`` once (the sessions' tasks have wound down
+    by then, and a wave of 1,500 expiring sessions costs one call, not 1,500). Counting sessions
+    rather than hooking the SDK's private discard method works whatever ended them: ``DELETE``, idle
+    expiry or a crash."""
+
+    def __init__(self, release: Callable[[], object] = release_memory) -> None:
+        self.release = release
+        self._last: int | None = None
+        self._pending = False
+        self.released = 0
+        """How many times ``release`` was called."""
+
+    def observe(self, open_now: int) -> bool:
+        """Note ``open_now`` sessions; True when this poll released memory."""
+        fell = self._last is not None and open_now < self._last
+        self._last = open_now
+        if fell:
+            self._pending = True
+            return False
+        if not self._pending:
+            return False
+        self._pending = False
+        self.release()
+        self.released += 1
+        return True
+
+
+RELEASE_POLL_SECONDS = 1.0
+"""How often :func:`http_app` counts its open sessions for :class:`MemoryReturn`."""
+
+
+def http_app(
+    server: Server,
+    host: str = "127.0.0.1",
+    sessions: SessionLimits | None = None,
+    *,
+    memory: MemoryReturn | None = None,
+    poll_seconds: float = RELEASE_POLL_SECONDS,
+) -> Starlette:
     """The streamable HTTP endpoint (``/mcp``) as an ASGI app, one MCP session per client session,
-    within ``sessions`` (default :class:`SessionLimits`)."""
+    within ``sessions`` (default :class:`SessionLimits`); ``memory`` (default :class:`MemoryReturn`)
+    is polled every ``poll_seconds`` with the open sessions while the app runs."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -311,8 +390,25 @@ def http_app(server: Server, host: str = "127.0.0.1", sessions: SessionLimits | 
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
             await manager.handle_request(scope, receive, send)
 
-    app = Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lambda app: manager.run())
+    watcher = memory or MemoryReturn()
+
+    async def watch_sessions() -> None:
+        while True:
+            await anyio.sleep(poll_seconds)
+            # In a worker thread: a collection and a trim of a large heap take a moment (the trim lets go of
+            # the GIL), and answering clients meanwhile is the loop's job.
+            await anyio.to_thread.run_sync(watcher.observe, len(manager._server_instances))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run(), anyio.create_task_group() as group:
+            group.start_soon(watch_sessions)
+            yield
+            group.cancel_scope.cancel()
+
+    app = Starlette(routes=[Route(MCP_PATH, endpoint=Endpoint())], lifespan=lifespan)
     app.state.session_manager = manager
+    app.state.memory_return = watcher
     return app
 
 
