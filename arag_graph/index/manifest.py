@@ -23,7 +23,13 @@ from arag_graph.index.layout import read_index_bytes
 
 FORMAT_VERSION = 2
 """The manifest format builds write. 2: the same fields as 1, and the seal (``manifest_checksum``) is
-required; a manifest of format 1 (from before this version) loads with its seal checked when it has one."""
+required; a manifest of format 1 (from before this version) loads with its seal checked when it has one.
+
+The seal guards against damage (a flipped bit, a file cut short or mixed with another), not against
+someone who can write the index: a plain checksum, it can be recomputed as easily as the seal can be
+dropped and the version set back to 1. So a manifest turned into an unsealed format 1 by hand loads,
+as a sealed one rewritten by hand would; what keeps a hostile writer out is who may write the index
+directory, and a served run reads only indexes under the roots the operator set."""
 SUPPORTED_FORMATS = (1, 2)
 SEALED_FROM = 2
 CHUNKS = "chunks.jsonl"
