@@ -137,8 +137,8 @@ def redacted_message(message: BaseMessage) -> BaseMessage:
     content = _decoded_text(message.content) if isinstance(message.content, str) else message.content
     extra = dict(message.additional_kwargs)
     parsed = extra.get("parsed")  # a JSON-schema reply as the OpenAI client parsed it
-    if isinstance(parsed, BaseModel):
-        extra["parsed"] = type(parsed).model_validate(unescaped(parsed.model_dump()))
+    if isinstance(parsed, BaseModel):  # scrub() leaves objects alone: redact its fields as plain values
+        extra["parsed"] = type(parsed).model_validate(scrub(unescaped(parsed.model_dump())))
     elif isinstance(parsed, (dict, list)):
         extra["parsed"] = unescaped(parsed)
     update: dict[str, Any] = {"content": scrub(content), "additional_kwargs": scrub(extra)}

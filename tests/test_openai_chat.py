@@ -1,0 +1,120 @@
+"""What leaves a chat model: decoded (llama.cpp's HTML-escaped replies) and redacted, whole or streamed.
+
+Unit tests of :mod:`arag_graph.llm.openai_chat` on hand-made replies, no server: every field a reply
+carries (text, tool calls valid and invalid, extra fields, a structured reply's ``parsed``, the
+result's ``llm_output``), and a stream cut anywhere. The end-to-end paths are in test_secrets.py,
+test_endpoint_rule.py and test_local_model_replies.py; these are the tests the mutation harness maps
+to the module (bench/mutation.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import BaseModel
+
+from arag_graph.llm import openai_chat
+from tests.fakes import sentinel_key
+
+KEY = sentinel_key("chat")
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARAG_API_KEY", KEY)
+
+
+class Found(BaseModel):
+    answer: str
+    sources: list[str]
+
+
+def test_a_reply_is_decoded_then_redacted_in_its_text_tool_calls_and_extra_fields() -> None:
+    message = AIMessage(
+        content=f"It&#39;s {KEY}",
+        additional_kwargs={"refusal": f"no &amp; {KEY}"},
+        tool_calls=[{"name": "search", "args": {"q": f"O&#39;Neil {KEY}", "n": 3}, "id": "1"}],
+        invalid_tool_calls=[{"name": "search", "args": f'{{"q": "{KEY}"}}', "id": "2", "error": "bad JSON"}],
+    )
+    out = openai_chat.redacted_message(message)
+    assert out.content == "It's ***"
+    assert out.additional_kwargs == {"refusal": "no &amp; ***"}  # extra fields: redacted, left encoded
+    assert out.tool_calls == [{"name": "search", "args": {"q": "O'Neil ***", "n": 3}, "id": "1", "type": "tool_call"}]
+    assert out.invalid_tool_calls[0]["args"] == '{"q": "***"}' and out.invalid_tool_calls[0]["error"] == "bad JSON"
+    assert message.content == f"It&#39;s {KEY}"  # a copy: the model's own message is left as it was
+
+
+def test_a_parsed_structured_reply_is_decoded_and_redacted_as_a_model_or_as_plain_json() -> None:
+    """``parsed`` (a JSON-schema reply as the OpenAI client parsed it) was decoded but not redacted when
+    it was a pydantic model: the field-by-field scrub does not look inside objects."""
+    as_model = AIMessage(content="", additional_kwargs={"parsed": Found(answer=f"a &lt; b {KEY}", sources=[KEY])})
+    parsed = openai_chat.redacted_message(as_model).additional_kwargs["parsed"]
+    assert isinstance(parsed, Found) and parsed == Found(answer="a < b ***", sources=["***"])
+    as_json = AIMessage(content="", additional_kwargs={"parsed": {"answer": f"&amp; {KEY}", "n": [1, "&#39;"]}})
+    assert openai_chat.redacted_message(as_json).additional_kwargs["parsed"] == {"answer": "& ***", "n": [1, "'"]}
+
+
+def test_a_json_text_reply_is_decoded_value_by_value_and_other_text_as_text() -> None:
+    decoded = openai_chat.redacted_message(AIMessage(content='{"q": "say &#34;hi&#34;", "n": 1}')).content
+    assert decoded == '{"q": "say \\"hi\\"", "n": 1}'
+    assert openai_chat.redacted_message(AIMessage(content='"&#34;"')).content == '"&#34;"'  # a JSON string: as it is
+    assert openai_chat.redacted_message(AIMessage(content="{not json &lt;")).content == "{not json <"
+
+
+def test_a_whole_result_keeps_generation_info_and_scrubs_llm_output() -> None:
+    result = ChatResult(
+        generations=[ChatGeneration(message=AIMessage(content=KEY), generation_info={"finish_reason": "stop"})],
+        llm_output={"token_usage": {"total_tokens": 3}, "system_fingerprint": KEY},
+    )
+    out = openai_chat._redacted_result(result)
+    assert out.llm_output == {"token_usage": {"total_tokens": 3}, "system_fingerprint": "***"}
+    assert out.generations[0].generation_info == {"finish_reason": "stop"}
+    assert out.generations[0].message.content == "***"
+    empty = ChatResult(generations=[ChatGeneration(message=AIMessage(content="x"))], llm_output=None)
+    assert openai_chat._redacted_result(empty).llm_output is None
+
+
+def stream(redactor: openai_chat._ChunkRedactor, chunks: list[AIMessageChunk]) -> list[ChatGenerationChunk]:
+    out = [redactor.chunk(ChatGenerationChunk(message=c, generation_info={"seen": i})) for i, c in enumerate(chunks)]
+    rest = redactor.rest()
+    return out + ([rest] if rest is not None else [])
+
+
+def test_streamed_text_decodes_references_split_across_pieces_and_keeps_generation_info() -> None:
+    pieces = ["It&#3", "9;s ", f"{KEY[:9]}", f"{KEY[9:]} &am", "p; end"]
+    out = stream(openai_chat._ChunkRedactor(), [AIMessageChunk(content=p) for p in pieces])
+    assert "".join(str(c.message.content) for c in out) == "It's *** & end"
+    assert [c.generation_info for c in out[: len(pieces)]] == [{"seen": i} for i in range(len(pieces))]
+
+
+def test_streamed_tool_call_arguments_are_redacted_and_the_raw_calls_carry_the_same_pieces() -> None:
+    first, second = '{"q": "' + KEY[:10], KEY[10:] + '"}'
+    chunks = [
+        AIMessageChunk(
+            content="",
+            tool_call_chunks=[{"index": 0, "args": first, "name": "search", "id": "c1"}],
+            additional_kwargs={"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": first, "name": "s"}}]},
+        ),
+        AIMessageChunk(
+            content="",
+            tool_call_chunks=[{"index": 0, "args": second, "name": None, "id": None}],
+            additional_kwargs={"tool_calls": [{"index": 0, "function": {"arguments": second}}], "x": KEY},
+        ),
+    ]
+    out = stream(openai_chat._ChunkRedactor(), chunks)
+    args = "".join(c.message.tool_call_chunks[0]["args"] for c in out)
+    assert args == '{"q": "***"}'
+    raw = "".join(c.message.additional_kwargs["tool_calls"][0]["function"]["arguments"] for c in out)
+    assert raw == args  # the raw calls say exactly what tool_call_chunks say
+    assert out[0].message.tool_call_chunks[0]["name"] == "search" and out[0].message.tool_call_chunks[0]["id"] == "c1"
+    assert out[0].message.additional_kwargs["tool_calls"][0]["function"]["name"] == "s"
+    assert out[1].message.additional_kwargs["x"] == "***"
+    assert out[-1].message.tool_call_chunks[0]["index"] == 0
+
+
+def test_content_blocks_are_scrubbed_and_a_stream_that_held_nothing_ends_without_a_chunk() -> None:
+    redactor = openai_chat._ChunkRedactor()
+    chunk = redactor.chunk(ChatGenerationChunk(message=AIMessageChunk(content=[{"type": "text", "text": KEY}])))
+    assert chunk.message.content == [{"type": "text", "text": "***"}]
+    assert redactor.rest() is None
