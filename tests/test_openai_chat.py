@@ -118,3 +118,48 @@ def test_content_blocks_are_scrubbed_and_a_stream_that_held_nothing_ends_without
     chunk = redactor.chunk(ChatGenerationChunk(message=AIMessageChunk(content=[{"type": "text", "text": KEY}])))
     assert chunk.message.content == [{"type": "text", "text": "***"}]
     assert redactor.rest() is None
+
+
+def test_a_chunk_message_given_whole_has_its_tool_call_chunks_redacted_too() -> None:
+    message = AIMessageChunk(content="", tool_call_chunks=[{"index": 0, "args": f'{{"q": "{KEY}"}}', "name": "s"}])
+    out = openai_chat.redacted_message(message)
+    assert [c["args"] for c in out.tool_call_chunks] == ['{"q": "***"}']
+
+
+def test_content_given_as_a_list_is_redacted_not_decoded_and_never_parsed() -> None:
+    out = openai_chat.redacted_message(AIMessage(content=["&", "a &amp; b", {"type": "text", "text": KEY}]))
+    assert out.content == ["&", "a &amp; b", {"type": "text", "text": "***"}]
+    result = ChatResult(generations=[ChatGeneration(message=AIMessage(content="x"))], llm_output={})
+    assert openai_chat._redacted_result(result).llm_output is None  # nothing to report: none, as for None
+
+
+def test_raw_tool_calls_carry_the_redacted_piece_of_their_own_index_and_odd_entries_pass() -> None:
+    long = '{"q": "' + "x" * 200 + KEY  # longer than what the redactor holds back, so pieces flow
+    raw = [{"index": 0, "function": {"arguments": long}}, {"index": 1, "function": {"arguments": "{}"}}, "odd"]
+    redactor = openai_chat._ChunkRedactor()
+    message = AIMessageChunk(
+        content="",
+        tool_call_chunks=[{"index": 0, "args": long, "name": "s", "id": "c1"}],
+        additional_kwargs={"tool_calls": raw},
+    )
+    out = redactor.chunk(ChatGenerationChunk(message=message))
+    piece = out.message.tool_call_chunks[0]["args"]
+    assert piece and piece.startswith('{"q": "xxx') and KEY not in piece
+    calls = out.message.additional_kwargs["tool_calls"]
+    assert calls[0]["function"]["arguments"] == piece
+    assert calls[1]["function"]["arguments"] == ""  # no chunk of index 1 in this piece: nothing of it yet
+    assert calls[2] == "odd"
+    rest = redactor.rest()
+    assert rest is not None and rest.message.tool_call_chunks[0]["type"] == "tool_call_chunk"
+    assert piece + rest.message.tool_call_chunks[0]["args"] == '{"q": "' + "x" * 200 + "***"
+    assert redactor.rest() is None  # what was held back goes out once
+
+
+def test_a_chunk_of_another_message_type_and_a_text_only_rest() -> None:
+    from langchain_core.messages import ChatMessageChunk
+
+    redactor = openai_chat._ChunkRedactor()
+    other = redactor.chunk(ChatGenerationChunk(message=ChatMessageChunk(content=f"a {KEY}", role="assistant")))
+    rest = redactor.rest()
+    assert rest is not None and other.message.content + rest.message.content == "a ***"
+    assert rest.message.additional_kwargs == {} and rest.message.tool_call_chunks == []
