@@ -94,25 +94,10 @@ def chroma(drip: Any) -> Callable[[], Any]:
 
 
 def embeddings_hyde(drip: Any) -> Callable[[], Any]:
-    import copy
-
-    from langchain_core.messages import AIMessage
-
-    from arag_graph.arag.graph import build_arag_graph
-    from arag_graph.index.embedding_loader import resolve_embeddings
     from arag_graph.index.sample import ensure_sample_index
-    from tests.scripted import ScriptedChatModel, calls, tool_call
+    from tests.scripted import hyde_search_graph
 
-    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
-        if "encyclopedia-style" in messages[-1].content:
-            return AIMessage("Leland is a town in North Carolina where a 1986 film was shot.")
-        if any(m.type == "tool" for m in messages):
-            return AIMessage("Answer: done")
-        return calls(tool_call("semantic_search", query="the film shot in Leland"))
-
-    index = copy.copy(ensure_sample_index(progress=False))
-    index.embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=TIMEOUT, max_retries=1)
-    graph = build_arag_graph(index, ScriptedChatModel(messages=iter([]), reply=reply))
+    graph = hyde_search_graph(ensure_sample_index(progress=False), drip.url, timeout=TIMEOUT)
 
     def run() -> None:
         out = graph.invoke({"question": "Who directed it?"}, context={"hyde": True})

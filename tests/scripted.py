@@ -115,3 +115,24 @@ def invalid_structured_reply(schema: type | str, raw: str = '{"not json') -> AIM
     name = schema if isinstance(schema, str) else schema.__name__
     bad = invalid_tool_call(name=name, args=raw, id=f"call-{next(_ids)}", error="invalid JSON")
     return AIMessage(content="", invalid_tool_calls=[bad])
+
+
+def hyde_search_graph(index: Any, embeddings_url: str, timeout: float) -> Any:
+    """A-RAG with HyDE over a copy of ``index`` whose query embeddings come from ``embeddings_url``
+    (one retry): a scripted model writes the hypothetical passage, calls ``semantic_search`` once,
+    then answers. The dripping-endpoint test and bench/bench_drip_bounds.py both run it."""
+    import copy
+
+    from arag_graph.arag.graph import build_arag_graph
+    from arag_graph.index.embedding_loader import resolve_embeddings
+
+    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
+        if "encyclopedia-style" in messages[-1].content:
+            return AIMessage("Leland is a town in North Carolina where a 1986 film was shot.")
+        if any(m.type == "tool" for m in messages):
+            return AIMessage("Answer: done")
+        return calls(tool_call("semantic_search", query="the film shot in Leland"))
+
+    index = copy.copy(index)
+    index.embeddings = resolve_embeddings("openai:embed", base_url=embeddings_url, timeout=timeout, max_retries=1)
+    return build_arag_graph(index, ScriptedChatModel(messages=iter([]), reply=reply))

@@ -17,7 +17,6 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
@@ -145,24 +144,10 @@ def test_a_hyde_search_against_a_dripping_embeddings_endpoint_waits_one_bound(
 ) -> None:
     """A-RAG's semantic_search with HyDE: the passage's embedding times out, the search falls back to the
     query, whose embedding must not wait a second ``timeout × attempts`` (the tool call is one operation)."""
-    import copy
+    from tests.scripted import hyde_search_graph
 
-    from langchain_core.messages import AIMessage
-
-    from arag_graph.arag.graph import build_arag_graph
-    from arag_graph.index.embedding_loader import resolve_embeddings
-    from tests.scripted import ScriptedChatModel, calls, tool_call
-
-    def reply(messages: Any, kwargs: dict[str, Any]) -> AIMessage:
-        if "encyclopedia-style" in messages[-1].content:
-            return AIMessage("Leland is a town in North Carolina where a 1986 film was shot.")
-        if any(m.type == "tool" for m in messages):
-            return AIMessage("Answer: done")
-        return calls(tool_call("semantic_search", query="the film shot in Leland"))
-
-    index = copy.copy(sample_index)  # the session's index, its query embeddings from the dripping endpoint
-    index.embeddings = resolve_embeddings("openai:embed", base_url=drip.url, timeout=1, max_retries=1)
-    graph = build_arag_graph(index, ScriptedChatModel(messages=iter([]), reply=reply))
+    # the session's index, its query embeddings from the dripping endpoint
+    graph = hyde_search_graph(sample_index, drip.url, timeout=1)
     inputs, context = {"question": "Who directed it?"}, {"hyde": True}
     out = (
         graph.invoke(inputs, context=context) if mode == "sync" else asyncio.run(graph.ainvoke(inputs, context=context))
