@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from typing import Any
+from uuid import uuid4
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 
 from arag_graph.arag.graph import build_arag_graph
 from arag_graph.baselines.graph import build_direct_graph, build_naive_rag_graph
 from arag_graph.corag.graph import build_corag_graph
-from arag_graph.core.errors import ContextError
-from arag_graph.run.budgets import Budget
+from arag_graph.core.errors import BudgetExceeded, ContextError, ReplyTooLarge
+from arag_graph.core.tokens import count_tokens
+from arag_graph.run.budgets import Budget, RunBudget, input_problem, question_problem
 from arag_graph.srag.graph import build_srag_graph
 from tests.scripted import ScriptedChatModel, calls, forever, tool_call
 from tests.test_corag import QUESTION, chain_model
@@ -298,3 +301,145 @@ def test_a_request_that_would_pass_a_cap_is_never_sent(
     assert model.log == []
     small = build_direct_graph(sample_index, model).invoke({"question": QUESTION}, context={})
     assert small["error"] is None and len(model.log) == 1  # a request that fits is sent
+
+
+# ---------------------------------------------------------------------------------------------
+# The caps' arithmetic, one request at a time (issue 38: the first mutation run of this module left its
+# boundaries, its cost formula and the tool schemas' share of a request untested)
+
+DOLLAR_A_TOKEN = 1e6
+"""An input price (USD per million tokens) that makes one token cost exactly $1: the sums stay exact."""
+
+
+def start(handler: RunBudget, text: str, tools: list[dict[str, Any]] | None = None) -> Any:
+    """What LangChain does before a chat model call: one human message, and the tools it binds."""
+    run_id = uuid4()
+    params = {"tools": tools} if tools is not None else {"model": "m"}
+    handler.on_chat_model_start({}, [[HumanMessage(text)]], run_id=run_id, invocation_params=params)
+    return run_id
+
+
+def test_cap_input_that_is_not_new_text_holds_no_messages() -> None:
+    budget = Budget(max_question_chars=10)
+    assert input_problem("a resume command", budget, system_allowed=False) == (None, 0)
+    assert input_problem({"messages": [object()]}, budget, system_allowed=False) == (None, 0)  # LangGraph refuses it
+
+
+def test_cap_on_the_question_alone_is_the_budgets_not_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARAG_MAX_QUESTION_CHARS", "1000")
+    problem, messages = input_problem({"question": "q" * 11}, Budget(max_question_chars=10), system_allowed=False)
+    assert messages == 0 and problem is not None and "11 characters" in problem
+    assert problem.endswith("(ARAG_MAX_QUESTION_CHARS); send a shorter question"), problem
+    assert question_problem("q" * 10, Budget(max_question_chars=10)) is None  # at the cap
+
+
+def test_cap_on_the_whole_input_holds_at_exactly_the_limit() -> None:
+    budget = Budget(max_question_chars=10)
+    at_cap = {"messages": [("user", "abcde"), ("assistant", "fghij")], "question": None}
+    assert input_problem(at_cap, budget, system_allowed=False) == (None, 2)  # no question counts nothing
+    over = {"messages": [("user", "abcde"), ("assistant", "fghijk")]}
+    problem, messages = input_problem(over, budget, system_allowed=False)
+    assert messages == 2 and problem is not None and "the input is 11 characters (2 message(s)" in problem
+
+
+def test_cap_system_message_refusal_names_the_setting_and_the_fix() -> None:
+    problem, messages = input_problem({"messages": [("system", "s"), ("user", "u")]}, Budget(), system_allowed=False)
+    assert messages == 2 and problem is not None
+    assert problem.startswith("this server does not accept system messages from callers"), problem
+    assert problem.endswith("ARAG_ALLOW_SYSTEM_MESSAGES=1); send the instruction as a human message"), problem
+
+
+def test_cap_reached_at_exactly_its_tokens_or_dollars() -> None:
+    tokens = RunBudget(Budget(max_tokens=10))
+    tokens.input_tokens, tokens.output_tokens = 6, 4
+    with pytest.raises(BudgetExceeded, match=r"cap of 10 tokens .*10 used\) after 0 model call\(s\); the result holds"):
+        start(tokens, "x")
+    cost = RunBudget(Budget(max_cost_usd=2.0, price_input_per_mtok=DOLLAR_A_TOKEN))
+    cost.input_tokens = 2
+    with pytest.raises(BudgetExceeded, match=r"\$2 \(ARAG_MAX_COST_USD; \$2.0000 spent\)"):
+        start(cost, "x")
+    assert str(cost.stopped).endswith("the result holds what it found so far")
+
+
+def test_cap_a_request_that_lands_exactly_on_the_cap_is_sent() -> None:
+    """Used plus the request's own tokens equal to the cap is within it; one token more is not."""
+    text = "hello world again"
+    size = count_tokens(text)
+    handler = RunBudget(Budget(max_tokens=8 + size))
+    handler.input_tokens, handler.output_tokens = 5, 3  # both count as used
+    start(handler, text)
+    assert handler.calls == 1
+    handler = RunBudget(Budget(max_tokens=7 + size))
+    handler.input_tokens, handler.output_tokens = 5, 3
+    with pytest.raises(BudgetExceeded, match=rf"{7 + size} tokens \(ARAG_MAX_TOKENS; 8 used, the request ~{size} more"):
+        start(handler, text)
+
+
+def test_cap_a_request_priced_exactly_at_the_cost_cap_is_sent() -> None:
+    text = "hello world again"
+    size = count_tokens(text)  # $1 a token
+    handler = RunBudget(Budget(max_cost_usd=float(size), price_input_per_mtok=DOLLAR_A_TOKEN))
+    start(handler, text)
+    assert handler.calls == 1
+    # a hair under: refused (a formula off by a millionth would send it)
+    handler = RunBudget(Budget(max_cost_usd=size - 5e-7, price_input_per_mtok=DOLLAR_A_TOKEN))
+    with pytest.raises(BudgetExceeded, match=r"ARAG_MAX_COST_USD; \$0.0000 spent, the request's input"):
+        start(handler, text)
+    # the tokens cap alone set: the cost check stays out of it
+    handler = RunBudget(Budget(max_tokens=1000))
+    start(handler, text)
+    assert handler.calls == 1
+
+
+def test_cap_counts_the_tool_schemas_a_request_carries() -> None:
+    """Tools are part of what is sent: a short question with large schemas can pass a cap."""
+    tools = [{"type": "function", "function": {"name": f"tool{i}", "description": "d " * 50}} for i in range(5)]
+    handler = RunBudget(Budget(max_tokens=100))
+    with pytest.raises(BudgetExceeded, match="next model request would pass"):
+        start(handler, "hi", tools=tools)
+    assert handler.calls == 0
+    start(handler, "hi")  # the same question without the schemas fits
+    assert handler.calls == 1
+
+
+def test_cap_counts_a_request_only_when_it_could_pass_one() -> None:
+    """A token is at least one character: a request with fewer characters than are left is not tokenized,
+    and exactly as many characters as are left is not over (tokens: used + characters; cost likewise)."""
+    text = "hello"
+    tokens = RunBudget(Budget(max_tokens=4 + len(text)))
+    tokens.input_tokens, tokens.output_tokens = 2, 2
+    assert tokens._request_tokens([[HumanMessage(text)]], {}) is None
+    assert tokens._request_tokens([[HumanMessage(text + "!")]], {}) == count_tokens(text + "!")
+    assert tokens._request_tokens([[HumanMessage(text)]], {"tools": [{"n": 1}]}) == count_tokens(text + '[{"n": 1}]')
+    cost = RunBudget(Budget(max_cost_usd=float(len(text)), price_input_per_mtok=DOLLAR_A_TOKEN))
+    assert cost._request_tokens([[HumanMessage(text)]], None) is None
+    assert cost._request_tokens([[HumanMessage(text + "!")]], None) == count_tokens(text + "!")
+    cost = RunBudget(Budget(max_cost_usd=len(text) - 5e-7, price_input_per_mtok=DOLLAR_A_TOKEN))
+    assert cost._request_tokens([[HumanMessage(text)]], None) == count_tokens(text)
+
+
+def test_cap_a_refused_request_does_not_block_a_smaller_one() -> None:
+    """CoRAG's chains share a budget: one chain's request too large to send leaves room for another's."""
+    handler = RunBudget(Budget(max_tokens=50))
+    with pytest.raises(BudgetExceeded):
+        start(handler, "word " * 200)
+    assert handler.stopped is not None
+    start(handler, "a short one")
+    assert handler.calls == 1
+
+
+def test_cap_without_reported_usage_counts_the_prompt_sent() -> None:
+    handler = RunBudget(Budget(max_tokens=None))
+    text = "what did the agent ask for"
+    run_id = start(handler, text)
+    handler.on_llm_end(LLMResult(generations=[[ChatGeneration(message=AIMessage("an answer"))]]), run_id=run_id)
+    assert (handler.input_tokens, handler.output_tokens) == (count_tokens(text), count_tokens("an answer"))
+
+
+def test_cap_on_a_streamed_reply_holds_at_exactly_its_characters() -> None:
+    handler = RunBudget(Budget(max_reply_chars=5))
+    run_id = start(handler, "q")
+    for token in ("ab", "cde"):
+        handler.on_llm_new_token(token, run_id=run_id)
+    with pytest.raises(ReplyTooLarge, match="exceeded 5 characters"):
+        handler.on_llm_new_token("f", run_id=run_id)
