@@ -163,3 +163,36 @@ def test_a_chunk_of_another_message_type_and_a_text_only_rest() -> None:
     rest = redactor.rest()
     assert rest is not None and other.message.content + rest.message.content == "a ***"
     assert rest.message.additional_kwargs == {} and rest.message.tool_call_chunks == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The reply's length, under the name the server reads
+
+
+@pytest.mark.parametrize(
+    ("base_url", "env_base_url", "field"),
+    [
+        ("http://127.0.0.1:8080/v1", None, "max_tokens"),  # llama.cpp, vLLM, Ollama, any compatible server
+        (None, "http://localhost:11434/v1", "max_tokens"),  # the server given only as $OPENAI_BASE_URL
+        (None, None, "max_completion_tokens"),  # OpenAI itself: the name its reasoning models require
+        ("https://API.openai.com/v1", None, "max_completion_tokens"),
+        ("https://api.openai.com.example.net/v1", None, "max_tokens"),
+    ],
+)
+def test_the_reply_limit_goes_under_the_name_the_endpoint_reads(
+    monkeypatch: pytest.MonkeyPatch, base_url: str | None, env_base_url: str | None, field: str
+) -> None:
+    """llama-cpp-python's server reads only ``max_tokens``: under ``max_completion_tokens`` (what ChatOpenAI
+    sends) a run's limit was ignored and replies ran on until the server's context was full."""
+    from langchain_core.messages import HumanMessage
+
+    if env_base_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", env_base_url)
+    else:
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    model = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused", base_url=base_url, max_tokens=16)
+    for streamed in (False, True):
+        payload = model._get_request_payload([HumanMessage("hi")], stream=streamed)
+        assert {k: v for k, v in payload.items() if k in ("max_tokens", "max_completion_tokens")} == {field: 16}
+    unlimited = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused", base_url=base_url)
+    assert not {"max_tokens", "max_completion_tokens"} & set(unlimited._get_request_payload([HumanMessage("hi")]))

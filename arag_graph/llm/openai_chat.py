@@ -27,6 +27,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk, BaseMessage
@@ -59,12 +60,26 @@ def _cut_off(received: int) -> CutOffReplyError:
     )
 
 
+def _openai_itself(model: ChatOpenAI) -> bool:
+    """Whether ``model`` talks to OpenAI's own API: where its client sends requests (a base URL given, or
+    ``$OPENAI_BASE_URL``, which the OpenAI client reads itself), else its ``base_url`` setting."""
+    client = getattr(model, "root_client", None)
+    base = str(getattr(client, "base_url", "") or model.openai_api_base or "https://api.openai.com/v1")
+    return (urlsplit(base).hostname or "").lower() == "api.openai.com"
+
+
 class CompleteReplyChatOpenAI(ChatOpenAI):
     """``ChatOpenAI`` whose streamed replies either end properly or raise :class:`CutOffReplyError`.
 
     It also sends an assistant turn that only called tools with empty text instead of ``null``: the
     OpenAI API takes both, but llama-cpp-python's server refuses ``null`` (HTTP 500, a validation
     error), which would end every agent run at its second turn.
+
+    And it asks any other server than OpenAI's own for the reply's length under the name every
+    OpenAI-compatible server reads, ``max_tokens``. ``ChatOpenAI`` sends ``max_completion_tokens``
+    (OpenAI's newer name, required by its reasoning models); llama-cpp-python's server ignores that
+    field and wrote each reply until its context was full, so a run's ``max_tokens`` bounded nothing
+    there (docs/guide/local-models.md).
     """
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -72,6 +87,8 @@ class CompleteReplyChatOpenAI(ChatOpenAI):
         for message in payload.get("messages") or []:
             if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
                 message["content"] = ""
+        if "max_completion_tokens" in payload and "max_tokens" not in payload and not _openai_itself(self):
+            payload["max_tokens"] = payload.pop("max_completion_tokens")
         return payload
 
     def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
