@@ -78,6 +78,30 @@ def test_the_schema_sent_to_the_model_is_written_for_it_and_strict_mode_valid(
         if node.get("type") == "object" and "properties" in node:
             assert sorted(node["required"]) == sorted(node["properties"]), node
             assert node.get("additionalProperties") is False
+        if node.get("type") == "array":  # every list ends (strict mode accepts maxItems)
+            assert 0 < node.get("maxItems", 0) <= 32, node
+        assert "maxLength" not in node, node  # which strict mode refuses
+
+
+@pytest.mark.parametrize(
+    "example", [e for e in EXAMPLES if not isinstance(e, JudgeVerdict)], ids=lambda e: type(e).__name__
+)
+def test_the_forced_tool_call_bounds_every_list_and_string(example: BaseModel, openai_server: OpenAIStubServer) -> None:
+    """The retry is a forced tool call, which llama-cpp-python writes with no token limit, holding it to the
+    schema by grammar: there every list and every string has an end, and the reply is read as before."""
+    schema_class = type(example)
+    name = schema_class.__name__
+    openai_server.script([text("not json"), tool_call(name, json.loads(example.model_dump_json()))])
+    model = ChatOpenAI(model="m", base_url=openai_server.url, api_key=sentinel_key("schema"), max_retries=0)
+    value, problem = structured_call(model, schema_class, [HumanMessage("Q?")], question="Q?")
+    assert problem is None and value == example
+    forced = openai_server.completions[1].body
+    assert forced["tool_choice"]["function"]["name"] == name
+    (tool,) = forced["tools"]
+    assert tool["function"]["description"] == schema_class.instructions  # type: ignore[attr-defined]
+    nodes = list(_walk(tool["function"]["parameters"]))
+    assert [n for n in nodes if n.get("type") == "array" and not 0 < n.get("maxItems", 0) <= 32] == []
+    assert [n for n in nodes if n.get("type") == "string" and not 0 < n.get("maxLength", 0) <= 2000] == []
 
 
 def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:

@@ -721,3 +721,46 @@ def test_the_tools_and_the_mcp_server_load_no_graph_model_or_run_layer(sample_in
     layers = {name.split(".")[1] for name in added if name.count(".") >= 1}
     assert layers <= {"core", "index", "tools"}, added
     assert len(added) <= 15, added
+
+
+# ---------------------------------------------------------------------------------------------
+# What the schemas tell a model about sizes (a server that holds calls to the schema by grammar ends
+# lists and strings there: llama-cpp-python wrote one semantic_search query for minutes without them)
+
+
+def _nodes(schema: object) -> list[dict]:
+    if isinstance(schema, dict):
+        return [schema, *(n for v in schema.values() for n in _nodes(v))]
+    if isinstance(schema, list):
+        return [n for v in schema for n in _nodes(v)]
+    return []
+
+
+@pytest.mark.parametrize("style", ["package", "paper"])
+@pytest.mark.parametrize("rule", ["word", "substring"])
+def test_every_list_and_string_in_a_tools_schema_is_bounded(style: str, rule: str) -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from arag_graph.tools.toolkit import ToolSettings, retrieval_tool
+
+    settings = ToolSettings(style=style, keyword_rule=rule)  # type: ignore[arg-type]
+    for name in ("keyword_search", "semantic_search", "chunk_read"):
+        tool = retrieval_tool(None, name, settings)  # as bound to a model: LangChain's tool-call schema
+        parameters = convert_to_openai_tool(tool)["function"]["parameters"]
+        for node in _nodes(parameters):
+            if node.get("type") == "array":
+                assert 0 < node.get("maxItems", 0) <= 32, (name, node)
+            if node.get("type") == "string":
+                assert 0 < node.get("maxLength", 0) <= 1000, (name, node)
+            if node.get("type") == "integer":
+                assert (node.get("minimum"), node.get("maximum")) == (1, 20), (name, node)
+
+
+def test_bounds_are_shown_not_enforced() -> None:
+    """A model that writes more than the schema says is still read, and clamped as before."""
+    from arag_graph.tools.toolkit import ChunkReadArgs, KeywordSearchArgs, SemanticSearchArgs
+
+    many = KeywordSearchArgs.model_validate({"keywords": [f"k{i}" for i in range(40)], "top_k": 500})
+    assert len(many.keywords) == 40 and many.top_k == 20
+    assert len(SemanticSearchArgs.model_validate({"query": "q" * 5000}).query) == 5000
+    assert len(ChunkReadArgs.model_validate({"chunk_ids": [str(i) for i in range(30)]}).chunk_ids) == 30

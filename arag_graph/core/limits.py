@@ -11,12 +11,50 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 from arag_graph.core.errors import ContextError, ModelSpecError
 
 TOP_K_MIN, TOP_K_MAX = 1, 20
 """One rule for ``top_k`` everywhere: context schemas and the CLI refuse values outside it, tools called
 by a model clamp them into it (here, in the bottom layer, so the tools need no graph layer to know it)."""
+
+MODEL_LIST_MAX = 32
+"""Items of any list a model writes into a tool call or a structured reply, as its JSON schema says."""
+MODEL_TEXT_MAX = 2000
+"""Characters of any text a model writes into a tool call's arguments, as its JSON schema says."""
+
+
+def bounded_schema(schema: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
+    """Put a bound on every list (``maxItems``) and, with ``text``, every string (``maxLength``) of a JSON
+    schema a model writes to, where the schema sets none; returns ``schema``, changed in place.
+
+    Why: servers that hold a model's reply to its schema by grammar (llama.cpp, llama-cpp-python, vLLM,
+    Ollama) end a list or a string only where the model does, and llama-cpp-python writes tool-call
+    arguments with no token limit at all: SmolLM2 kept writing one search query for minutes, until the
+    client gave up, while the server went on writing it (docs/guide/local-models.md). A bound in the
+    schema ends it there, and tells every model the size expected. Replies are still read leniently: the
+    bounds are what the model is shown, not what validation refuses. ``text=False`` leaves strings
+    unbounded, for schemas that may go to OpenAI's strict structured outputs, which accept ``maxItems``
+    but not ``maxLength``.
+    """
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "array" and "maxItems" not in node:
+                node["maxItems"] = MODEL_LIST_MAX
+            if text and kind == "string" and not {"maxLength", "enum", "const"} & node.keys():
+                node["maxLength"] = MODEL_TEXT_MAX
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(schema)
+    return schema
+
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 2

@@ -19,9 +19,11 @@ from typing import Any, ClassVar, Generic, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from arag_graph.core.errors import BudgetExceeded
+from arag_graph.core.limits import bounded_schema
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -41,6 +43,10 @@ def _model_facing_schema(schema: dict[str, Any], cls: type) -> None:
         schema.pop("description", None)
     for field_schema in schema.get("properties", {}).values():
         field_schema.pop("default", None)
+    # Every list the model writes ends (core/limits.bounded_schema); strings stay unbounded here, because
+    # this schema may go to OpenAI's strict structured outputs, which refuse ``maxLength``. The forced
+    # tool call of :func:`_runnables` bounds them too.
+    bounded_schema(schema, text=False)
 
 
 class ModelFacing(BaseModel):
@@ -171,7 +177,12 @@ def _runnables(model: BaseChatModel, schema: type[T]) -> list[Runnable[Any, Any]
         accepts_method = False
     if not accepts_method:
         return [first] * _RetryPolicy.attempts_per_call
-    forced = model.with_structured_output(schema, include_raw=True, method="function_calling")
+    # The forced call's schema bounds strings too: llama-cpp-python writes a tool call's arguments with no
+    # token limit, so an unbounded string could run until its context is full. Its reply is a dict,
+    # validated against ``schema`` as any other (:func:`_parsed`).
+    tool = convert_to_openai_tool(schema)
+    bounded_schema(tool["function"]["parameters"])
+    forced = model.with_structured_output(tool, include_raw=True, method="function_calling")
     return [first, forced]
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from langchain_core.tools import BaseTool, BaseToolkit, InjectedToolArg, StructuredTool
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetJsonSchemaHandler, ValidationError, create_model
+from pydantic.json_schema import JsonSchemaValue
 
 from arag_graph.core.artifacts import read_in
 from arag_graph.core.citations import chunk_block
@@ -118,7 +119,6 @@ def clamp_top_k(value: Any) -> int:
 
 
 KeywordList = Annotated[list[str], BeforeValidator(as_string_list)]
-TopK = Annotated[int, BeforeValidator(clamp_top_k)]
 
 
 def query_text(value: Any) -> Any:
@@ -129,26 +129,61 @@ def query_text(value: Any) -> Any:
     return value
 
 
+# What each argument's JSON schema tells the model about its size (read leniently all the same: the
+# validators above accept more and clamp). Servers that hold tool calls to their schema by grammar end a
+# list or a string only at these bounds or where the model does (core/limits.bounded_schema says why).
+KEYWORDS_MAX, KEYWORD_CHARS_MAX, QUERY_CHARS_MAX, CHUNK_ID_CHARS_MAX = 16, 100, 1000, 200
+KEYWORDS_SCHEMA = {"maxItems": KEYWORDS_MAX, "items": {"type": "string", "maxLength": KEYWORD_CHARS_MAX}}
+CHUNK_IDS_SCHEMA = {"maxItems": TOP_K_MAX, "items": {"type": "string", "maxLength": CHUNK_ID_CHARS_MAX}}
+TOP_K_SCHEMA = {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX}
+
+
+@dataclass(frozen=True)
+class ShownBounds:
+    """Bounds added to an argument's JSON schema only: pydantic calls this when it writes the schema, and
+    validation never sees it. Kept in the type's metadata, which LangChain carries into the schema it
+    sends (a field's own ``json_schema_extra`` it drops)."""
+
+    bounds: tuple[tuple[str, Any], ...]
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema.update(json.loads(json.dumps(dict(self.bounds))))  # a copy: schemas are changed later
+        return schema
+
+
+def shown(bounds: dict[str, Any]) -> ShownBounds:
+    return ShownBounds(tuple(bounds.items()))
+
+
+def top_k_field() -> Any:
+    return Field(default=5, description=f"How many chunks to return ({TOP_K_MIN}-{TOP_K_MAX}).")
+
+
+Keywords = Annotated[KeywordList, shown(KEYWORDS_SCHEMA)]
+ChunkIds = Annotated[KeywordList, shown(CHUNK_IDS_SCHEMA)]
+QueryText = Annotated[str, BeforeValidator(query_text), shown({"maxLength": QUERY_CHARS_MAX})]
+TopK = Annotated[int, BeforeValidator(clamp_top_k), shown(TOP_K_SCHEMA)]
+
+
 class KeywordSearchArgs(BaseModel):
-    keywords: KeywordList = Field(
+    keywords: Keywords = Field(
         description="Exact words or short phrases to find, e.g. names, titles, dates. "
         "Each is matched case-insensitively at the start of a word; longer keywords count more."
     )
-    top_k: TopK = Field(default=5, description=f"How many chunks to return ({TOP_K_MIN}-{TOP_K_MAX}).")
+    top_k: TopK = top_k_field()
     runtime: Annotated[Any, InjectedToolArg] = None
     """The run's ``ToolRuntime`` (its conversation and context), injected by LangGraph; models never see it."""
 
 
 class SemanticSearchArgs(BaseModel):
-    query: Annotated[str, BeforeValidator(query_text)] = Field(
-        description="A natural-language description of the information you need."
-    )
-    top_k: TopK = Field(default=5, description=f"How many chunks to return ({TOP_K_MIN}-{TOP_K_MAX}).")
+    query: QueryText = Field(description="A natural-language description of the information you need.")
+    top_k: TopK = top_k_field()
     runtime: Annotated[Any, InjectedToolArg] = None
 
 
 class ChunkReadArgs(BaseModel):
-    chunk_ids: KeywordList = Field(description="IDs of the chunks to read, exactly as search results show them.")
+    chunk_ids: ChunkIds = Field(description="IDs of the chunks to read, exactly as search results show them.")
     adjacent: bool = Field(
         default=False,
         description="Also read the chunk before and the chunk after each requested chunk.",
@@ -454,7 +489,7 @@ def _keyword_args(style: ToolStyle, rule: str) -> type[BaseModel]:
     if (style, rule) == ("package", "word"):
         return KeywordSearchArgs
     described = Field(description=keyword_argument(style, rule))
-    return create_model("KeywordSearchArgs", __base__=KeywordSearchArgs, keywords=(KeywordList, described))
+    return create_model("KeywordSearchArgs", __base__=KeywordSearchArgs, keywords=(Keywords, described))
 
 
 def create_retrieval_tools(
