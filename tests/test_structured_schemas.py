@@ -101,7 +101,7 @@ def test_the_forced_tool_call_bounds_every_list_and_string(example: BaseModel, o
     assert tool["function"]["description"] == schema_class.instructions  # type: ignore[attr-defined]
     nodes = list(_walk(tool["function"]["parameters"]))
     assert [n for n in nodes if n.get("type") == "array" and not 0 < n.get("maxItems", 0) <= 32] == []
-    assert [n for n in nodes if n.get("type") == "string" and not 0 < n.get("maxLength", 0) <= 2000] == []
+    assert [n for n in nodes if n.get("type") == "string" and not 0 < n.get("maxLength", 0) <= 1000] == []
 
 
 def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:

@@ -21,8 +21,10 @@ by a model clamp them into it (here, in the bottom layer, so the tools need no g
 
 MODEL_LIST_MAX = 32
 """Items of any list a model writes into a tool call or a structured reply, as its JSON schema says."""
-MODEL_TEXT_MAX = 2000
-"""Characters of any text a model writes into a tool call's arguments, as its JSON schema says."""
+MODEL_TEXT_MAX = 500
+"""Characters of any text a model writes into a tool call's arguments, as its JSON schema says. Well
+under 1,000: llama.cpp's grammar parser refuses a string bounded past about 1,100 characters (its
+JSON-schema converter nests one rule per character), and llama-cpp-python's server then dies."""
 
 
 def bounded_schema(schema: dict[str, Any], *, text: bool = True) -> dict[str, Any]:

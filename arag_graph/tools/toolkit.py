@@ -36,7 +36,7 @@ from pydantic.json_schema import JsonSchemaValue
 from arag_graph.core.artifacts import read_in
 from arag_graph.core.citations import chunk_block
 from arag_graph.core.documents import SearchHit, window_text
-from arag_graph.core.limits import TOP_K_MAX, TOP_K_MIN
+from arag_graph.core.limits import MODEL_TEXT_MAX, TOP_K_MAX, TOP_K_MIN
 from arag_graph.core.tokens import count_tokens
 from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.tools.descriptions import ToolStyle, keyword_argument, tool_description
@@ -132,7 +132,7 @@ def query_text(value: Any) -> Any:
 # What each argument's JSON schema tells the model about its size (read leniently all the same: the
 # validators above accept more and clamp). Servers that hold tool calls to their schema by grammar end a
 # list or a string only at these bounds or where the model does (core/limits.bounded_schema says why).
-KEYWORDS_MAX, KEYWORD_CHARS_MAX, QUERY_CHARS_MAX, CHUNK_ID_CHARS_MAX = 16, 100, 1000, 200
+KEYWORDS_MAX, KEYWORD_CHARS_MAX, QUERY_CHARS_MAX, CHUNK_ID_CHARS_MAX = 16, 100, MODEL_TEXT_MAX, 200
 KEYWORDS_SCHEMA = {"maxItems": KEYWORDS_MAX, "items": {"type": "string", "maxLength": KEYWORD_CHARS_MAX}}
 CHUNK_IDS_SCHEMA = {"maxItems": TOP_K_MAX, "items": {"type": "string", "maxLength": CHUNK_ID_CHARS_MAX}}
 TOP_K_SCHEMA = {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX}

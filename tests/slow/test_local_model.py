@@ -233,6 +233,48 @@ def test_the_server_stops_each_reply_at_the_runs_max_tokens(local_model: LocalMo
     assert 0 < len(streamed) <= len(whole.text) + 8, streamed  # the same eight tokens, give or take a piece
 
 
+def _llama_grammar_parses(vocab_model: Any, schema: dict[str, Any]) -> bool:
+    import llama_cpp
+    from llama_cpp import llama_grammar
+
+    grammar = llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab_model._model.vocab, grammar._grammar.encode(), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def test_every_schema_arag_sends_is_a_grammar_llama_cpp_accepts() -> None:
+    """llama.cpp turns a tool's or a structured reply's JSON schema into a grammar; its parser refuses one
+    with a string bounded past about 1,100 characters, and llama-cpp-python's server then died on the
+    request (a SubAnswer with maxLength 2,000). Every tool, in every style, and every structured schema
+    as its forced tool call sends it, parsed by llama.cpp itself; and the bound that broke it, refused."""
+    import llama_cpp
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from arag_graph.core.limits import bounded_schema
+    from arag_graph.llm.structured import ModelFacing
+    from arag_graph.tools.toolkit import ToolSettings, retrieval_tool
+    from tests.localmodel import model_path
+    from tests.test_structured_schemas import EXAMPLES
+
+    vocab = llama_cpp.Llama(str(model_path()), vocab_only=True, verbose=False)
+    schemas = []
+    for style in ("package", "paper"):
+        for name in ("keyword_search", "semantic_search", "chunk_read"):
+            tool = retrieval_tool(None, name, ToolSettings(style=style))  # type: ignore[arg-type]
+            schemas.append((f"{style} {name}", convert_to_openai_tool(tool)["function"]["parameters"]))
+    for example in EXAMPLES:
+        assert isinstance(example, ModelFacing)
+        parameters = convert_to_openai_tool(type(example))["function"]["parameters"]
+        schemas.append((type(example).__name__, bounded_schema(parameters)))
+    refused = [name for name, schema in schemas if not _llama_grammar_parses(vocab, schema)]
+    assert refused == []
+    too_long = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2000}}, "required": ["a"]}
+    assert not _llama_grammar_parses(vocab, too_long)  # the check can fail
+
+
 def cli(args: list[str], cache: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
     env.update({"ARAG_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), "LANGSMITH_TRACING": "false"})
