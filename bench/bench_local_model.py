@@ -1,6 +1,6 @@
 """The first real-model table (issue 34): HotpotQA-100 questions through arag, naive_rag, corag and srag
-with SmolLM2-135M-Instruct (Q4_1 GGUF) served by llama-cpp-python on this machine, beside the offline
-policy on the same questions.
+with SmolLM2-135M-Instruct (Q4_1 GGUF) served on this machine's CPU, beside the offline policy on the
+same questions and settings.
 
 Per graph: Contain-Acc, EM, F1, evidence recall, steps, retrieved tokens, model tokens (the server's
 usage fields), seconds per question and the share of the model's replies that were malformed
@@ -29,7 +29,7 @@ from typing import Any
 
 from benchenv import DATA, RESULTS, machine
 
-from tests.localmodel import CLASSES, MODEL_NAME, ReplyLog, classify, running_local_model
+from tests.localmodel import CLASSES, MODEL_NAME, THREADS, LocalModelMissing, ReplyLog, classify, running_local_model
 
 GRAPHS = ("arag", "naive_rag", "corag", "srag")
 METRICS = (("contain_acc", "Contain-Acc (%)"), ("exact_match", "EM (%)"), ("f1", "F1 (%)"),
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "questions": rows[0]["n"] if rows else 0,
         "questions_asked": len(questions),
         "model": MODEL_NAME,
+        "threads": args.threads,
+        "top_k": args.top_k,
         "n_ctx": args.n_ctx,
         "max_tokens": args.max_tokens,
         "wall_seconds_this_run": round(time.perf_counter() - started, 1),
@@ -94,13 +96,15 @@ def _run_all(
     from arag_graph.evaluators.scoring import score
     from arag_graph.registry import build_graph
 
-    with running_local_model(work / "server", n_ctx=args.n_ctx) as server:
+    with running_local_model(work / "server", n_ctx=args.n_ctx, threads=args.threads) as server:
         os.environ["ARAG_ALLOWED_MODELS"] = f"offline,{server.name}"
         os.environ["ARAG_ALLOWED_BASE_URLS"] = server.base_url
-        local = server.context(max_tokens=args.max_tokens)
+        # Both models search with the same top_k (the package default unless --top-k says otherwise).
+        retrieval = {"top_k": args.top_k} if args.top_k else {}
+        local = {k: v for k, v in server.context(max_tokens=args.max_tokens).items() if k != "top_k"} | retrieval
         graphs = {name: build_graph(name, index=index) for name in args.graphs}
         # Question by question, every graph: a run stopped early still compares the graphs on the same questions.
-        for model, context in (("offline", {"model": "offline"}), (server.name, local)):
+        for model, context in (("offline", {"model": "offline", **retrieval}), (server.name, local)):
             for question in questions:
                 for graph_name, graph in graphs.items():
                     key = (model, graph_name, question.id)
@@ -180,22 +184,24 @@ def summarize(records: list[dict[str, Any]], graphs: list[str], ids: list[str]) 
 def markdown(result: dict[str, Any]) -> str:
     head = ["model", "graph", "n", *[label for _, label in METRICS], "steps", "retrieved tokens", "model tokens",
             "s / question", "malformed replies", "errors"]  # fmt: skip
+    served = (
+        "python -m llama_cpp.server --chat_format chatml-function-calling "
+        f"--n_ctx {result['n_ctx']} --n_threads {result.get('threads', 1)}"
+    )
     lines = [
-        "# A real language model: SmolLM2-135M through llama-cpp-python (issue 34)",
+        "# A real language model: SmolLM2-135M on this machine's CPU (issue 34)",
         "",
         f"Command: `{result['command']}`",
         "",
         f"The first {result['questions']} questions of HotpotQA-100 (of {result['questions_asked']} asked: "
-        "those every graph finished with both models), each graph with its package defaults; "
-        f"the local model is {result['model']} (SmolLM2-135M-Instruct, Q4_1 GGUF) behind "
-        "`python -m llama_cpp.server --chat_format chatml-function-calling "
-        f"--n_ctx {result['n_ctx']} --n_threads 1`, "
-        f"`max_tokens` {result['max_tokens']}; the offline policy (no language model) on the same questions and index. "
-        f"Machine: {result['machine'].get('cpu', '')}, {result['machine'].get('cores', '')} cores, "
-        "shared with other work "
-        "while it ran, so the seconds are an upper bound. Model tokens are the server's own usage fields "
-        "(none for the offline policy); malformed replies are the share of the model's replies in one of the "
-        "classes of docs/guide/local-models.md.",
+        "those every graph finished with both models), each graph with its package defaults"
+        + (f" except top_k {result['top_k']}" if result.get("top_k") else "")
+        + f"; the local model is {result['model']} (SmolLM2-135M-Instruct, Q4_1 GGUF) behind `{served}`, "
+        f"`max_tokens` {result['max_tokens']}; the offline policy (no language model) on the same questions, index "
+        f"and settings. Machine: {result['machine'].get('cpu', '')}, {result['machine'].get('cores', '')} cores "
+        "(other work may have shared it, so the seconds are an upper bound). Model tokens are the server's own "
+        "usage fields (none for the offline policy); malformed replies are the share of the model's replies in "
+        "one of the classes of docs/guide/local-models.md.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|",
@@ -230,6 +236,10 @@ def main() -> int:
     parser.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument(
+        "--threads", type=int, default=THREADS, help="the server's threads (one: the machine is shared with other work)"
+    )
+    parser.add_argument("--top-k", type=int, default=0, help="chunks per search for both models (0: the default)")
     parser.add_argument("--report-only", action="store_true", help="write the table from the records so far")
     parser.add_argument("--work", default=None, help="resumable records (default: the cache directory)")
     args = parser.parse_args()
@@ -237,7 +247,11 @@ def main() -> int:
         from arag_graph.core.cache import cache_dir
 
         args.work = str(cache_dir() / "bench-local-model")
-    result = run(args)
+    try:
+        result = run(args)
+    except LocalModelMissing as exc:
+        print(f"bench_local_model: {exc}", file=sys.stderr)
+        return 2
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "local_model.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     (RESULTS / "local_model.md").write_text(markdown(result), encoding="utf-8")

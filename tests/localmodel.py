@@ -129,7 +129,12 @@ def free_port() -> int:
 
 @contextmanager
 def running_local_model(
-    workdir: Path, *, chat_format: str = CHAT_FORMAT, n_ctx: int = N_CTX, model: Path | None = None
+    workdir: Path,
+    *,
+    chat_format: str = CHAT_FORMAT,
+    n_ctx: int = N_CTX,
+    model: Path | None = None,
+    threads: int = THREADS,
 ) -> Iterator[LocalModel]:
     """Start ``python -m llama_cpp.server`` on a free localhost port; stop it (and wait) afterwards.
 
@@ -146,7 +151,7 @@ def running_local_model(
         "--model", str(model or model_path()), "--model_alias", MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(port),
         "--chat_format", chat_format, "--n_ctx", str(n_ctx),
-        "--n_threads", str(THREADS), "--n_threads_batch", str(THREADS),
+        "--n_threads", str(threads), "--n_threads_batch", str(threads),
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(
