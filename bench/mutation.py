@@ -162,7 +162,7 @@ MODULES: dict[str, Target] = {
     "arag_graph/index/load.py": Target(
         ("tests/test_index_updates.py",),
         functions=("_load_following_current",),
-        select="racing or damage_of_the_build",
+        select="racing or damage_of_the_build or follows_current",
     ),
     # one rule for caps: the caller's whole input, and every request before it is sent
     "arag_graph/run/budgets.py": Target(
@@ -381,6 +381,35 @@ _BUILD_2 = (
 
 # Why a surviving mutant cannot be killed (equivalent, or unobservable), by mutant name.
 REASONS: dict[str, str] = {
+    # arag_graph/index/load.py
+    "arag_graph.index.load.x__load_following_current__mutmut_7": (
+        "equivalent: the attempt numbered LOAD_ATTEMPTS returns or raises, so a loop one attempt longer never "
+        "reaches its extra one"
+    ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.load.x__load_following_current__mutmut_10",
+            "arag_graph.index.load.x__load_following_current__mutmut_19",
+        ),
+        "equivalent: below a root that is not a directory there is no CURRENT to read, and "
+        "`read_current(strict=False)` "
+        "answers None for it as the guard does",
+    ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.load.x__load_following_current__mutmut_12",
+            "arag_graph.index.load.x__load_following_current__mutmut_21",
+        ),
+        "equivalent: `strict` is only tested for truth, and None is false as False is",
+    ),
+    **dict.fromkeys(
+        (
+            "arag_graph.index.load.x__load_following_current__mutmut_30",
+            "arag_graph.index.load.x__load_following_current__mutmut_31",
+            "arag_graph.index.load.x__load_following_current__mutmut_32",
+        ),
+        "equivalent: the message of an assertion no path reaches (the last attempt returns or raises)",
+    ),
     # arag_graph/run/budgets.py
     "arag_graph.run.budgets.xǁRunBudgetǁ_start__mutmut_8": (
         "equivalent: `_passes` has no side effects, and when a cap is already reached the stop message and the "

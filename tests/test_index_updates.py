@@ -14,7 +14,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -665,3 +665,73 @@ def test_damage_of_the_build_current_names_is_still_raised_after_one_load(
     with pytest.raises(IndexDamagedError, match=r"chunks\.jsonl"):
         load_index(root, embeddings=WordHashEmbeddings())
     assert len(loads) == 1
+
+
+# The follow-up itself, one load at a time (issue 38: the race above leaves its attempt count and how it
+# reads CURRENT untested; a scripted load that fails as a reader of a replaced build does pins both)
+
+BUILD_NAMES = [f"20261207T0600{n:02d}-0000000{n}" for n in range(8)]
+
+
+def _index_root(tmp_path: Path, current: str = BUILD_NAMES[0]) -> Path:
+    root = tmp_path / "index"
+    root.mkdir()
+    (root / "CURRENT").write_text(current, encoding="utf-8")
+    return root
+
+
+def _scripted_load(root: Path, moves: int) -> tuple[Callable[[], object], list[str], object]:
+    """A load that fails ``moves`` times as a reader whose build was replaced while it opened it
+    (``CURRENT`` moves on, the old build is gone), then answers; with the builds it was asked for."""
+    answer = object()
+    asked: list[str] = []
+
+    def load() -> object:
+        asked.append((root / "CURRENT").read_text(encoding="utf-8"))
+        if len(asked) <= moves:
+            (root / "CURRENT").write_text(BUILD_NAMES[len(asked)], encoding="utf-8")
+            raise IndexDamagedError(root, f"builds/{asked[-1]} cannot be read (it is missing)")
+        return answer
+
+    return load, asked, answer
+
+
+@pytest.mark.parametrize("moves", [1, 3])
+def test_a_load_follows_current_to_the_new_build(tmp_path: Path, moves: int) -> None:
+    from arag_graph.index.load import LOAD_ATTEMPTS, _load_following_current
+
+    assert moves < LOAD_ATTEMPTS
+    root = _index_root(tmp_path)
+    load, asked, answer = _scripted_load(root, moves)
+    assert _load_following_current(root, load) is answer
+    assert asked == BUILD_NAMES[: moves + 1]
+
+
+def test_a_load_follows_current_at_most_load_attempts_times(tmp_path: Path) -> None:
+    """CURRENT moving on under every load: the last attempt's own error, after exactly LOAD_ATTEMPTS loads."""
+    from arag_graph.index.load import LOAD_ATTEMPTS, _load_following_current
+
+    root = _index_root(tmp_path)
+    load, asked, _ = _scripted_load(root, moves=len(BUILD_NAMES) - 1)
+    with pytest.raises(IndexDamagedError, match=rf"builds/{BUILD_NAMES[LOAD_ATTEMPTS - 1]} cannot be read"):
+        _load_following_current(root, load)
+    assert asked == BUILD_NAMES[:LOAD_ATTEMPTS]
+
+
+def test_a_load_follows_current_only_while_it_names_a_build(tmp_path: Path) -> None:
+    """A CURRENT that is damaged is the load's to report (it reads CURRENT strictly itself): the follow-up
+    reads it leniently, before and after a load, and raises the load's own error at once."""
+    from arag_graph.index.load import _load_following_current
+
+    root = _index_root(tmp_path, current="not a build")
+    answer = object()
+    assert _load_following_current(root, lambda: answer) is answer  # read before the load: not judged there
+    asked: list[str] = []
+
+    def load() -> object:
+        asked.append("load")
+        raise IndexDamagedError(root, "the load's own finding")
+
+    with pytest.raises(IndexDamagedError, match="the load's own finding"):
+        _load_following_current(root, load)
+    assert asked == ["load"]
