@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "questions": rows[0]["n"] if rows else 0,
         "questions_asked": len(questions),
         "model": MODEL_NAME,
-        "threads": args.threads,
+        "threads": _threads_used(list(done.values()), args.threads),
         "top_k": args.top_k,
         "n_ctx": args.n_ctx,
         "max_tokens": args.max_tokens,
@@ -135,6 +135,7 @@ def _run_all(
                         "retrieved_tokens": prediction["retrieved_tokens"],
                         "usage": prediction["usage"],
                         "seconds": round(seconds, 2),
+                        "threads": args.threads if model != "offline" else None,
                         "replies": len(log.exchanges),
                         "malformed": sum(1 for e in log.exchanges if classify(e)),
                         "classes": dict(classes),
@@ -147,6 +148,16 @@ def _run_all(
                         f"malformed {record['malformed']}/{record['replies']}",
                         flush=True,
                     )
+
+
+def _threads_used(records: list[dict[str, Any]], current: int) -> dict[int, int]:
+    """Questions the local model answered at each server thread count (a resumed run may have changed it;
+    records written before the count was recorded ran at the default, one)."""
+    counts: Counter[int] = Counter()
+    for question in {r["question_id"] for r in records if r["model"] != "offline"}:
+        mine = [r for r in records if r["model"] != "offline" and r["question_id"] == question]
+        counts[int(mine[0].get("threads") or THREADS)] += 1
+    return dict(sorted(counts.items())) or {current: 0}
 
 
 def summarize(records: list[dict[str, Any]], graphs: list[str], ids: list[str]) -> list[dict[str, Any]]:
@@ -181,13 +192,15 @@ def summarize(records: list[dict[str, Any]], graphs: list[str], ids: list[str]) 
     return rows
 
 
+def _threads_of(result: dict[str, Any]) -> dict[int, int]:
+    threads = result.get("threads", 1)
+    return {int(k): v for k, v in threads.items()} if isinstance(threads, dict) else {int(threads): result["questions"]}
+
+
 def markdown(result: dict[str, Any]) -> str:
     head = ["model", "graph", "n", *[label for _, label in METRICS], "steps", "retrieved tokens", "model tokens",
             "s / question", "malformed replies", "errors"]  # fmt: skip
-    served = (
-        "python -m llama_cpp.server --chat_format chatml-function-calling "
-        f"--n_ctx {result['n_ctx']} --n_threads {result.get('threads', 1)}"
-    )
+    served = f"python -m llama_cpp.server --chat_format chatml-function-calling --n_ctx {result['n_ctx']} --n_threads N"
     lines = [
         "# A real language model: SmolLM2-135M on this machine's CPU (issue 34)",
         "",
@@ -197,7 +210,9 @@ def markdown(result: dict[str, Any]) -> str:
         "those every graph finished with both models), each graph with its package defaults"
         + (f" except top_k {result['top_k']}" if result.get("top_k") else "")
         + f"; the local model is {result['model']} (SmolLM2-135M-Instruct, Q4_1 GGUF) behind `{served}`, "
-        f"`max_tokens` {result['max_tokens']}; the offline policy (no language model) on the same questions, index "
+        f"`max_tokens` {result['max_tokens']}, server threads N: "
+        + ", ".join(f"{t} for {q} question(s)" for t, q in _threads_of(result).items())
+        + "; the offline policy (no language model) on the same questions, index "
         f"and settings. Machine: {result['machine'].get('cpu', '')}, {result['machine'].get('cores', '')} cores "
         "(other work may have shared it, so the seconds are an upper bound). Model tokens are the server's own "
         "usage fields (none for the offline policy); malformed replies are the share of the model's replies in "
