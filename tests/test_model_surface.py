@@ -578,12 +578,12 @@ def test_the_paper_profile_asks_hyde_for_a_short_answering_passage(all_records: 
             r for r in all_records["paper"][name]["requests"] if "passage that answers" in r["messages"][-1]["content"]
         ]
         assert paper, name
-        assert all(r["parameters"]["max_completion_tokens"] == 128 for r in paper), name
+        assert all(r["parameters"]["max_tokens"] == 128 for r in paper), name
         assert all(r["parameters"]["temperature"] == 0.0 for r in paper), name
         package = [
             r for r in all_records["package"][name]["requests"] if "encyclopedia" in r["messages"][-1]["content"]
         ]
-        assert package and all(r["parameters"]["max_completion_tokens"] == 16384 for r in package), name
+        assert package and all(r["parameters"]["max_tokens"] == 16384 for r in package), name
 
 
 def test_the_paper_profile_runs_corag_chains_with_the_sufficiency_check(all_records: Records) -> None:
