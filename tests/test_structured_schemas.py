@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from arag_graph.corag.schemas import Reformulation, SubAnswer, Sufficiency
 from arag_graph.evaluators.judge import JudgeVerdict
-from arag_graph.llm.structured import ModelFacing, has_fallback, structured_call
+from arag_graph.llm.structured import ModelFacing, _forced_tool, has_fallback, structured_call
 from arag_graph.run.schemas import PassageRating, PassageRatings, QueryRewrites
 from arag_graph.srag.schemas import Decomposition, Route, SubQuestion, Triplet, Triplets
 from tests.fakes import sentinel_key
@@ -102,6 +102,17 @@ def test_the_forced_tool_call_bounds_every_list_and_string(example: BaseModel, o
     nodes = list(_walk(tool["function"]["parameters"]))
     assert [n for n in nodes if n.get("type") == "array" and not 0 < n.get("maxItems", 0) <= 32] == []
     assert [n for n in nodes if n.get("type") == "string" and not 0 < n.get("maxLength", 0) <= 1000] == []
+
+
+def test_each_forced_call_gets_its_own_copy_of_the_converted_tool() -> None:
+    """The tool is converted once per schema; a caller (or LangChain) changing its copy changes no later call's."""
+    first = _forced_tool(Sufficiency)
+    first["function"]["parameters"]["properties"].clear()
+    first["function"]["name"] = "changed"
+    again = _forced_tool(Sufficiency)
+    assert (
+        again["function"]["name"] == "Sufficiency" and "is_sufficient" in again["function"]["parameters"]["properties"]
+    )
 
 
 def test_defaults_still_fill_what_a_lenient_provider_leaves_out() -> None:

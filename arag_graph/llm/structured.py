@@ -12,6 +12,8 @@ go through here: each family's offline model answers the same requests with its 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -180,10 +182,21 @@ def _runnables(model: BaseChatModel, schema: type[T]) -> list[Runnable[Any, Any]
     # The forced call's schema bounds strings too: llama-cpp-python writes a tool call's arguments with no
     # token limit, so an unbounded string could run until its context is full. Its reply is a dict,
     # validated against ``schema`` as any other (:func:`_parsed`).
+    forced = model.with_structured_output(_forced_tool(schema), include_raw=True, method="function_calling")
+    return [first, forced]
+
+
+def _forced_tool(schema: type[BaseModel]) -> dict[str, Any]:
+    """The forced call's tool for ``schema``, every string and list bounded; each caller gets its own copy."""
+    return copy.deepcopy(_converted_tool(schema))
+
+
+@functools.lru_cache(maxsize=64)
+def _converted_tool(schema: type[BaseModel]) -> dict[str, Any]:
+    # Converted once per schema (a JSON schema written and dereferenced), not at every structured call.
     tool = convert_to_openai_tool(schema)
     bounded_schema(tool["function"]["parameters"])
-    forced = model.with_structured_output(tool, include_raw=True, method="function_calling")
-    return [first, forced]
+    return tool
 
 
 def structured_runnable(model: BaseChatModel, schema: type[T], question: str) -> Runnable[Any, tuple[T, str | None]]:
