@@ -20,6 +20,7 @@ What cannot be understood comes back as a tool message that says how to call the
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -148,7 +149,7 @@ class ShownBounds:
 
     def __get_pydantic_json_schema__(self, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         schema = handler(core_schema)
-        schema.update(json.loads(json.dumps(dict(self.bounds))))  # a copy: schemas are changed later
+        schema.update(copy.deepcopy(dict(self.bounds)))  # a copy: schemas are changed later
         return schema
 
 
