@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -258,6 +259,9 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="write the table from the records so far")
     parser.add_argument("--work", default=None, help="resumable records (default: the cache directory)")
     args = parser.parse_args()
+    # A SIGTERM (a `timeout`, a job scheduler) would end Python without unwinding, leaving the llama server,
+    # which runs in its own session, behind; as an exit instead, running_local_model stops it.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     if args.work is None:
         from arag_graph.core.cache import cache_dir
 
