@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
+
+from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 
 
 class NamedFakeEmbeddings(DeterministicFakeEmbedding):
@@ -117,3 +121,9 @@ def seed_encoder(cache: Path, exported: Path) -> None:
         os.link(exported, folder / exported.name)  # 60 MB: a link when both are on one file system
     except OSError:
         shutil.copy2(exported, folder / exported.name)
+
+
+def current_manifest(root: Path) -> dict[str, Any]:
+    """The manifest of the index's current build as the JSON on disk says (not through the loader's checks)."""
+    build = (root / CURRENT).read_text(encoding="utf-8").strip()
+    return json.loads((root / BUILDS / build / MANIFEST).read_text(encoding="utf-8"))

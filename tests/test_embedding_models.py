@@ -25,7 +25,7 @@ from arag_graph.index.build import build_index
 from arag_graph.index.load import load_index
 from tests.cli_run import assert_one_error_line, run_cli
 from tests.conftest import REPO, data_file
-from tests.fakes import sentinel_key
+from tests.fakes import current_manifest, sentinel_key
 from tests.stubs.openai_server import OpenAIStubServer, stall
 
 DOCS = [
@@ -35,11 +35,6 @@ DOCS = [
 ]
 SECRET = sentinel_key("operator-secret")
 RUN = ("--no-upload", "--quiet")
-
-
-def manifest_of(root: Path) -> dict[str, Any]:
-    build = (root / "CURRENT").read_text(encoding="utf-8").strip()
-    return json.loads((root / "builds" / build / "manifest.json").read_text(encoding="utf-8"))
 
 
 def write_corpus(tmp_path: Path) -> Path:
@@ -65,7 +60,7 @@ def test_the_packaged_minilm_given_by_path_goes_through_index_load_and_ask(
     assert code == 0
     summary = json.loads(stdout)
     assert summary["embedding_model"] == str(Path(model).resolve()) and summary["encoder"] == "torch"
-    assert manifest_of(out)["embedding_model"] == str(Path(model).resolve())
+    assert current_manifest(out)["embedding_model"] == str(Path(model).resolve())
 
     index = load_index(out)  # no embeddings= : the manifest names the model
     assert type(index.embeddings).__name__ == "SentenceEncoder" and index.embeddings.model_path == model
@@ -171,8 +166,8 @@ def test_a_model_name_from_the_local_hugging_face_cache_indexes_and_searches(tmp
         summary = arag("index", str(write_corpus(tmp_path)), "--out", str(out), "--embedding", name, "--json")
         hits = arag("search", "--index", str(out), "--query", "Which river flows into the sea?", "--json")
         assert hub.requests == []
-    assert summary["embedding_model"] == name and manifest_of(out)["embedding_model"] == name
-    assert manifest_of(out)["embedding_dim"] == 16  # the tiny model's vectors, not the packaged MiniLM's 384
+    assert summary["embedding_model"] == name and current_manifest(out)["embedding_model"] == name
+    assert current_manifest(out)["embedding_dim"] == 16  # the tiny model's vectors, not the packaged MiniLM's 384
     assert hits["results"] if isinstance(hits, dict) and "results" in hits else hits, hits
 
 
@@ -238,7 +233,7 @@ def test_an_endpoint_model_goes_through_index_ask_and_eval(
     )
     assert code == 0
     assert json.loads(stdout)["embedding_model"] == "openai:stub-embed"
-    manifest = manifest_of(out)
+    manifest = current_manifest(out)
     assert manifest["embedding_base_url"] == openai_server.url and manifest["encoder"] is None
     assert manifest["embedding_dim"] == openai_server.embedder.dim
     assert SECRET not in json.dumps(manifest) and "api_key" not in json.dumps(manifest)

@@ -22,7 +22,7 @@ from arag_graph.index.hierarchical import HierarchicalIndex
 from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from arag_graph.index.sample import sample_corpus_path
-from tests.fakes import NamedFakeEmbeddings
+from tests.fakes import NamedFakeEmbeddings, current_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -39,11 +39,6 @@ def one_line(error: BaseException) -> str:
     message = str(error)
     assert message and "\n" not in message and "Traceback" not in message
     return message
-
-
-def manifest_of(root: Path) -> dict:
-    build = (root / CURRENT).read_text(encoding="utf-8").strip()
-    return json.loads((root / BUILDS / build / MANIFEST).read_text(encoding="utf-8"))
 
 
 def ranked(index: HierarchicalIndex, query: str) -> list[str]:
@@ -108,8 +103,8 @@ def test_the_export_is_cached_on_disk(monkeypatch: pytest.MonkeyPatch, sentences
 
 def test_manifest_records_the_backend_and_loading_honours_it(onnx_index: HierarchicalIndex) -> None:
     assert onnx_index.path is not None
-    assert manifest_of(onnx_index.path)["encoder"] == "onnx" and onnx_index.manifest.encoder == "onnx"
-    assert manifest_of(onnx_index.path)["embedding_model"] == emb.DEFAULT_MODEL_ID  # same model, other backend
+    assert current_manifest(onnx_index.path)["encoder"] == "onnx" and onnx_index.manifest.encoder == "onnx"
+    assert current_manifest(onnx_index.path)["embedding_model"] == emb.DEFAULT_MODEL_ID  # same model, other backend
     loaded = load_index(onnx_index.path)
     assert isinstance(loaded.embeddings, emb.OnnxSentenceEncoder) and loaded.embeddings.backend == "onnx"
     cached = load_index(onnx_index.path, cache=True)
@@ -224,7 +219,7 @@ def test_cli_index_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     summary = json.loads(stdout)
     assert summary["encoder"] == "onnx" and summary["sentences"] > 400
     assert err == ""  # the export (already cached here) and the build print nothing with --json
-    assert manifest_of(out)["encoder"] == "onnx"
+    assert current_manifest(out)["encoder"] == "onnx"
 
 
 def test_query_embeddings_are_cached_per_process() -> None:

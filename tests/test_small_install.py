@@ -28,10 +28,10 @@ from arag_graph.index import encoders as emb
 from arag_graph.index import onnx_graphs
 from arag_graph.index.build import build_index
 from arag_graph.index.hierarchical import HierarchicalIndex
-from arag_graph.index.layout import BUILDS, CURRENT, MANIFEST
 from arag_graph.index.load import load_index
 from arag_graph.index.sample import sample_corpus_path, sample_questions_path
 from tests.cli_run import assert_one_error_line, run_cli
+from tests.fakes import current_manifest
 
 pytestmark = [
     pytest.mark.integration,
@@ -68,11 +68,6 @@ def arag_without(argv: list[str], cache: Path) -> subprocess.CompletedProcess[st
         text=True,
         timeout=300,
     )
-
-
-def manifest_of(root: Path) -> dict:
-    build = (root / CURRENT).read_text(encoding="utf-8").strip()
-    return json.loads((root / BUILDS / build / MANIFEST).read_text(encoding="utf-8"))
 
 
 def absent(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
@@ -131,7 +126,7 @@ def test_demo_index_ask_and_eval_run_without_torch_transformers_scipy_or_chromad
     index = tmp_path / "index"
     built = arag_without(["index", str(sample_corpus_path()), "--out", str(index), "--quiet"], cache)
     assert built.returncode == 0, built.stderr
-    assert manifest_of(index)["encoder"] == "onnx-int8"
+    assert current_manifest(index)["encoder"] == "onnx-int8"
     asked = arag_without(["ask", "Where is Two Dollar Radio based?", "--index", str(index), "--json"], cache)
     assert asked.returncode == 0, asked.stderr
     assert json.loads(asked.stdout)["answer"] and "LOADED []" in asked.stderr
@@ -202,11 +197,11 @@ def test_auto_past_the_matrix_cap_keeps_the_matrix_when_chromadb_is_absent(
 ) -> None:
     monkeypatch.setattr(build_module, "MATRIX_MAX_SENTENCES", 10)  # the sample has 461 sentences
     build_index(sample_corpus_path(), tmp_path / "with", progress=False)
-    assert manifest_of(tmp_path / "with")["chroma"]["mode"] == "persistent"  # chromadb here: Chroma, as before
+    assert current_manifest(tmp_path / "with")["chroma"]["mode"] == "persistent"  # chromadb here: Chroma, as before
     absent(monkeypatch, "chromadb")
     with caplog.at_level(logging.WARNING, logger="arag_graph.index.build"):
         index = build_index(sample_corpus_path(), tmp_path / "without", progress=False)
-    assert manifest_of(tmp_path / "without")["chroma"]["mode"] == "matrix"
+    assert current_manifest(tmp_path / "without")["chroma"]["mode"] == "matrix"
     assert "pip install 'arag-graph[chroma]'" in caplog.text and "461 sentences" in caplog.text
     assert index.semantic_search("Where is Two Dollar Radio based?", 3)
 
