@@ -1027,7 +1027,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     lines = [
         "# Mutation testing of the critical modules",
         "",
-        "Written by `bench/mutation.py` (mutmut 3.8.1, one worker: the machine's two cores are shared), each",
+        "Written by `bench/mutation.py` (mutmut 3.8.1, with the workers each row's command names), each",
         "module against the fast tests that cover it, narrowed with `-k` to the tests that call its guarding",
         "code directly (no server, no real index where the guard does not need one). Where a module is large",
         "only its guarding functions are mutated (listed in its section). Killed counts timeouts as killed;",
