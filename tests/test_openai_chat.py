@@ -9,6 +9,8 @@ to the module (bench/mutation.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -196,3 +198,85 @@ def test_the_reply_limit_goes_under_the_name_the_endpoint_reads(
         assert {k: v for k, v in payload.items() if k in ("max_tokens", "max_completion_tokens")} == {field: 16}
     unlimited = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused", base_url=base_url)
     assert not {"max_tokens", "max_completion_tokens"} & set(unlimited._get_request_payload([HumanMessage("hi")]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool results as user turns, for servers whose chat format drops ``tool`` messages
+
+
+def agent_turns() -> list[Any]:
+    """A question, two searches in one turn, a read in the next, and the three results."""
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+    return [
+        SystemMessage("Use the tools."),
+        HumanMessage("Who directed Inception?"),
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "keyword_search", "args": {"keywords": ["Inception"]}, "id": "c1"},
+                {"name": "semantic_search", "args": {"query": "director"}, "id": "c2"},
+            ],
+        ),
+        ToolMessage("[Inception_0] Inception is a film.", tool_call_id="c1"),
+        ToolMessage("[Nolan_0] Nolan directs.", tool_call_id="c2"),
+        AIMessage(content="", tool_calls=[{"name": "read_chunk", "args": {"chunk_ids": ["Nolan_0"]}, "id": "c3"}]),
+        ToolMessage(
+            [{"type": "text", "text": "Nolan directed"}, {"type": "text", "text": "Inception."}], tool_call_id="c3"
+        ),
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tool_results_go_as_one_user_turn_per_run_naming_each_tool(streamed: bool) -> None:
+    """llama-cpp-python's chatml-function-calling writes a ``tool`` turn's header and none of its content,
+    so an agent served there never read its results; with the setting it reads them as user turns."""
+    model = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused", tool_results_as_user=True)
+    messages = model._get_request_payload(agent_turns(), stream=streamed)["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert messages[3]["content"] == (
+        "Result of keyword_search:\n[Inception_0] Inception is a film.\n\n"
+        "Result of semantic_search:\n[Nolan_0] Nolan directs."
+    )
+    assert messages[5]["content"] == "Result of read_chunk:\nNolan directed\nInception."
+    assert [c["function"]["name"] for c in messages[2]["tool_calls"]] == ["keyword_search", "semantic_search"]
+    assert messages[2]["content"] == ""  # the calls stay, with text rather than null
+
+
+def test_tool_results_stay_tool_messages_by_default() -> None:
+    model = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused")
+    messages = model._get_request_payload(agent_turns())["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant", "tool"]
+    assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "[Inception_0] Inception is a film."}
+
+
+def test_a_result_without_its_call_is_still_shown() -> None:
+    """A conversation cut before the call (a trimmed history) keeps the result, from an unnamed tool."""
+    turns = openai_chat.tool_results_as_user_turns(
+        [{"role": "tool", "tool_call_id": "gone", "content": "text"}, {"role": "user", "content": "next"}]
+    )
+    assert turns == [{"role": "user", "content": "Result of a tool:\ntext"}, {"role": "user", "content": "next"}]
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, False), ("0", False), ("1", True), ("true", True), (" ON ", True)])
+def test_the_operator_turns_tool_results_as_user_on_for_models_built_from_a_name(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, on: bool
+) -> None:
+    from arag_graph.llm.models import TOOL_RESULTS_AS_USER_ENV, resolve_chat_model
+
+    if value is None:
+        monkeypatch.delenv(TOOL_RESULTS_AS_USER_ENV, raising=False)
+    else:
+        monkeypatch.setenv(TOOL_RESULTS_AS_USER_ENV, value)
+    model = resolve_chat_model("local-model", base_url="http://127.0.0.1:9/v1")
+    assert getattr(model, "tool_results_as_user", None) is on
+
+
+def test_an_unreadable_tool_results_setting_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arag_graph.core.errors import ModelSpecError
+    from arag_graph.llm.models import TOOL_RESULTS_AS_USER_ENV, resolve_chat_model
+
+    monkeypatch.setenv(TOOL_RESULTS_AS_USER_ENV, "sometimes")
+    with pytest.raises(ModelSpecError) as caught:
+        resolve_chat_model("local-model", base_url="http://127.0.0.1:9/v1")
+    assert str(caught.value) == "$ARAG_TOOL_RESULTS_AS_USER='sometimes' is not usable; give 1 (on) or 0 (off)"

@@ -78,6 +78,17 @@ def number_from_env(name: str, default: float, low: float, high: float) -> float
     return value
 
 
+_YES, _NO = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
+
+
+def flag_from_env(name: str) -> bool:
+    """``$name`` as a yes/no setting, off when unset; one-line error for anything else."""
+    text = os.environ.get(name, "").strip().lower()
+    if text in _YES or text in _NO:
+        return text in _YES
+    raise ModelSpecError(f"${name}={text!r} is not usable; give 1 (on) or 0 (off)")
+
+
 def api_key_from_env() -> str | None:
     """The operator's key for OpenAI-compatible endpoints: ``$ARAG_API_KEY``, else ``$OPENAI_API_KEY``."""
     return os.environ.get("ARAG_API_KEY") or os.environ.get("OPENAI_API_KEY") or None

@@ -24,6 +24,10 @@ read of the reply: :mod:`arag_graph.core.deadlines`) and ``max_retries`` retries
 else ``$ARAG_MODEL_TIMEOUT`` / ``$ARAG_MODEL_RETRIES``, else 30 s and 2 retries, so a server that
 never answers, or answers one byte at a time, ends a run in about 90 s. (A ``provider:name`` model
 of another provider uses that provider's client and its own timeout semantics.)
+
+``$ARAG_TOOL_RESULTS_AS_USER=1`` makes OpenAI-compatible models built from a name send tool results as
+user turns, for a server whose chat format leaves ``tool`` messages out of the prompt
+(:attr:`~arag_graph.llm.openai_chat.CompleteReplyChatOpenAI.tool_results_as_user`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from arag_graph.core.limits import (
     RETRIES_RANGE,
     TIMEOUT_RANGE,
     api_key_from_env,
+    flag_from_env,
     number_from_env,
 )
 from arag_graph.offline.policy import OfflinePolicy
@@ -52,6 +57,9 @@ if TYPE_CHECKING:
 
 OFFLINE = "offline"
 TIMEOUT_ENV, RETRIES_ENV = "ARAG_MODEL_TIMEOUT", "ARAG_MODEL_RETRIES"
+TOOL_RESULTS_AS_USER_ENV = "ARAG_TOOL_RESULTS_AS_USER"
+"""Set to 1 for a server whose chat format drops tool results (llama-cpp-python's chatml-function-calling):
+OpenAI-compatible models built from a name then send them as user turns (docs/guide/local-models.md)."""
 _SPEC = re.compile(r"^(?:(?P<provider>openai):)?(?P<name>[A-Za-z0-9][\w.:/@+-]*)$")
 
 
@@ -131,7 +139,10 @@ def resolve_chat_model(
                 "OpenAI-compatible server, or use --model offline"
             )
         key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
-    model = _chat_openai(match.group("name"), base_url, key, temperature, max_tokens, reasoning_effort or None, limits)
+    as_user = flag_from_env(TOOL_RESULTS_AS_USER_ENV)
+    model = _chat_openai(
+        match.group("name"), base_url, key, temperature, max_tokens, reasoning_effort or None, limits, as_user
+    )
     check_endpoint("model", client_endpoint(model), f"model {spec!r}")
     return model
 
@@ -183,6 +194,7 @@ def _chat_openai(
     max_tokens: int | None,
     reasoning_effort: str | None,
     limits: tuple[float, int],
+    tool_results_as_user: bool = False,
 ) -> BaseChatModel:
     """One client per distinct setting, so concurrent runs share connection pools.
 
@@ -198,6 +210,7 @@ def _chat_openai(
         "timeout": limits[0],
         "max_retries": limits[1],
         "stream_usage": True,
+        "tool_results_as_user": tool_results_as_user,
         **openai_http_clients(),  # the timeout is total per attempt, not per read
     }
     if base_url:

@@ -68,6 +68,43 @@ def _openai_itself(model: ChatOpenAI) -> bool:
     return (urlsplit(base).hostname or "").lower() == "api.openai.com"
 
 
+def _text_of(content: Any) -> str:
+    """A message's content as text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in parts)
+
+
+def tool_results_as_user_turns(messages: list[Any]) -> list[Any]:
+    """Chat Completions ``messages`` with each run of consecutive ``tool`` messages as one user turn.
+
+    Each result is headed by the tool that gave it (named from the assistant turn's call with the
+    result's ``tool_call_id``), so the model reads which search found what. The assistant's tool calls
+    stay as they are: the servers this is for render those.
+    """
+    names = {
+        call.get("id"): (call.get("function") or {}).get("name") or "a tool"
+        for message in messages
+        if isinstance(message, dict) and message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict)
+    }
+    turns: list[Any] = []
+    results: list[str] = []
+    for message in [*messages, None]:
+        if isinstance(message, dict) and message.get("role") == "tool":
+            name = names.get(message.get("tool_call_id"), "a tool")
+            results.append(f"Result of {name}:\n{_text_of(message.get('content'))}")
+            continue
+        if results:
+            turns.append({"role": "user", "content": "\n\n".join(results)})
+            results = []
+        if message is not None:
+            turns.append(message)
+    return turns
+
+
 class CompleteReplyChatOpenAI(ChatOpenAI):
     """``ChatOpenAI`` whose streamed replies either end properly or raise :class:`CutOffReplyError`.
 
@@ -80,13 +117,25 @@ class CompleteReplyChatOpenAI(ChatOpenAI):
     (OpenAI's newer name, required by its reasoning models); llama-cpp-python's server ignores that
     field and wrote each reply until its context was full, so a run's ``max_tokens`` bounded nothing
     there (docs/guide/local-models.md).
+
+    With ``tool_results_as_user`` it sends tool results as user turns (:func:`tool_results_as_user_turns`),
+    for servers whose chat format leaves ``tool`` messages out of the prompt.
     """
+
+    tool_results_as_user: bool = False
+    """Send each run of tool results as one user turn that names the tools, not as ``tool`` messages.
+
+    For servers whose chat format drops ``tool`` messages: llama-cpp-python's ``chatml-function-calling``
+    writes a ``tool`` turn's header and nothing of its content, so an agent there never reads what its
+    searches found. Off by default: every server that renders tool results should get them as such."""
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
         for message in payload.get("messages") or []:
             if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
                 message["content"] = ""
+        if self.tool_results_as_user and payload.get("messages"):
+            payload["messages"] = tool_results_as_user_turns(payload["messages"])
         if "max_completion_tokens" in payload and "max_tokens" not in payload and not _openai_itself(self):
             payload["max_tokens"] = payload.pop("max_completion_tokens")
         return payload

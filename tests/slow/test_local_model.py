@@ -233,6 +233,30 @@ def test_the_server_stops_each_reply_at_the_runs_max_tokens(local_model: LocalMo
     assert 0 < len(streamed) <= len(whole.text) + 8, streamed  # the same eight tokens, give or take a piece
 
 
+def test_tool_results_reach_the_prompt_only_as_user_turns(
+    local_model: LocalModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chatml-function-calling writes a ``tool`` turn's header and none of its content: the prompt is as long
+    with a 150-word search result as with a one-word one, so an agent never reads what it found. Sent as
+    user turns (``$ARAG_TOOL_RESULTS_AS_USER=1``) the result is in the prompt."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from arag_graph.llm.models import TOOL_RESULTS_AS_USER_ENV, resolve_chat_model
+
+    def prompt_tokens(as_user: str, result: str) -> int:
+        monkeypatch.setenv(TOOL_RESULTS_AS_USER_ENV, as_user)
+        model = resolve_chat_model(local_model.name, base_url=local_model.base_url, max_tokens=1, timeout=300)
+        call = {"name": "keyword_search", "args": {"keywords": ["Krilanovich"]}, "id": "c1"}
+        turns = [HumanMessage(QUESTION), AIMessage("", tool_calls=[call]), ToolMessage(result, tool_call_id="c1")]
+        usage = model.invoke(turns).usage_metadata
+        assert usage, "the server reported no usage"
+        return usage["input_tokens"]
+
+    long_result = " ".join(f"passage{i}" for i in range(150))
+    assert prompt_tokens("0", long_result) == prompt_tokens("0", "none")  # dropped, whatever it holds
+    assert prompt_tokens("1", long_result) - prompt_tokens("1", "none") >= 150
+
+
 def _llama_grammar_parses(vocab_model: Any, schema: dict[str, Any]) -> bool:
     import llama_cpp
     from llama_cpp import llama_grammar
