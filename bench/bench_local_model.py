@@ -30,9 +30,14 @@ from typing import Any
 
 from benchenv import DATA, RESULTS, machine
 
+from arag_graph.llm.models import TOOL_RESULTS_AS_USER_ENV
 from tests.localmodel import CLASSES, MODEL_NAME, THREADS, LocalModelMissing, ReplyLog, classify, running_local_model
 
 GRAPHS = ("arag", "naive_rag", "corag", "srag")
+TOOL_GRAPHS = ("arag", "arag_naive")
+"""The graphs whose model reads tool results (the others put passages in a user message)."""
+AS_USER = f"{MODEL_NAME}, tool results as user turns"
+"""The local model's runs with ``$ARAG_TOOL_RESULTS_AS_USER=1`` (``--tool-results-as-user``)."""
 METRICS = (("contain_acc", "Contain-Acc (%)"), ("exact_match", "EM (%)"), ("f1", "F1 (%)"),
            ("evidence_recall", "evidence recall (%)"))  # fmt: skip
 
@@ -66,7 +71,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _run_all(args, work, questions, index, gold, evaluators, records_path, done)
     rows = summarize(list(done.values()), args.graphs, [q.id for q in questions])
     return {
-        "command": " ".join(["python", "bench/bench_local_model.py", *sys.argv[1:]]),
+        # The command whose records these are (--report-only rewrites the table from them, running nothing).
+        "command": " ".join(
+            ["python", "bench/bench_local_model.py", *(a for a in sys.argv[1:] if a != "--report-only")]
+        ),
         "questions": rows[0]["n"] if rows else 0,
         "questions_asked": len(questions),
         "model": MODEL_NAME,
@@ -104,13 +112,21 @@ def _run_all(
         retrieval = {"top_k": args.top_k} if args.top_k else {}
         local = {k: v for k, v in server.context(max_tokens=args.max_tokens).items() if k != "top_k"} | retrieval
         graphs = {name: build_graph(name, index=index) for name in args.graphs}
+        runs = [("offline", {"model": "offline", **retrieval}), (server.name, local)]
+        if args.tool_results_as_user:
+            # Tool results in the prompt fill the server's context within a few steps (the 128k budget of the
+            # paper's code is for 128k models): the agent is asked to answer once its conversation passes
+            # half the context, counted in o200k tokens, leaving room for one more result and the reply.
+            runs.append((AS_USER, {**local, "message_token_budget": args.n_ctx // 2}))
         # Question by question, every graph: a run stopped early still compares the graphs on the same questions.
-        for model, context in (("offline", {"model": "offline", **retrieval}), (server.name, local)):
+        for model, context in runs:
             for question in questions:
                 for graph_name, graph in graphs.items():
                     key = (model, graph_name, question.id)
-                    if key in done:
+                    if key in done or (model == AS_USER and graph_name not in TOOL_GRAPHS):
                         continue
+                    # The client reads the setting when the run builds its model from the context's name.
+                    os.environ[TOOL_RESULTS_AS_USER_ENV] = "1" if model == AS_USER else "0"
                     log, usage = ReplyLog(), UsageMetadataCallbackHandler()
                     began = time.perf_counter()
                     try:
@@ -162,34 +178,37 @@ def _threads_used(records: list[dict[str, Any]], current: int) -> dict[int, int]
 
 
 def summarize(records: list[dict[str, Any]], graphs: list[str], ids: list[str]) -> list[dict[str, Any]]:
-    """Rows per (model, graph) over the questions every graph of both models answered."""
+    """Rows per (model, graph) over the questions every graph of every model answered (with tool results as
+    user turns: the tool-using graphs only)."""
     done = {(r["model"], r["graph"], r["question_id"]) for r in records}
-    ids = [q for q in ids if all((m, g, q) in done for m in ("offline", MODEL_NAME) for g in graphs)]
+    runs = [(m, g) for m in ("offline", MODEL_NAME) for g in graphs]
+    if any(r["model"] == AS_USER for r in records):
+        runs += [(AS_USER, g) for g in graphs if g in TOOL_GRAPHS]
+    ids = [q for q in ids if all((m, g, q) in done for m, g in runs)]
     rows = []
-    for model in ("offline", MODEL_NAME):
-        for graph in graphs:
-            mine = [r for r in records if r["model"] == model and r["graph"] == graph and r["question_id"] in ids]
-            if not mine:
-                continue
-            row: dict[str, Any] = {"model": model, "graph": graph, "n": len(mine)}
-            for key, _ in METRICS:
-                values = [r["metrics"][key] for r in mine if r["metrics"].get(key) is not None]
-                row[key] = round(100 * statistics.fmean(values), 1) if values else None
-            row["steps"] = round(statistics.fmean(r["steps"] for r in mine), 2)
-            row["retrieved_tokens"] = round(statistics.fmean(r["retrieved_tokens"] for r in mine))
-            usages = [r["usage"] for r in mine if r.get("usage")]
-            row["model_tokens"] = (
-                round(statistics.fmean(u["input_tokens"] + u["output_tokens"] for u in usages)) if usages else None
-            )
-            row["seconds"] = round(statistics.fmean(r["seconds"] for r in mine), 1)
-            replies = sum(r["replies"] for r in mine)
-            row["malformed_share"] = round(sum(r["malformed"] for r in mine) / replies, 3) if replies else None
-            row["errors"] = sum(1 for r in mine if r["error"])
-            classes: Counter[str] = Counter()
-            for r in mine:
-                classes.update(r["classes"])
-            row["classes"] = {c: classes[c] for c in CLASSES if classes[c]}
-            rows.append(row)
+    for model, graph in runs:
+        mine = [r for r in records if r["model"] == model and r["graph"] == graph and r["question_id"] in ids]
+        if not mine:
+            continue
+        row: dict[str, Any] = {"model": model, "graph": graph, "n": len(mine)}
+        for key, _ in METRICS:
+            values = [r["metrics"][key] for r in mine if r["metrics"].get(key) is not None]
+            row[key] = round(100 * statistics.fmean(values), 1) if values else None
+        row["steps"] = round(statistics.fmean(r["steps"] for r in mine), 2)
+        row["retrieved_tokens"] = round(statistics.fmean(r["retrieved_tokens"] for r in mine))
+        usages = [r["usage"] for r in mine if r.get("usage")]
+        row["model_tokens"] = (
+            round(statistics.fmean(u["input_tokens"] + u["output_tokens"] for u in usages)) if usages else None
+        )
+        row["seconds"] = round(statistics.fmean(r["seconds"] for r in mine), 1)
+        replies = sum(r["replies"] for r in mine)
+        row["malformed_share"] = round(sum(r["malformed"] for r in mine) / replies, 3) if replies else None
+        row["errors"] = sum(1 for r in mine if r["error"])
+        classes: Counter[str] = Counter()
+        for r in mine:
+            classes.update(r["classes"])
+        row["classes"] = {c: classes[c] for c in CLASSES if classes[c]}
+        rows.append(row)
     return rows
 
 
@@ -235,12 +254,22 @@ def markdown(result: dict[str, Any]) -> str:
         if row["classes"]:
             shown = ", ".join(f"{k} {v}" for k, v in row["classes"].items())
             lines.append(f"- {row['model']} {row['graph']}: {shown}")
+    if any(row["model"] == AS_USER for row in result["rows"]):
+        lines += [
+            "",
+            f"The rows of `{AS_USER}` ran the tool-using graphs with `$ARAG_TOOL_RESULTS_AS_USER=1` "
+            "(`--tool-results-as-user`): each run of tool results goes to the server as one user turn, which "
+            "its chat format renders, where a `tool` turn shows none of its content. With the results in the "
+            f"prompt the conversation outgrows the {result['n_ctx']}-token context within a few steps, so "
+            f"these rows also set `message_token_budget` to {result['n_ctx'] // 2} (half the context; the "
+            "package default is the paper's 128,000), after which the agent answers from what it read.",
+        ]
     lines += [
         "",
         "What this does and does not show: the graphs run to an answer or a one-line reason with a real model's "
         "output; a 135M model answers few multi-hop questions, and llama-cpp-python's chat format drops tool "
-        "results from the prompt (docs/guide/local-models.md), so A-RAG's agent searches without seeing what it "
-        "found. No paper figure is claimed from these numbers.",
+        "results from the prompt (docs/guide/local-models.md), so without the setting above A-RAG's agent "
+        "searches without seeing what it found. No paper figure is claimed from these numbers.",
         "",
     ]
     return "\n".join(lines)
@@ -256,6 +285,11 @@ def main() -> int:
         "--threads", type=int, default=THREADS, help="the server's threads (one: the machine is shared with other work)"
     )
     parser.add_argument("--top-k", type=int, default=0, help="chunks per search for both models (0: the default)")
+    parser.add_argument(
+        "--tool-results-as-user",
+        action="store_true",
+        help="also run the tool-using graphs on the local model with $ARAG_TOOL_RESULTS_AS_USER=1",
+    )
     parser.add_argument("--report-only", action="store_true", help="write the table from the records so far")
     parser.add_argument("--work", default=None, help="resumable records (default: the cache directory)")
     args = parser.parse_args()
