@@ -5,6 +5,7 @@ keeping the message history valid for providers.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
@@ -111,11 +112,21 @@ def finish(state: RunState, runtime: Any, *, bound: Bound) -> dict[str, Any]:
 
 
 def _text(message: AnyMessage) -> str:
-    return message.text if isinstance(message.content, (str, list)) else str(message.content)
+    """What of ``message`` goes to the model: its text and, for a model's turn, the tool calls it wrote."""
+    text = message.text if isinstance(message.content, (str, list)) else str(message.content)
+    if not isinstance(message, AIMessage):
+        return text
+    calls = [json.dumps({"name": c["name"], "arguments": c["args"]}, ensure_ascii=False) for c in message.tool_calls]
+    calls += [f"{c.get('name') or ''} {c.get('args') or ''}" for c in message.invalid_tool_calls]
+    return "\n".join([text, *calls]) if calls else text
 
 
 def message_tokens(messages: Sequence[AnyMessage]) -> int:
-    """o200k tokens of the conversation (each message's count is cached)."""
+    """o200k tokens of the conversation, the tool calls' arguments included (each message's count is cached).
+
+    The arguments count: a server renders them into the prompt like any text, and a model may write
+    hundreds of characters into each call (the tools' schemas allow a 500-character query, 16 keywords of
+    100); a budget that saw only the turns' text would let such a conversation outgrow the context."""
     return sum(_cached_count(_text(m)) for m in messages)
 
 
