@@ -116,8 +116,10 @@ def _run_all(
         if args.tool_results_as_user:
             # Tool results in the prompt fill the server's context within a few steps (the 128k budget of the
             # paper's code is for 128k models): the agent is asked to answer once its conversation passes
-            # half the context, counted in o200k tokens, leaving room for one more result and the reply.
-            runs.append((AS_USER, {**local, "message_token_budget": args.n_ctx // 2}))
+            # a quarter of the context in o200k tokens. The server counts the HTML-escaped prompt in more of
+            # its own tokens (passages about 1.2 times, tool-call JSON about 2.5 times), and the system
+            # prompt, the tools' schemas and the search that crosses the budget come on top.
+            runs.append((AS_USER, {**local, "message_token_budget": as_user_budget(args.n_ctx)}))
         # Question by question, every graph: a run stopped early still compares the graphs on the same questions.
         for model, context in runs:
             for question in questions:
@@ -165,6 +167,11 @@ def _run_all(
                         f"malformed {record['malformed']}/{record['replies']}",
                         flush=True,
                     )
+
+
+def as_user_budget(n_ctx: int) -> int:
+    """The ``message_token_budget`` of the runs with tool results as user turns: a quarter of the context."""
+    return n_ctx // 4
 
 
 def _threads_used(records: list[dict[str, Any]], current: int) -> dict[int, int]:
@@ -261,8 +268,9 @@ def markdown(result: dict[str, Any]) -> str:
             "(`--tool-results-as-user`): each run of tool results goes to the server as one user turn, which "
             "its chat format renders, where a `tool` turn shows none of its content. With the results in the "
             f"prompt the conversation outgrows the {result['n_ctx']}-token context within a few steps, so "
-            f"these rows also set `message_token_budget` to {result['n_ctx'] // 2} (half the context; the "
-            "package default is the paper's 128,000), after which the agent answers from what it read.",
+            f"these rows also set `message_token_budget` to {as_user_budget(result['n_ctx'])} (a quarter of the "
+            "context, counted in o200k tokens; the package default is the paper's 128,000), after which the "
+            "agent answers from what it read.",
         ]
     lines += [
         "",
