@@ -257,6 +257,28 @@ def test_tool_results_reach_the_prompt_only_as_user_turns(
     assert prompt_tokens("1", long_result) - prompt_tokens("1", "none") >= 150
 
 
+def test_the_agent_reads_its_results_with_tool_results_as_user(
+    local_model: LocalModel, sample_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A-RAG on the real server with ``$ARAG_TOOL_RESULTS_AS_USER=1``: the run keeps its contract, and the
+    agent's next request is longer than its first by at least the search results it was given."""
+    from langchain_core.messages import ToolMessage
+
+    from arag_graph.core.tokens import count_tokens
+
+    monkeypatch.setenv("ARAG_TOOL_RESULTS_AS_USER", "1")
+    state, log = run_graph("arag_tool_results_as_user", "arag", sample_index, local_model, max_steps=2)
+    check_run(state, log, cap=2)
+    agent = [e for e in log.exchanges if e.name == "agent_model" and e.usage]
+    results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert agent and agent[0].tool_calls and results, [(e.name, e.tool_calls) for e in log.exchanges]
+    after = next(e for e in log.exchanges[log.exchanges.index(agent[0]) + 1 :] if e.usage)
+    first_results = results[: len(agent[0].tool_calls)]
+    given = sum(count_tokens(m.text) for m in first_results)
+    assert after.usage and agent[0].usage
+    assert after.usage["input_tokens"] - agent[0].usage["input_tokens"] >= given, (after.usage, agent[0].usage, given)
+
+
 def _llama_grammar_parses(vocab_model: Any, schema: dict[str, Any]) -> bool:
     import llama_cpp
     from llama_cpp import llama_grammar
