@@ -280,3 +280,31 @@ def test_an_unreadable_tool_results_setting_is_one_line(monkeypatch: pytest.Monk
     with pytest.raises(ModelSpecError) as caught:
         resolve_chat_model("local-model", base_url="http://127.0.0.1:9/v1")
     assert str(caught.value) == "$ARAG_TOOL_RESULTS_AS_USER='sometimes' is not usable; give 1 (on) or 0 (off)"
+
+
+def test_results_in_any_content_shape_are_shown_as_text() -> None:
+    """Content parts without text, plain parts and no content at all; a call without a name; entries that
+    are not messages pass through as they were."""
+    odd = object()
+    turns = openai_chat.tool_results_as_user_turns(
+        [
+            odd,
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {}}, {"id": "c2"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "image_url"}, "plain", {"text": "t"}]},
+            {"role": "tool", "tool_call_id": "c2", "content": None},
+        ]
+    )
+    assert turns[:2] == [
+        odd,
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {}}, {"id": "c2"}]},
+    ]
+    assert turns[2:] == [{"role": "user", "content": "Result of a tool:\n\nplain\nt\n\nResult of a tool:\n"}]
+
+
+def test_an_assistant_turns_text_and_the_stop_words_are_sent_as_given() -> None:
+    from langchain_core.messages import HumanMessage
+
+    model = openai_chat.CompleteReplyChatOpenAI(model="m", api_key="sk-unused", tool_results_as_user=True)
+    said = AIMessage("Let me search.", tool_calls=[{"name": "keyword_search", "args": {"keywords": ["x"]}, "id": "c1"}])
+    payload = model._get_request_payload([HumanMessage("Q?"), said], stop=["\n\nQuestion:"])
+    assert payload["messages"][1]["content"] == "Let me search." and payload["stop"] == ["\n\nQuestion:"]
