@@ -78,14 +78,16 @@ def number_from_env(name: str, default: float, low: float, high: float) -> float
     return value
 
 
-_YES, _NO = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
+ON_VALUES = frozenset({"1", "true", "yes", "on"})
+"""How an operator turns an environment switch on (any case): one spelling for every switch."""
+_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
 
 
 def flag_from_env(name: str) -> bool:
     """``$name`` as a yes/no setting, off when unset; one-line error for anything else."""
     text = os.environ.get(name, "").strip().lower()
-    if text in _YES or text in _NO:
-        return text in _YES
+    if text in ON_VALUES or text in _OFF_VALUES:
+        return text in ON_VALUES
     raise ModelSpecError(f"${name}={text!r} is not usable; give 1 (on) or 0 (off)")
 
 

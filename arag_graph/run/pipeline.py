@@ -113,12 +113,11 @@ def finish(state: RunState, runtime: Any, *, bound: Bound) -> dict[str, Any]:
 
 def _text(message: AnyMessage) -> str:
     """What of ``message`` goes to the model: its text and, for a model's turn, the tool calls it wrote."""
-    text = message.text if isinstance(message.content, (str, list)) else str(message.content)
     if not isinstance(message, AIMessage):
-        return text
+        return message.text  # langchain-core holds content as a string or a list of parts
     calls = [json.dumps({"name": c["name"], "arguments": c["args"]}, ensure_ascii=False) for c in message.tool_calls]
     calls += [f"{c.get('name') or ''} {c.get('args') or ''}" for c in message.invalid_tool_calls]
-    return "\n".join([text, *calls]) if calls else text
+    return "\n".join([message.text, *calls])
 
 
 def message_tokens(messages: Sequence[AnyMessage]) -> int:

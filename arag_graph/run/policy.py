@@ -63,6 +63,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from arag_graph.core.endpoints import EndpointKind, canonical_model
 from arag_graph.core.errors import AragError, ContextError
+from arag_graph.core.limits import ON_VALUES
 
 OFFLINE = "offline"
 OPENAI_API = "https://api.openai.com/v1"
@@ -98,8 +99,9 @@ def served_error(exc: AragError, policy: ServingPolicy | None = None) -> AragErr
 
 
 def _switch(name: str) -> bool:
-    """An operator's on/off setting: ``1``, ``true``, ``yes`` or ``on`` (any case) is on, anything else off."""
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+    """An operator's security switch: ``1``, ``true``, ``yes`` or ``on`` (any case) is on, anything else off
+    (a misspelt value keeps the safe setting, where :func:`~arag_graph.core.limits.flag_from_env` refuses it)."""
+    return os.environ.get(name, "").strip().lower() in ON_VALUES
 
 
 def _listed(name: str) -> list[str]:
